@@ -1,0 +1,5 @@
+"""Run the privfl command line with ``python -m privfl``."""
+
+from privfl.cli import main
+
+main()

@@ -1,0 +1,214 @@
+"""The job file: one TOML document every party reads, validated into frozen dataclasses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from privfl.errors import ConfigError
+
+ROLES = ("server", "host", "guest")
+MIN_SECURE_KEY_BITS = 2048
+MIN_TEST_KEY_BITS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class PartySpec:
+    """One party of the job: its role and the endpoint its inbox listens on."""
+
+    name: str
+    role: str
+    endpoint: str
+    columns: tuple[int, ...] = ()  # demo data: which columns of the bundled table it holds
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingConfig:
+    """Optimisation settings every party applies to its own weights."""
+
+    epochs: int = 30
+    learning_rate: float = 0.3
+    lr_decay: float = 0.02  # lr_e = learning_rate / (1 + lr_decay * e)
+    l2: float = 0.1  # λ; gradient (1/b)(Xᵀd + λθ), bias not penalised
+    batch_size: int = 0  # 0 = full batch
+    allow_small_batches: bool = False
+    tolerance: float = 1e-6  # stop when the Taylor loss changes less than this
+    fixed_point_bits: int = 32
+    divergence_factor: float = 2.0  # stop with an error when loss > factor × first loss
+
+
+@dataclass(frozen=True, slots=True)
+class LabelDPConfig:
+    """Randomized response on the Host's labels and the flipback post-processing."""
+
+    epsilon: float = 8.0
+    flipback_every: int = 5  # 0 disables flipback
+    flipback_fraction: float = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class DataConfig:
+    """Where the rows come from and how the held-out split is drawn."""
+
+    dataset: str = "breast_cancer"
+    test_size: float = 0.25
+    split_seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobConfig:
+    """Everything a party needs to take part in one training session."""
+
+    session: str
+    parties: dict[str, PartySpec]
+    key_bits: int = MIN_SECURE_KEY_BITS
+    allow_weak_keys: bool = False
+    timeout_seconds: float = 120.0
+    seed: int = 0
+    keys_dir: str = "keys"
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    label_dp: LabelDPConfig = field(default_factory=LabelDPConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    source: Path | None = None  # the file it was read from, to resolve keys_dir
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def party(self, name: str) -> PartySpec:
+        """The named party, or a ConfigError that lists the parties the job knows."""
+        if name not in self.parties:
+            known = ", ".join(sorted(self.parties))
+            raise ConfigError(f"the job has no party named {name!r}; its parties are: {known}")
+        return self.parties[name]
+
+    def names(self, role: str) -> list[str]:
+        """Names of the parties with this role, in job-file order."""
+        return [p.name for p in self.parties.values() if p.role == role]
+
+    @property
+    def server(self) -> str:
+        return self.names("server")[0]
+
+    @property
+    def host(self) -> str:
+        return self.names("host")[0]
+
+    @property
+    def guests(self) -> list[str]:
+        return self.names("guest")
+
+    def keys_path(self) -> Path:
+        """The folder of CURVE key files, relative to the job file."""
+        base = self.source.parent if self.source else Path.cwd()
+        return base / self.keys_dir
+
+    def fingerprint(self) -> str:
+        """A hash of everything the parties must agree on (not paths)."""
+        data = to_dict(self)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def check_key_bits(bits: int, allow_weak: bool) -> None:
+    """Refuse keys under 2048 bits unless weak keys were explicitly allowed."""
+    if bits < MIN_TEST_KEY_BITS:
+        raise ConfigError(f"key size {bits} is below {MIN_TEST_KEY_BITS} bits, which never works")
+    if bits < MIN_SECURE_KEY_BITS and not allow_weak:
+        raise ConfigError(
+            f"key size {bits} is below {MIN_SECURE_KEY_BITS} bits and insecure; "
+            "pass --allow-weak-keys (tests only) or use --key-bits 2048"
+        )
+
+
+def validate(job: JobConfig) -> None:
+    """Check the roles, numbers and ranges of a job; raise ConfigError naming the field."""
+    check_key_bits(job.key_bits, job.allow_weak_keys)
+    roles = [p.role for p in job.parties.values()]
+    for p in job.parties.values():
+        if p.role not in ROLES:
+            raise ConfigError(f"party {p.name!r} has role {p.role!r}; roles are {', '.join(ROLES)}")
+    if roles.count("server") != 1 or roles.count("host") != 1 or roles.count("guest") < 1:
+        raise ConfigError("a job needs exactly one server, one host and at least one guest")
+    t = job.training
+    if t.epochs < 1 or t.learning_rate <= 0 or t.l2 < 0 or t.batch_size < 0:
+        raise ConfigError("training: epochs >= 1, learning_rate > 0, l2 >= 0, batch_size >= 0")
+    eps = job.label_dp.epsilon
+    if math.isnan(eps) or eps < 0:
+        raise ConfigError("label_dp.epsilon must be >= 0 or inf")
+    if not 0 <= job.label_dp.flipback_fraction <= 1 or job.label_dp.flipback_every < 0:
+        raise ConfigError("label_dp: flipback_fraction in [0, 1], flipback_every >= 0")
+    if not 0 < job.data.test_size < 1:
+        raise ConfigError("data.test_size must lie strictly between 0 and 1")
+    if job.timeout_seconds <= 0:
+        raise ConfigError("timeout_seconds must be positive")
+
+
+def to_dict(job: JobConfig) -> dict[str, Any]:
+    """The job as plain TOML-ready data (without its source path)."""
+    return {
+        "session": job.session,
+        "key_bits": job.key_bits,
+        "allow_weak_keys": job.allow_weak_keys,
+        "timeout_seconds": job.timeout_seconds,
+        "seed": job.seed,
+        "keys_dir": job.keys_dir,
+        "training": asdict(job.training),
+        "label_dp": asdict(job.label_dp),
+        "data": asdict(job.data),
+        "parties": {
+            n: {"role": p.role, "endpoint": p.endpoint, "columns": list(p.columns)}
+            for n, p in job.parties.items()
+        },
+    }
+
+
+def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
+    """Build a validated JobConfig; unknown or mistyped keys raise ConfigError."""
+    data = dict(data)
+    try:
+        parties = {
+            name: PartySpec(
+                name=name,
+                role=str(spec["role"]),
+                endpoint=str(spec["endpoint"]),
+                columns=tuple(int(c) for c in spec.get("columns", ())),
+            )
+            for name, spec in data.pop("parties", {}).items()
+        }
+        sections = {
+            "training": TrainingConfig(**data.pop("training", {})),
+            "label_dp": LabelDPConfig(**data.pop("label_dp", {})),
+            "data": DataConfig(**data.pop("data", {})),
+        }
+        return JobConfig(parties=parties, source=source, **sections, **data)
+    except (TypeError, KeyError, ValueError) as exc:
+        where = f" in {source}" if source else ""
+        raise ConfigError(f"invalid job file{where}: {exc}") from exc
+
+
+def load_job(path: Path) -> JobConfig:
+    """Read and validate a job file; a missing or malformed file is a ConfigError."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"job file {path} not found; create one with `privfl init vfl`") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"job file {path} is not valid TOML: {exc}") from exc
+    return from_dict(data, source=path.resolve())
+
+
+def save_job(job: JobConfig, path: Path) -> None:
+    """Write the job as TOML."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(tomli_w.dumps(to_dict(job)))
+
+
+def with_overrides(job: JobConfig, **training: Any) -> JobConfig:
+    """A copy of the job with some training fields replaced."""
+    return replace(job, training=replace(job.training, **training))

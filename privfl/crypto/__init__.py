@@ -1,0 +1,1 @@
+"""Paillier encryption, fixed-point encoding and masking for the vertical protocol."""

@@ -1,0 +1,1 @@
+"""Loading the bundled demo data and each party's view of it."""

@@ -1,0 +1,1 @@
+"""One state machine per role: the vertical Server, Host and Guest."""

@@ -1,0 +1,159 @@
+"""A party's view of the network: envelopes, validation, buffering and bounded waits.
+
+The transport moves frames; the channel turns them into checked messages. Every
+received message is validated (session, receiver, sender, duplicate id) before its
+body is decoded; a bad one is logged and dropped, never raised. A valid message
+that the party is not ready for yet (a peer raced ahead) is kept until asked for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from privfl.errors import PeerAborted, PeerUnavailable, PrivflError, ProtocolError
+from privfl.protocol import codec
+from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind, Message, kind_of
+from privfl.protocol.transport import Transport
+
+MAX_PENDING = 10_000
+log = logging.getLogger("privfl.channel")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A received, validated message and who sent it."""
+
+    sender: str
+    header: Header
+    body: Message
+
+
+class Channel:
+    """Send and receive typed messages for one party within one session."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        session: str,
+        timeout: float,
+        observer: Callable[[str, str, Header, list[bytes]], None] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.name = transport.name
+        self.session = session
+        self.timeout = timeout
+        self._ids = itertools.count(1)
+        self._seen: set[tuple[str, int]] = set()
+        self._pending: list[Envelope] = []
+        self._observer = observer
+
+    def send(self, peer: str, body: Message, round_: int = 0) -> None:
+        """Wrap ``body`` in an envelope and send it to ``peer``."""
+        header = Header(
+            protocol=PROTOCOL,
+            version=VERSION,
+            session=self.session,
+            sender=self.name,
+            receiver=peer,
+            round=round_,
+            msg_id=next(self._ids),
+            kind=kind_of(body),
+        )
+        frames = codec.encode(header, body)
+        if self._observer:
+            self._observer("sent", peer, header, frames)
+        self.transport.send(peer, frames)
+
+    def broadcast(self, peers: Iterable[str], body: Message, round_: int = 0) -> None:
+        """Send the same body to several peers."""
+        for peer in peers:
+            self.send(peer, body, round_)
+
+    def expect(
+        self, kinds: Collection[Kind], senders: Collection[str], timeout: float | None = None
+    ) -> Envelope:
+        """The next message of one of ``kinds`` from one of ``senders``.
+
+        Other valid messages are kept for later. An Abort from any peer raises
+        PeerAborted; silence for ``timeout`` seconds raises PeerUnavailable naming
+        the peers that were awaited.
+        """
+        for i, env in enumerate(self._pending):
+            if env.header.kind in kinds and env.sender in senders:
+                return self._pending.pop(i)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while (left := deadline - time.monotonic()) > 0:
+            env = self._receive(left)
+            if env is None:
+                continue
+            if env.header.kind in kinds and env.sender in senders:
+                return env
+            if len(self._pending) >= MAX_PENDING:
+                raise ProtocolError(f"more than {MAX_PENDING} unexpected messages queued")
+            self._pending.append(env)
+        wanted = "/".join(sorted(str(k) for k in kinds))
+        who = ", ".join(sorted(senders))
+        raise PeerUnavailable(
+            f"no {wanted} from {who} within {self.timeout if timeout is None else timeout:g} s; "
+            f"check that {who} is running and reachable (see its log)"
+        )
+
+    def gather(self, kind: Kind, senders: Collection[str]) -> dict[str, Message]:
+        """One message of ``kind`` from each of ``senders`` (any order)."""
+        waiting = set(senders)
+        got: dict[str, Message] = {}
+        while waiting:
+            env = self.expect({kind}, waiting)
+            got[env.sender] = env.body
+            waiting.discard(env.sender)
+        return got
+
+    def abort(self, peers: Iterable[str], error: BaseException) -> None:
+        """Tell peers we stopped, so they fail fast instead of waiting out their timeout."""
+        reason = str(error) if isinstance(error, PrivflError) else type(error).__name__
+        for peer in peers:
+            try:
+                self.send(peer, Abort(reason=f"{self.name}: {reason}"))
+            except Exception:  # best effort: the peer may be gone already
+                log.debug("could not tell %s about the abort", peer)
+
+    def _receive(self, timeout: float) -> Envelope | None:
+        """One validated message, or None if nothing valid arrived in time."""
+        got = self.transport.recv(timeout)
+        if got is None:
+            return None
+        sender, frames = got
+        try:
+            env = self._validate(sender, frames)
+        except ProtocolError as exc:
+            log.warning("refused a message from %s: %s", sender, exc)
+            return None
+        if self._observer:
+            self._observer("received", sender, env.header, frames)
+        if isinstance(env.body, Abort):
+            raise PeerAborted(f"peer {sender} stopped: {env.body.reason}")
+        return env
+
+    def _validate(self, sender: str, frames: list[bytes]) -> Envelope:
+        if len(frames) != 2:
+            raise ProtocolError(f"expected 2 frames, got {len(frames)}")
+        header = codec.decode_header(frames[0])
+        if header.session != self.session:
+            raise ProtocolError(f"session {header.session!r} is not ours ({self.session!r})")
+        if header.receiver != self.name or header.sender != sender:
+            raise ProtocolError(
+                f"envelope says {header.sender}->{header.receiver}, "
+                f"transport says {sender}->{self.name}"
+            )
+        if (sender, header.msg_id) in self._seen:
+            raise ProtocolError(f"duplicate message id {header.msg_id}")
+        body = codec.decode_body(header.kind, frames[1])
+        if getattr(body, "epoch", header.round) != header.round:
+            raise ProtocolError(f"envelope round {header.round} differs from the body's epoch")
+        self._seen.add((sender, header.msg_id))
+        return Envelope(sender=sender, header=header, body=body)

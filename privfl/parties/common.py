@@ -1,0 +1,116 @@
+"""What every party does alike: the handshake, outputs on disk, and failing loudly but cleanly."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.config import JobConfig
+from privfl.crypto.paillier import PublicKey
+from privfl.errors import ConfigError, ProtocolError
+from privfl.parties.channel import Channel
+from privfl.protocol.messages import BigInts, Hello, Kind
+from privfl.protocol.messages import PublicKey as PublicKeyMsg
+
+log = logging.getLogger("privfl.party")
+
+
+@dataclass(frozen=True, slots=True)
+class PartyContext:
+    """A party's identity, job, channel and output folder."""
+
+    name: str
+    job: JobConfig
+    channel: Channel
+    out: Path
+
+    @property
+    def peers(self) -> list[str]:
+        return [n for n in self.job.parties if n != self.name]
+
+
+def big(values: Sequence[int]) -> BigInts:
+    """Wrap ciphertexts or residues for the wire."""
+    return BigInts(tuple(int(v) for v in values))
+
+
+def announce(ctx: PartyContext, role: str, rows: int, features: int, to: Sequence[str]) -> None:
+    """Send our Hello (job fingerprint, table shape) to the parties that check it."""
+    hello = Hello(role=role, job_fingerprint=ctx.job.fingerprint(), rows=rows, features=features)
+    ctx.channel.broadcast(to, hello)
+
+
+def check_hello(ctx: PartyContext, sender: str, hello: Hello) -> None:
+    """Refuse a peer that runs another job file or claims another role."""
+    if hello.job_fingerprint != ctx.job.fingerprint():
+        raise ConfigError(
+            f"party {sender} runs a different job file; give every party the same job.toml"
+        )
+    expected = ctx.job.party(sender).role
+    if hello.role != expected:
+        raise ProtocolError(f"party {sender} says it is a {hello.role}, the job says {expected}")
+
+
+def receive_public_key(ctx: PartyContext) -> PublicKey:
+    """Wait for the Server's Paillier public key and check its size against the job."""
+    env = ctx.channel.expect({Kind.PUBLIC_KEY}, {ctx.job.server})
+    assert isinstance(env.body, PublicKeyMsg)
+    key = PublicKey.from_n(env.body.n)
+    if key.bits < ctx.job.key_bits:
+        raise ProtocolError(
+            f"server sent a {key.bits}-bit key; the job asks for {ctx.job.key_bits}"
+        )
+    log.info("received the server's %d-bit Paillier public key", key.bits)
+    return key
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(data, handle, indent=2, allow_nan=True)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line (metrics per epoch)."""
+    with path.open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def save_model(
+    ctx: PartyContext,
+    role: str,
+    feature_names: Sequence[str],
+    weights: np.ndarray,
+    mean: np.ndarray,
+    scale: np.ndarray,
+    bias: float | None = None,
+) -> Path:
+    """Save this party's own weights by feature name, with the standardisation it used."""
+    model: dict[str, Any] = {
+        "party": ctx.name,
+        "role": role,
+        "session": ctx.job.session,
+        "weights": {n: float(w) for n, w in zip(feature_names, weights, strict=True)},
+        "standardisation": {
+            n: {"mean": float(m), "scale": float(s)}
+            for n, m, s in zip(feature_names, mean, scale, strict=True)
+        },
+        "note": "weights apply to standardised features: (x - mean) / scale",
+    }
+    if bias is not None:
+        model["bias"] = float(bias)
+    path = ctx.out / "model.json"
+    write_json(path, model)
+    return path

@@ -1,0 +1,162 @@
+"""The Guest: holds feature columns only; sends encrypted scores, gets a masked gradient back."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
+from privfl.crypto.paillier import PublicKey, unmask
+from privfl.data.views import PartyData
+from privfl.errors import ProtocolError
+from privfl.parties.common import PartyContext, announce, big, receive_public_key, save_model
+from privfl.parties.taylor import gradient, learning_rate
+from privfl.protocol.messages import (
+    Batch,
+    CrossTerm,
+    Decrypted,
+    DecryptRequest,
+    Finish,
+    Forward,
+    Kind,
+    Message,
+    Residual,
+    ScoreRequest,
+    Scores,
+)
+
+log = logging.getLogger("privfl.guest")
+LOSS_BITS = VALUE_BITS + DATA_BITS
+
+
+class Stage(enum.Enum):
+    """Where a guest is within a batch; each stage accepts a fixed set of kinds."""
+
+    IDLE = "idle"
+    AWAIT_RESIDUAL = "await_residual"
+    AWAIT_GRADIENT = "await_gradient"
+    DONE = "done"
+
+
+ACCEPTS: dict[Stage, set[Kind]] = {
+    Stage.IDLE: {Kind.BATCH, Kind.SCORE_REQUEST, Kind.FINISH},
+    Stage.AWAIT_RESIDUAL: {Kind.RESIDUAL},
+    Stage.AWAIT_GRADIENT: {Kind.DECRYPTED},
+}
+
+
+@dataclass
+class GuestState:
+    """A guest's weights and what it remembers between the steps of one batch."""
+
+    data: PartyData
+    key: PublicKey
+    theta: np.ndarray
+    l2: float
+    x_exp: np.ndarray = field(init=False)
+    stage: Stage = Stage.IDLE
+    batch: Batch | None = None
+    z: np.ndarray | None = None
+    masks: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.x_exp = to_exponents(self.data.x_train, DATA_BITS)
+
+    def rows(self) -> slice | np.ndarray:
+        assert self.batch is not None
+        return slice(None) if self.batch.indices is None else self.batch.indices
+
+
+def forward(state: GuestState, msg: Batch) -> Forward:
+    """Encrypt this batch's partial scores ``z_g = X_g θ_g`` and ``Σ z_g²``."""
+    state.batch = msg
+    rows = state.rows()
+    if msg.indices is not None and (msg.indices.min() < 0 or msg.indices.max() >= len(state.x_exp)):
+        raise ProtocolError("batch indices outside the training rows")
+    z = state.data.x_train[rows] @ state.theta
+    state.z = z
+    n = state.key.n
+    scores = state.key.encrypt(encode(z, VALUE_BITS, n))
+    squares = state.key.encrypt(encode([float(z @ z)], LOSS_BITS, n))
+    state.stage = Stage.AWAIT_RESIDUAL
+    return Forward(epoch=msg.epoch, batch=msg.batch, scores=big(scores), sum_squares=big(squares))
+
+
+def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTerm | None]:
+    """``[[X_gᵀ 4d]]`` plus a fresh mask for the Server; the loss cross term for the Host."""
+    assert state.batch is not None and state.z is not None
+    x = state.x_exp[state.rows()]
+    if len(msg.residual) != x.shape[0]:
+        raise ProtocolError(f"residual has {len(msg.residual)} rows, the batch {x.shape[0]}")
+    grad = state.key.rerandomize(state.key.matvec_t(x, msg.residual.values))
+    masked, state.masks = state.key.mask(grad)
+    request = DecryptRequest(
+        epoch=msg.epoch, batch=msg.batch, purpose="gradient", values=big(masked)
+    )
+    cross = None
+    if msg.others is not None:
+        z_exp = to_exponents(state.z, DATA_BITS).tolist()
+        value = state.key.rerandomize([state.key.dot(msg.others.values, z_exp)])
+        cross = CrossTerm(epoch=msg.epoch, batch=msg.batch, value=big(value))
+    state.stage = Stage.AWAIT_GRADIENT
+    return request, cross
+
+
+def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
+    """Remove our mask, add our own L2 term, take one SGD step."""
+    assert state.z is not None
+    plain = unmask(msg.values.values, state.masks, state.key.n)
+    x_t_4d = decode(plain, LOSS_BITS, state.key.n)
+    penalised = np.ones_like(state.theta)
+    state.theta = state.theta - lr * gradient(
+        x_t_4d, state.theta, len(state.z), state.l2, penalised
+    )
+    state.stage = Stage.IDLE
+
+
+def scores(state: GuestState, msg: ScoreRequest) -> Scores:
+    """Encrypted partial scores for every row of a split (the Host learns only their sum)."""
+    x = state.data.x_test if msg.split == "test" else state.data.x_train
+    z = x @ state.theta
+    values = state.key.encrypt(encode(z, VALUE_BITS, state.key.n))
+    return Scores(epoch=msg.epoch, split=msg.split, scores=big(values))
+
+
+def run_guest(ctx: PartyContext, data: PartyData) -> dict[str, object]:
+    """Answer the Host batch by batch until it finishes the session; save our own weights."""
+    job, channel = ctx.job, ctx.channel
+    host, server = job.host, job.server
+    announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host])
+    key = receive_public_key(ctx)
+    state = GuestState(
+        data=data, key=key, theta=np.zeros(data.x_train.shape[1]), l2=job.training.l2
+    )
+    while state.stage is not Stage.DONE:
+        sender = server if state.stage is Stage.AWAIT_GRADIENT else host
+        env = channel.expect(ACCEPTS[state.stage], {sender})
+        for peer, reply in step(state, env.body, learning_rate(job.training, env.header.round)):
+            channel.send(host if peer == "host" else server, reply, env.header.round)
+    save_model(ctx, "guest", data.feature_names, state.theta, data.mean, data.scale)
+    return {"weights": state.theta.tolist()}
+
+
+def step(state: GuestState, body: Message, lr: float) -> list[tuple[str, Message]]:
+    """Dispatch one accepted message; returns (``"host"``/``"server"``, reply) pairs."""
+    if isinstance(body, Batch):
+        return [("host", forward(state, body))]
+    if isinstance(body, Residual):
+        request, cross = backward(state, body)
+        return [("server", request)] + ([("host", cross)] if cross else [])
+    if isinstance(body, Decrypted):
+        apply_gradient(state, body, lr)
+        return []
+    if isinstance(body, ScoreRequest):
+        return [("host", scores(state, body))]
+    if isinstance(body, Finish):
+        log.info("host finished the session after %d epochs (%s)", body.epochs, body.reason)
+        state.stage = Stage.DONE
+        return []
+    raise ProtocolError(f"a guest does not handle {type(body).__name__}")

@@ -1,0 +1,102 @@
+"""Start one party: its data, its transport, its log; and tell the peers if it fails."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from privfl.config import JobConfig
+from privfl.data.views import PartyData, demo_table, read_csv, split_view
+from privfl.errors import ConfigError
+from privfl.parties.channel import Channel
+from privfl.parties.common import PartyContext
+from privfl.parties.guest import run_guest
+from privfl.parties.host_run import EpochHook, run_host
+from privfl.parties.server import run_server
+from privfl.protocol.keys import KeyRing
+from privfl.protocol.transport import Transport, ZmqTransport
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+FILE_ONLY = {"file_only": True}
+
+
+def load_data(
+    job: JobConfig, name: str, data_path: Path | None, label_column: str | None
+) -> PartyData:
+    """This party's rows: its file if given, else its share of the bundled demo table."""
+    spec = job.party(name)
+    wants_labels = spec.role == "host"
+    if data_path is not None:
+        label = (label_column or "label") if wants_labels else None
+        table = read_csv(data_path, label)
+    else:
+        if not spec.columns:
+            raise ConfigError(f"party {name} has no demo columns in the job; pass --data FILE")
+        table = demo_table(job.data.dataset, spec.columns, with_labels=wants_labels)
+    return split_view(table, job.data.test_size, job.data.split_seed)
+
+
+def open_transport(job: JobConfig, name: str) -> ZmqTransport:
+    """The party's ROUTER inbox and DEALERs, CURVE-authenticated with the kit's keys."""
+    keys_dir = job.keys_path()
+    peers = {n: p.endpoint for n, p in job.parties.items() if n != name}
+    ring = KeyRing.from_files(
+        name,
+        keys_dir / f"{name}.key_secret",
+        {peer: keys_dir / f"{peer}.key" for peer in peers},
+    )
+    send_timeout = min(job.timeout_seconds, 30.0)
+    return ZmqTransport(name, job.party(name).endpoint, peers, ring, send_timeout=send_timeout)
+
+
+def run_party(
+    job: JobConfig,
+    name: str,
+    out: Path,
+    *,
+    data: PartyData | None = None,
+    transport: Transport | None = None,
+    on_epoch: EpochHook | None = None,
+) -> dict[str, Any]:
+    """Run the named party to the end of the session; on failure, tell every peer."""
+    role = job.party(name).role
+    if role != "server" and data is None:
+        data = load_data(job, name, None, None)
+    out.mkdir(parents=True, exist_ok=True)
+    transport = transport or open_transport(job, name)
+    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
+    ctx = PartyContext(name=name, job=job, channel=channel, out=out)
+    try:
+        if role == "server":
+            return run_server(ctx)
+        assert data is not None
+        if role == "host":
+            return run_host(ctx, data, on_epoch)
+        return run_guest(ctx, data)
+    except BaseException as exc:
+        # The CLI prints the one-line error; the log keeps it too, without echoing it twice.
+        logging.getLogger("privfl.party").error("%s stopped: %s", name, exc, extra=FILE_ONLY)
+        channel.abort(ctx.peers, exc)
+        raise
+    finally:
+        transport.close()
+
+
+def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:
+    """INFO and up to ``out/party.log``; warnings (or INFO with verbose) to stderr."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "party.log"
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    file_handler = logging.FileHandler(path)
+    file_handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    console = logging.StreamHandler()
+    console.setLevel(logging.INFO if verbose else logging.WARNING)
+    console.setFormatter(logging.Formatter(f"{name}: %(message)s"))
+    console.addFilter(lambda record: not getattr(record, "file_only", False))
+    root.addHandler(file_handler)
+    root.addHandler(console)
+    return path

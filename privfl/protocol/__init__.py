@@ -1,0 +1,1 @@
+"""Typed messages, the msgpack codec and the ZeroMQ transport; knows nothing of training."""
