@@ -110,3 +110,16 @@ def split_view(table: Table, test_size: float, split_seed: int) -> PartyData:
         y_train=None if y is None else y[train_idx],
         y_test=None if y is None else y[test_idx],
     )
+
+
+def central_baseline(dataset: str, test_size: float, split_seed: int) -> float:
+    """Test accuracy of sklearn's LogisticRegression on all columns pooled (demo reference).
+
+    Only the demo harness can compute this, since no real party holds every column.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    table = demo_table(dataset, tuple(range(load_breast_cancer().data.shape[1])), True)
+    view = split_view(table, test_size, split_seed)
+    model = LogisticRegression(max_iter=1000).fit(view.x_train, view.y_train)
+    return float(model.score(view.x_test, view.y_test))

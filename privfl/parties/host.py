@@ -214,8 +214,12 @@ def apply_flipback(state: HostState, guest_scores: np.ndarray, fraction: float) 
 def masked_request(
     state: HostState, ciphertexts: list[int], epoch: int
 ) -> tuple[DecryptRequest, list[int]]:
-    """Ask the Server for ``[[v]]`` under a fresh uniform mask (it learns nothing of v)."""
-    masked, masks = state.key.mask(state.key.rerandomize(ciphertexts))
+    """Ask the Server for ``[[v]]`` under a fresh uniform mask (it learns nothing of v).
+
+    No re-randomisation: these are sums of the guests' fresh encryptions, whose
+    randomness is independent of the data, and the Server has never seen them.
+    """
+    masked, masks = state.key.mask(ciphertexts)
     return DecryptRequest(epoch=epoch, batch=0, purpose="scores", values=big(masked)), masks
 
 
