@@ -269,6 +269,12 @@ def party_command(role: str) -> click.Command:
     )
     @click.option("--label-column", default=None, help="Host only: the label column. [label]")
     @click.option("--no-progress", is_flag=True, help="No progress bar (Host).")
+    @click.option(
+        "--workers",
+        type=click.IntRange(0),
+        default=0,
+        help="Processes for Paillier encryption (Guest); 0 = one per core. [0]",
+    )
     @click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
     @friendly_errors
     def command(
@@ -278,6 +284,7 @@ def party_command(role: str) -> click.Command:
         data_file: Path | None,
         label_column: str | None,
         no_progress: bool,
+        workers: int,
         verbose: bool,
     ) -> None:
         from privfl.parties.host_run import run_dir_default
@@ -293,7 +300,7 @@ def party_command(role: str) -> click.Command:
         hook = None
         if role == "host" and not no_progress:
             hook = host_progress(job.training.epochs)
-        result = run_party(job, party, out, data=data, on_epoch=hook)
+        result = run_party(job, party, out, data=data, on_epoch=hook, workers=workers)
         if role == "host":
             click.echo(
                 f"{party}: accuracy {result['accuracy']:.4f}, F1 {result['f1']:.4f}, "

@@ -203,6 +203,14 @@ class PublicKey:
             for m, r in zip(plain, r_values, strict=True)
         ]
 
+    def encrypt_with_noise(self, plain: Sequence[int], noise: Sequence[int]) -> list[int]:
+        """Encrypt with precomputed obfuscators ``noise_i = r_i**n mod n**2`` (see crypto.noise)."""
+        if len(plain) != len(noise):
+            raise ValueError(f"{len(plain)} plaintexts but {len(noise)} obfuscators")
+        self._check_plain(plain)
+        n, n2 = self._n, self._n2
+        return [int((1 + n * m) * _mpz(r) % n2) for m, r in zip(plain, noise, strict=True)]
+
     def add(self, a: Sequence[int], b: Sequence[int]) -> list[int]:
         """Elementwise homomorphic addition: decrypts to ``a_i + b_i mod n``."""
         if len(a) != len(b):
@@ -259,10 +267,17 @@ class PublicKey:
             out.append(int(_signed_multi_exp([b for b, _ in nonzero], exps, self._n2)))
         return out
 
-    def rerandomize(self, c: Sequence[int]) -> list[int]:
-        """Multiply each ciphertext by a fresh ``r**n``: same plaintexts, unlinkable ciphertexts."""
+    def rerandomize(self, c: Sequence[int], noise: Sequence[int] | None = None) -> list[int]:
+        """Multiply each ciphertext by a fresh ``r**n``: same plaintexts, unlinkable ciphertexts.
+
+        ``noise`` supplies precomputed ``r**n mod n**2`` values (see crypto.noise).
+        """
         n2 = self._n2
-        return [int(_mpz(ci) * self._noise(self._random_unit()) % n2) for ci in c]
+        if noise is None:
+            noise = [self._noise(self._random_unit()) for _ in c]
+        if len(noise) != len(c):
+            raise ValueError(f"{len(c)} ciphertexts but {len(noise)} obfuscators")
+        return [int(_mpz(ci) * r % n2) for ci, r in zip(c, noise, strict=True)]
 
     def mask(self, c: Sequence[int]) -> tuple[list[int], list[int]]:
         """Add masks ``R_i`` uniform over Z_n (CSPRNG); returns ``(masked, R)``.

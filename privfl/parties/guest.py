@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
+from privfl.crypto.noise import NoisePool
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.data.views import PartyData
 from privfl.errors import ProtocolError
@@ -56,6 +57,7 @@ class GuestState:
     key: PublicKey
     theta: np.ndarray
     l2: float
+    noise: NoisePool
     x_exp: np.ndarray = field(init=False)
     stage: Stage = Stage.IDLE
     batch: Batch | None = None
@@ -79,8 +81,8 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     z = state.data.x_train[rows] @ state.theta
     state.z = z
     n = state.key.n
-    scores = state.key.encrypt(encode(z, VALUE_BITS, n))
-    squares = state.key.encrypt(encode([float(z @ z)], LOSS_BITS, n))
+    scores = encrypt(state, encode(z, VALUE_BITS, n))
+    squares = encrypt(state, encode([float(z @ z)], LOSS_BITS, n))
     state.stage = Stage.AWAIT_RESIDUAL
     return Forward(epoch=msg.epoch, batch=msg.batch, scores=big(scores), sum_squares=big(squares))
 
@@ -91,7 +93,8 @@ def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTer
     x = state.x_exp[state.rows()]
     if len(msg.residual) != x.shape[0]:
         raise ProtocolError(f"residual has {len(msg.residual)} rows, the batch {x.shape[0]}")
-    grad = state.key.rerandomize(state.key.matvec_t(x, msg.residual.values))
+    grad = state.key.matvec_t(x, msg.residual.values)
+    grad = state.key.rerandomize(grad, state.noise.take(len(grad)))
     masked, state.masks = state.key.mask(grad)
     request = DecryptRequest(
         epoch=msg.epoch, batch=msg.batch, purpose="gradient", values=big(masked)
@@ -99,7 +102,9 @@ def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTer
     cross = None
     if msg.others is not None:
         z_exp = to_exponents(state.z, DATA_BITS).tolist()
-        value = state.key.rerandomize([state.key.dot(msg.others.values, z_exp)])
+        value = state.key.rerandomize(
+            [state.key.dot(msg.others.values, z_exp)], state.noise.take(1)
+        )
         cross = CrossTerm(epoch=msg.epoch, batch=msg.batch, value=big(value))
     state.stage = Stage.AWAIT_GRADIENT
     return request, cross
@@ -121,24 +126,37 @@ def scores(state: GuestState, msg: ScoreRequest) -> Scores:
     """Encrypted partial scores for every row of a split (the Host learns only their sum)."""
     x = state.data.x_test if msg.split == "test" else state.data.x_train
     z = x @ state.theta
-    values = state.key.encrypt(encode(z, VALUE_BITS, state.key.n))
+    values = encrypt(state, encode(z, VALUE_BITS, state.key.n))
     return Scores(epoch=msg.epoch, split=msg.split, scores=big(values))
 
 
-def run_guest(ctx: PartyContext, data: PartyData) -> dict[str, object]:
+def encrypt(state: GuestState, plain: list[int]) -> list[int]:
+    """Encrypt with pooled obfuscators, and start computing as many for next time."""
+    values = state.key.encrypt_with_noise(plain, state.noise.take(len(plain)))
+    state.noise.prefetch(len(plain))
+    return values
+
+
+def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str, object]:
     """Answer the Host batch by batch until it finishes the session; save our own weights."""
     job, channel = ctx.job, ctx.channel
     host, server = job.host, job.server
     announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host])
     key = receive_public_key(ctx)
+    noise = NoisePool(key.n, workers)
+    # The first forward pass and evaluation need this many; the workers start now.
+    noise.prefetch(data.rows + data.x_train.shape[1] + 2)
     state = GuestState(
-        data=data, key=key, theta=np.zeros(data.x_train.shape[1]), l2=job.training.l2
+        data=data, key=key, theta=np.zeros(data.x_train.shape[1]), l2=job.training.l2, noise=noise
     )
-    while state.stage is not Stage.DONE:
-        sender = server if state.stage is Stage.AWAIT_GRADIENT else host
-        env = channel.expect(ACCEPTS[state.stage], {sender})
-        for peer, reply in step(state, env.body, learning_rate(job.training, env.header.round)):
-            channel.send(host if peer == "host" else server, reply, env.header.round)
+    try:
+        while state.stage is not Stage.DONE:
+            sender = server if state.stage is Stage.AWAIT_GRADIENT else host
+            env = channel.expect(ACCEPTS[state.stage], {sender})
+            for peer, reply in step(state, env.body, learning_rate(job.training, env.header.round)):
+                channel.send(host if peer == "host" else server, reply, env.header.round)
+    finally:
+        noise.close()
     save_model(ctx, "guest", data.feature_names, state.theta, data.mean, data.scale)
     return {"weights": state.theta.tolist()}
 

@@ -58,8 +58,12 @@ def run_party(
     data: PartyData | None = None,
     transport: Transport | None = None,
     on_epoch: EpochHook | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Run the named party to the end of the session; on failure, tell every peer."""
+    """Run the named party to the end of the session; on failure, tell every peer.
+
+    ``workers`` processes compute a guest's Paillier obfuscators (0 = one per core).
+    """
     role = job.party(name).role
     if role != "server" and data is None:
         data = load_data(job, name, None, None)
@@ -73,7 +77,7 @@ def run_party(
         assert data is not None
         if role == "host":
             return run_host(ctx, data, on_epoch)
-        return run_guest(ctx, data)
+        return run_guest(ctx, data, workers)
     except BaseException as exc:
         # The CLI prints the one-line error; the log keeps it too, without echoing it twice.
         logging.getLogger("privfl.party").error("%s stopped: %s", name, exc, extra=FILE_ONLY)
