@@ -181,13 +181,13 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
             )
             for name, spec in data.pop("parties", {}).items()
         }
-        sections = {
+        sections: dict[str, Any] = {
             "training": TrainingConfig(**data.pop("training", {})),
             "label_dp": LabelDPConfig(**data.pop("label_dp", {})),
             "data": DataConfig(**data.pop("data", {})),
         }
         return JobConfig(parties=parties, source=source, **sections, **data)
-    except (TypeError, KeyError, ValueError) as exc:
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:  # e.g. `parties = 3`
         where = f" in {source}" if source else ""
         raise ConfigError(f"invalid job file{where}: {exc}") from exc
 
@@ -198,6 +198,8 @@ def load_job(path: Path) -> JobConfig:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError as exc:
         raise ConfigError(f"job file {path} not found; create one with `privfl init vfl`") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read job file {path}: {exc}; give a TOML text file") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"job file {path} is not valid TOML: {exc}") from exc
     return from_dict(data, source=path.resolve())

@@ -24,7 +24,7 @@ def obfuscators(n: int, count: int) -> list[int]:
     """``count`` fresh ``r^n mod n²`` with r a CSPRNG unit of Z_n (runs in a worker)."""
     n_mpz = gmpy2.mpz(n)
     n2 = n_mpz * n_mpz
-    out = []
+    out: list[int] = []
     while len(out) < count:
         r = secrets.randbelow(n - 1) + 1
         if math.gcd(r, n) == 1:
@@ -40,6 +40,7 @@ class NoisePool:
         self.workers = workers or os.cpu_count() or 1
         self._ready: deque[int] = deque()
         self._pending: deque[Future[list[int]]] = deque()
+        self._pending_count = 0
         self._executor: ProcessPoolExecutor | None = None
         if self.workers > 1:
             # spawn, not fork: the parent runs ZeroMQ threads that must not be forked.
@@ -53,17 +54,20 @@ class NoisePool:
         for start in range(0, count, CHUNK):
             size = min(CHUNK, count - start)
             self._pending.append(self._executor.submit(obfuscators, self.n, size))
+            self._pending_count += size
 
     def take(self, count: int) -> list[int]:
         """``count`` obfuscators: prefetched ones first, the rest computed now in parallel."""
-        missing = count - len(self._ready) - CHUNK * len(self._pending)
+        missing = count - len(self._ready) - self._pending_count
         if missing > 0:
             if self._executor is None:
                 self._ready.extend(obfuscators(self.n, missing))
             else:
                 self.prefetch(missing)
         while len(self._ready) < count:
-            self._ready.extend(self._pending.popleft().result())
+            chunk = self._pending.popleft().result()
+            self._pending_count -= len(chunk)
+            self._ready.extend(chunk)
         return [self._ready.popleft() for _ in range(count)]
 
     def close(self) -> None:

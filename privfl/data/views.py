@@ -40,7 +40,7 @@ class PartyData:
 
     @property
     def rows(self) -> int:
-        return self.x_train.shape[0] + self.x_test.shape[0]
+        return int(self.x_train.shape[0] + self.x_test.shape[0])
 
 
 def demo_columns(guests: int) -> dict[str, tuple[int, ...]]:

@@ -14,7 +14,7 @@ def keep_probability(epsilon: float, num_classes: int = 2) -> float:
     """
     if num_classes < 2:
         raise ValueError("randomized response needs at least two classes")
-    if math.isinf(epsilon):
+    if epsilon == math.inf:  # not isinf: −∞ is invalid, not "no noise"
         return 1.0
     if epsilon < 0 or math.isnan(epsilon):
         raise ValueError(f"epsilon must be >= 0 or inf, got {epsilon}")
@@ -36,8 +36,8 @@ def randomized_response(
     one of the other ``k − 1`` labels, uniformly. ``epsilon = inf`` returns a copy.
     """
     labels = np.asarray(labels)
-    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-        raise ValueError(f"labels must lie in 0..{num_classes - 1}")
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes or np.any(labels % 1 != 0)):
+        raise ValueError(f"labels must be integers in 0..{num_classes - 1}")
     keep = rng.random(labels.shape) < keep_probability(epsilon, num_classes)
     # An offset in 1..k-1 added mod k picks each other class with equal probability.
     offset = rng.integers(1, num_classes, size=labels.shape) if num_classes > 2 else 1

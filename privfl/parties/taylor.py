@@ -75,7 +75,7 @@ def reference_train(
             rows = slice(None) if idx is None else idx
             xs = [p[rows] for p in parts]
             y = labels[rows]
-            z = sum(x @ t for x, t in zip(xs, thetas, strict=True))
+            z = np.sum([x @ t for x, t in zip(xs, thetas, strict=True)], axis=0)
             four_d = z - 4.0 * y + 2.0
             total += taylor_loss(z, y) * len(y)
             count += len(y)

@@ -67,7 +67,7 @@ def _ext_hook(code: int, data: bytes) -> object:
     if code == _EXT_BIGINTS:
         width = int.from_bytes(data[:4], "big")
         blob = data[4:]
-        if not 1 <= width <= MAX_INT_BYTES or len(blob) % width:
+        if len(data) < 4 or not 1 <= width <= MAX_INT_BYTES or len(blob) % width:
             raise ProtocolError("malformed big-integer vector")
         return BigInts(
             tuple(int.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width))
@@ -133,7 +133,8 @@ def _pack(fields: dict[str, Any]) -> bytes:
     def default(obj: object) -> msgpack.ExtType:
         return _default(obj.value if isinstance(obj, _BigIntBox) else obj)
 
-    return msgpack.packb(boxed, default=default, use_bin_type=True)
+    packed: bytes = msgpack.packb(boxed, default=default, use_bin_type=True)
+    return packed
 
 
 def decode_header(frame: bytes) -> Header:
@@ -141,6 +142,13 @@ def decode_header(frame: bytes) -> Header:
     data = _unpack(frame, MAX_HEADER_BYTES)
     if not isinstance(data, dict) or set(data) != set(_HEADER_KEYS):
         raise ProtocolError("malformed envelope")
+    # Types first: comparing a decoded array (an extension type) with == would not be a bool.
+    for key in ("protocol", "session", "sender", "receiver", "kind"):
+        if not isinstance(data[key], str):
+            raise ProtocolError(f"envelope field {key} must be a string")
+    for key in ("version", "round", "msg_id"):
+        if not isinstance(data[key], int) or isinstance(data[key], bool) or data[key] < 0:
+            raise ProtocolError(f"envelope field {key} must be a non-negative integer")
     if data["protocol"] != PROTOCOL or data["version"] != VERSION:
         raise ProtocolError(
             f"peer speaks {data['protocol']!r} v{data['version']}, we speak {PROTOCOL} v{VERSION}"
@@ -149,12 +157,6 @@ def decode_header(frame: bytes) -> Header:
         kind = Kind(data["kind"])
     except ValueError as exc:
         raise ProtocolError(f"unknown message kind {data['kind']!r}") from exc
-    for key in ("session", "sender", "receiver"):
-        if not isinstance(data[key], str):
-            raise ProtocolError(f"envelope field {key} must be a string")
-    for key in ("round", "msg_id"):
-        if not isinstance(data[key], int) or isinstance(data[key], bool) or data[key] < 0:
-            raise ProtocolError(f"envelope field {key} must be a non-negative integer")
     return Header(**{**data, "kind": kind})
 
 
