@@ -54,6 +54,13 @@ class Channel:
 
     def send(self, peer: str, body: Message, round_: int = 0) -> None:
         """Wrap ``body`` in an envelope and send it to ``peer``."""
+        try:
+            self._post(peer, body, round_)
+        except PrivflError:
+            self._raise_pending_abort()
+            raise
+
+    def _post(self, peer: str, body: Message, round_: int) -> None:
         header = Header(
             protocol=PROTOCOL,
             version=VERSION,
@@ -68,6 +75,19 @@ class Channel:
         if self._observer:
             self._observer("sent", peer, header, frames)
         self.transport.send(peer, frames)
+
+    def _raise_pending_abort(self, grace: float = 1.0) -> None:
+        """After a failed send: raise PeerAborted if a peer told us it stopped.
+
+        A peer that stops aborts every party in turn; the one it told first may be
+        gone before our send to it, while the Abort to us is still on its way. That
+        Abort, not "peer unreachable", is what the user needs to see.
+        """
+        deadline = time.monotonic() + grace
+        while (left := deadline - time.monotonic()) > 0:
+            env = self._receive(left)  # raises PeerAborted on an Abort
+            if env is not None and len(self._pending) < MAX_PENDING:
+                self._pending.append(env)
 
     def broadcast(self, peers: Iterable[str], body: Message, round_: int = 0) -> None:
         """Send the same body to several peers."""
@@ -88,14 +108,14 @@ class Channel:
                 return self._pending.pop(i)
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while (left := deadline - time.monotonic()) > 0:
-            env = self._receive(left)
-            if env is None:
+            got = self._receive(left)
+            if got is None:
                 continue
-            if env.header.kind in kinds and env.sender in senders:
-                return env
+            if got.header.kind in kinds and got.sender in senders:
+                return got
             if len(self._pending) >= MAX_PENDING:
                 raise ProtocolError(f"more than {MAX_PENDING} unexpected messages queued")
-            self._pending.append(env)
+            self._pending.append(got)
         wanted = "/".join(sorted(str(k) for k in kinds))
         who = ", ".join(sorted(senders))
         raise PeerUnavailable(
@@ -118,7 +138,7 @@ class Channel:
         reason = str(error) if isinstance(error, PrivflError) else type(error).__name__
         for peer in peers:
             try:
-                self.send(peer, Abort(reason=f"{self.name}: {reason}"))
+                self._post(peer, Abort(reason=f"{self.name}: {reason}"), 0)
             except Exception:  # best effort: the peer may be gone already
                 log.debug("could not tell %s about the abort", peer)
 

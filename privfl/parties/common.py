@@ -61,7 +61,10 @@ def check_hello(ctx: PartyContext, sender: str, hello: Hello) -> None:
 
 def receive_public_key(ctx: PartyContext) -> PublicKey:
     """Wait for the Server's Paillier public key and check its size against the job."""
-    env = ctx.channel.expect({Kind.PUBLIC_KEY}, {ctx.job.server})
+    # The Server sends the key only once every Hello is in, waiting up to one timeout
+    # for a missing party; wait longer than that, so that the Server, which knows who
+    # is missing, times out first and names that party in its Abort.
+    env = ctx.channel.expect({Kind.PUBLIC_KEY}, {ctx.job.server}, 2 * ctx.job.timeout_seconds)
     assert isinstance(env.body, PublicKeyMsg)
     key = PublicKey.from_n(env.body.n)
     if key.bits < ctx.job.key_bits:

@@ -1,0 +1,149 @@
+"""Run every party of a vertical job in threads over one in-memory hub, never waiting forever."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+import uuid
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.config import JobConfig, LabelDPConfig, PartySpec, TrainingConfig
+from privfl.data.views import PartyData, demo_columns
+from privfl.parties.runner import load_data, run_party
+from privfl.protocol import codec
+from privfl.protocol.messages import Header, Message
+from privfl.protocol.transport import InMemoryHub
+
+TEST_KEY_BITS = 512
+
+
+class PartyHung(Exception):
+    """A party thread was still running when the harness stopped waiting for it."""
+
+
+def memory_job(
+    guests: int = 1,
+    *,
+    epochs: int = 3,
+    epsilon: float = math.inf,
+    timeout: float = 20.0,
+    seed: int = 0,
+    flipback_every: int = 0,
+    flipback_fraction: float = 0.02,
+    **training: Any,
+) -> JobConfig:
+    """A demo job (seed 004's column split) for the in-memory hub, with weak test keys."""
+    columns = demo_columns(guests)
+    names = ["server", "host", *[f"guest-{i + 1}" for i in range(guests)]]
+    parties = {
+        name: PartySpec(name, name.split("-")[0], f"mem://{name}", columns.get(name, ()))
+        for name in names
+    }
+    return JobConfig(
+        session=uuid.uuid4().hex,
+        parties=parties,
+        key_bits=TEST_KEY_BITS,
+        allow_weak_keys=True,
+        timeout_seconds=timeout,
+        seed=seed,
+        training=TrainingConfig(epochs=epochs, **training),
+        label_dp=LabelDPConfig(
+            epsilon=epsilon, flipback_every=flipback_every, flipback_fraction=flipback_fraction
+        ),
+    )
+
+
+def run_in_threads(
+    job: JobConfig,
+    hub: InMemoryHub,
+    out: Path,
+    *,
+    silent: Collection[str] = (),
+    jobs: Mapping[str, JobConfig] | None = None,
+    data: Mapping[str, PartyData] | None = None,
+    join_timeout: float | None = None,
+) -> dict[str, Any]:
+    """Run each party of ``job`` in its own thread; return its result or its exception.
+
+    Every transport is opened before any thread starts (a message sent to a party
+    whose inbox does not exist yet would fail). ``silent`` parties get an inbox but
+    never run. ``jobs``/``data`` replace a party's job or rows. Threads are daemons
+    joined against one deadline: a party still running then is reported as
+    :class:`PartyHung`, so a protocol bug fails the test instead of hanging it.
+    """
+    jobs = jobs or {}
+    data = data or {}
+    transports = {name: hub.transport(name) for name in job.parties}
+    results: dict[str, Any] = {}
+
+    def party(name: str) -> None:
+        try:
+            results[name] = run_party(
+                jobs.get(name, job),
+                name,
+                out / name,
+                data=data.get(name),
+                transport=transports[name],
+            )
+        except BaseException as exc:  # the test inspects it
+            results[name] = exc
+
+    threads = {
+        name: threading.Thread(target=party, args=(name,), name=f"party-{name}", daemon=True)
+        for name in job.parties
+        if name not in silent
+    }
+    for thread in threads.values():
+        thread.start()
+    limit = job.timeout_seconds + 30.0 if join_timeout is None else join_timeout
+    deadline = time.monotonic() + limit
+    try:
+        for name, thread in threads.items():
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                results[name] = PartyHung(f"{name} still running after {limit:g} s")
+    finally:
+        for name in silent:
+            transports[name].close()
+    return results
+
+
+def failures(results: Mapping[str, Any]) -> dict[str, BaseException]:
+    """The parties that ended with an exception."""
+    return {n: r for n, r in results.items() if isinstance(r, BaseException)}
+
+
+def decoded_traffic(hub: InMemoryHub) -> list[tuple[str, str, Header, Message]]:
+    """Every message the hub carried, decoded: (sender, receiver, header, body)."""
+    out = []
+    for sent in hub.sent:
+        header, body = codec.decode(sent.frames)
+        out.append((sent.sender, sent.receiver, header, body))
+    return out
+
+
+def read_model(out: Path, name: str) -> dict[str, Any]:
+    """A party's saved model.json."""
+    return dict(json.loads((out / name / "model.json").read_text()))
+
+
+def read_summary(out: Path) -> dict[str, Any]:
+    """The Host's summary.json."""
+    return dict(json.loads((out / "host" / "summary.json").read_text()))
+
+
+def party_data(job: JobConfig) -> dict[str, PartyData]:
+    """Each data holder's rows as run_party would load them."""
+    return {name: load_data(job, name, None, None) for name in [job.host, *job.guests]}
+
+
+def with_labels(data: PartyData, y_train: np.ndarray) -> PartyData:
+    """The same rows with other training labels."""
+    return replace(data, y_train=np.asarray(y_train, dtype=np.int64))
