@@ -117,10 +117,7 @@ def combine(
     for guest, fwd in forwards.items():
         if len(fwd.scores) != size:
             raise ProtocolError(f"{guest} sent {len(fwd.scores)} scores for a batch of {size}")
-    ordered = [forwards[g].scores.values for g in state.guests]
-    total = list(ordered[0])
-    for part in ordered[1:]:
-        total = key.add(total, part)
+    total = add_all(key, [forwards[g].scores.values for g in state.guests])
     z_host = state.x_train[rows] @ state.theta
     offset = residual_offset(z_host, state.labels[rows])
     residual = key.add_plain(total, encode(offset, VALUE_BITS, key.n))
@@ -131,17 +128,22 @@ def combine(
     return residual, total, others_of(state, forwards)
 
 
+def add_all(key: PublicKey, vectors: list[tuple[int, ...]]) -> list[int]:
+    """Elementwise homomorphic sum of several equally long ciphertext vectors."""
+    total = list(vectors[0])
+    for vector in vectors[1:]:
+        total = key.add(total, vector)
+    return total
+
+
 def others_of(state: HostState, forwards: dict[str, Forward]) -> dict[str, list[int] | None]:
     """For each guest the encrypted sum of the *other* guests' scores (None with one guest)."""
     if len(state.guests) == 1:
         return {state.guests[0]: None}
     result: dict[str, list[int] | None] = {}
     for guest in state.guests:
-        parts = [forwards[g].scores.values for g in state.guests if g != guest]
-        acc = list(parts[0])
-        for part in parts[1:]:
-            acc = state.key.add(acc, part)
-        result[guest] = acc
+        others = [forwards[g].scores.values for g in state.guests if g != guest]
+        result[guest] = add_all(state.key, others)
     return result
 
 
@@ -235,10 +237,7 @@ def sum_scores(state: HostState, replies: dict[str, Scores], rows: int) -> list[
         if len(reply.scores) != rows:
             raise ProtocolError(f"{guest} sent {len(reply.scores)} scores, expected {rows}")
         vectors.append(reply.scores.values)
-    total = list(vectors[0])
-    for vec in vectors[1:]:
-        total = state.key.add(total, vec)
-    return total
+    return add_all(state.key, vectors)
 
 
 def summary_of(

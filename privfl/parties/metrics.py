@@ -34,7 +34,7 @@ def plot_history(records: Sequence[dict[str, Any]], path: Path, title: str) -> N
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.plot(epochs, [r["loss"] for r in records], marker="o", ms=3, label="Taylor loss")
     left.set_xlabel("epoch")
-    left.set_ylabel("training loss (flipped labels)")
+    left.set_ylabel("Taylor loss at epoch start (flipped labels)")
     left.legend()
     right.plot(epochs, [r["accuracy"] for r in records], marker="o", ms=3, label="joint model")
     right.plot(epochs, [r["bottom_host_accuracy"] for r in records], ls="--", label="host bottom")
