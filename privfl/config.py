@@ -40,7 +40,6 @@ class TrainingConfig:
     batch_size: int = 0  # 0 = full batch
     allow_small_batches: bool = False
     tolerance: float = 1e-6  # stop when the Taylor loss changes less than this
-    fixed_point_bits: int = 32
     divergence_factor: float = 2.0  # stop with an error when loss > factor × first loss
 
 

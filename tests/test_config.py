@@ -151,7 +151,7 @@ def test_equal_jobs_have_equal_fingerprints() -> None:
         {"l2": 0.0},
         {"batch_size": 32},
         {"tolerance": 1e-7},
-        {"fixed_point_bits": 24},
+        {"divergence_factor": 3.0},
     ],
     ids=lambda change: next(iter(change)),
 )
