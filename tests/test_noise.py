@@ -37,3 +37,41 @@ def test_rerandomize_with_pool_noise_keeps_plaintexts(keypair) -> None:
     fresh = public.rerandomize(ciphertexts, pool.take(2))
     assert fresh != ciphertexts
     assert private.decrypt(fresh) == [7, 11]
+
+
+def test_workers_exit_when_their_party_is_killed(tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import sys, time\n"
+        "from privfl.crypto.noise import NoisePool\n"
+        "pool = NoisePool(int(sys.argv[1]), 2)\n"
+        "pool.take(200)\n"
+        "print(' '.join(str(p) for p in pool._executor._processes), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    party = subprocess.Popen(
+        [sys.executable, "-c", script, str(2**511 + 111)], stdout=subprocess.PIPE, text=True
+    )
+    assert party.stdout is not None
+    try:
+        workers = [int(p) for p in party.stdout.readline().split()]
+    finally:
+        party.stdout.close()
+        os.kill(party.pid, signal.SIGKILL)
+        party.wait()
+    assert workers
+    deadline = time.monotonic() + 10
+    alive = set(workers)
+    while alive and time.monotonic() < deadline:
+        for pid in list(alive):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                alive.discard(pid)
+        time.sleep(0.1)
+    assert not alive, f"workers {alive} outlived their party"

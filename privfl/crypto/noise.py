@@ -12,6 +12,8 @@ import math
 import multiprocessing
 import os
 import secrets
+import threading
+import time
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -32,6 +34,21 @@ def obfuscators(n: int, count: int) -> list[int]:
     return out
 
 
+def _exit_with_parent(parent: int) -> None:
+    """Worker initializer: end this worker when the party process is gone.
+
+    A party killed with SIGKILL cannot shut its pool down; without this watch its
+    workers would wait for work forever.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 class NoisePool:
     """A queue of obfuscators filled by ``workers`` processes (inline when workers <= 1)."""
 
@@ -45,7 +62,12 @@ class NoisePool:
         if self.workers > 1:
             # spawn, not fork: the parent runs ZeroMQ threads that must not be forked.
             context = multiprocessing.get_context("spawn")
-            self._executor = ProcessPoolExecutor(self.workers, mp_context=context)
+            self._executor = ProcessPoolExecutor(
+                self.workers,
+                mp_context=context,
+                initializer=_exit_with_parent,
+                initargs=(os.getpid(),),
+            )
 
     def prefetch(self, count: int) -> None:
         """Start computing ``count`` more obfuscators in the background."""
