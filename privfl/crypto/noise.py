@@ -8,30 +8,16 @@ local process pipes (never over the network).
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
-import secrets
 import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 
-import gmpy2
+from privfl.crypto.paillier import obfuscators
 
 CHUNK = 32  # obfuscators per task: large enough to amortise IPC, small enough to balance
-
-
-def obfuscators(n: int, count: int) -> list[int]:
-    """``count`` fresh ``r^n mod n²`` with r a CSPRNG unit of Z_n (runs in a worker)."""
-    n_mpz = gmpy2.mpz(n)
-    n2 = n_mpz * n_mpz
-    out: list[int] = []
-    while len(out) < count:
-        r = secrets.randbelow(n - 1) + 1
-        if math.gcd(r, n) == 1:
-            out.append(int(gmpy2.powmod(r, n_mpz, n2)))
-    return out
 
 
 def _exit_with_parent(parent: int) -> None:

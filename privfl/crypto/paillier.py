@@ -30,9 +30,6 @@ except ImportError:  # pragma: no cover - keeps the module importable; require_g
     _mpz = int
     _powmod = pow
 
-MIN_SECURE_BITS = 2048
-"""Smallest modulus the job policy accepts without an explicit insecure-key flag."""
-
 _MIN_BITS = 256
 """Below this, even tests stop being meaningful: the fixed-point range is too small."""
 
@@ -44,6 +41,19 @@ def require_gmpy2() -> None:
             "gmpy2 is not available to phe: install gmpy2 (pip install gmpy2); "
             "Paillier is 7-19x slower without it"
         )
+
+
+def obfuscators(n: int, count: int) -> list[int]:
+    """``count`` fresh ``r**n mod n**2`` with ``r`` a CSPRNG unit of Z_n (encryptions of 0)."""
+    n_mpz = _mpz(n)
+    n2 = n_mpz * n_mpz
+    out: list[int] = []
+    while len(out) < count:
+        r = secrets.randbelow(n - 1) + 1
+        # A non-unit would reveal a factor of n; the chance is ~2**-1023, the check is cheap.
+        if math.gcd(r, n) == 1:
+            out.append(int(_powmod(_mpz(r), n_mpz, n2)))
+    return out
 
 
 def _not_invertible(exc: Exception) -> NoReturn:
@@ -173,21 +183,13 @@ class PublicKey:
                     "privfl.crypto.encoding.encode first"
                 )
 
-    def _random_unit(self) -> Any:
-        """Draw an obfuscator ``r`` uniformly from the units of Z_n with a CSPRNG."""
-        while True:
-            r = secrets.randbelow(self.n - 1) + 1
-            # A non-unit would reveal a factor of n; the chance is ~2**-1023, the check is cheap.
-            if math.gcd(r, self.n) == 1:
-                return _mpz(r)
-
     def _noise(self, r: Any) -> Any:
         """Return ``r**n mod n**2``, an encryption of 0."""
         return _powmod(r, self._n, self._n2)
 
     def encrypt(self, plain: Sequence[int]) -> list[int]:
         """Encrypt residues ``m_i`` in ``[0, n)`` with fresh CSPRNG obfuscators."""
-        return self.encrypt_with(plain, [self._random_unit() for _ in plain])
+        return self.encrypt_with_noise(plain, obfuscators(self.n, len(plain)))
 
     def encrypt_with(self, plain: Sequence[int], r_values: Sequence[int]) -> list[int]:
         """Encrypt with given obfuscators: ``(1 + n*m) * r**n mod n**2`` (known-answer tests)."""
@@ -274,7 +276,7 @@ class PublicKey:
         """
         n2 = self._n2
         if noise is None:
-            noise = [self._noise(self._random_unit()) for _ in c]
+            noise = obfuscators(self.n, len(c))
         if len(noise) != len(c):
             raise ValueError(f"{len(c)} ciphertexts but {len(noise)} obfuscators")
         return [int(_mpz(ci) * r % n2) for ci, r in zip(c, noise, strict=True)]

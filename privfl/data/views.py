@@ -119,7 +119,7 @@ def central_baseline(dataset: str, test_size: float, split_seed: int) -> float:
     """
     from sklearn.linear_model import LogisticRegression
 
-    table = demo_table(dataset, tuple(range(load_breast_cancer().data.shape[1])), True)
+    table = demo_table(dataset, HOST_DEMO_COLUMNS + GUEST_DEMO_COLUMNS, True)
     view = split_view(table, test_size, split_seed)
     model = LogisticRegression(max_iter=1000).fit(view.x_train, view.y_train)
     return float(model.score(view.x_test, view.y_test))
