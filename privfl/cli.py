@@ -264,10 +264,21 @@ def party_command(role: str) -> click.Command:
         "data_file",
         type=click.Path(path_type=Path),
         default=None,
-        help="CSV with a header row (rows in the same order at every party). "
-        "Without it, the party's share of the bundled demo data.",
+        help="CSV with a header row. With --id-column, rows are matched by id (private set "
+        "intersection); without, rows must be in the same order at every party. Without "
+        "--data, the party's share of the bundled demo data (or `data` in the job file).",
+    )
+    @click.option(
+        "--id-column",
+        default=None,
+        help="Column of record ids; only ids every party holds are used. [job file]",
     )
     @click.option("--label-column", default=None, help="Host only: the label column. [label]")
+    @click.option(
+        "--features",
+        default=None,
+        help="Feature columns to use, as a,b,c. [every column but the id and label]",
+    )
     @click.option("--no-progress", is_flag=True, help="No progress bar (Host).")
     @click.option(
         "--workers",
@@ -282,13 +293,16 @@ def party_command(role: str) -> click.Command:
         party: str,
         out: Path | None,
         data_file: Path | None,
+        id_column: str | None,
         label_column: str | None,
+        features: str | None,
         no_progress: bool,
         workers: int,
         verbose: bool,
     ) -> None:
         from privfl.parties.host_run import run_dir_default
-        from privfl.parties.runner import load_data, run_party, setup_logging
+        from privfl.parties.inputs import parse_features, party_inputs
+        from privfl.parties.runner import run_party, setup_logging
 
         job = load_job(job_file)
         spec = job.party(party)
@@ -296,11 +310,15 @@ def party_command(role: str) -> click.Command:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
         out = out or run_dir_default() / party
         setup_logging(out, party, verbose)
-        data = None if role == "server" else load_data(job, party, data_file, label_column)
+        data, table = party_inputs(
+            job, party, data_file, id_column, label_column, parse_features(features)
+        )
         hook = None
         if role == "host" and not no_progress:
             hook = host_progress(job.training.epochs)
-        result = run_party(job, party, out, data=data, on_epoch=hook, workers=workers)
+        result = run_party(
+            job, party, out, data=data, on_epoch=hook, workers=workers, table=table
+        )
         if role == "host":
             click.echo(
                 f"{party}: accuracy {result['accuracy']:.4f}, F1 {result['f1']:.4f}, "

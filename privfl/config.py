@@ -15,6 +15,8 @@ import tomli_w
 from privfl.errors import ConfigError
 
 ROLES = ("server", "host", "guest")
+PSI_METHODS = ("rsa", "ecdh")
+LOCAL_KEYS = ("data", "id_column", "label_column", "features")  # may differ between sites
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256
 
@@ -27,6 +29,11 @@ class PartySpec:
     role: str
     endpoint: str
     columns: tuple[int, ...] = ()  # demo data: which columns of the bundled table it holds
+    # This site's own CSV (local settings: left out of the job fingerprint, see LOCAL_KEYS).
+    data: str = ""
+    id_column: str = ""
+    label_column: str = ""
+    features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,8 @@ class DataConfig:
     dataset: str = "breast_cancer"
     test_size: float = 0.25
     split_seed: int = 0
+    psi: str = "rsa"  # private set intersection with an id column: "rsa" or "ecdh"
+    psi_key_bits: int = 2048  # RSA modulus of the blind-signature PSI
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +120,9 @@ class JobConfig:
     def fingerprint(self) -> str:
         """A hash of everything the parties must agree on (not paths)."""
         data = to_dict(self)
+        for spec in data["parties"].values():
+            for key in LOCAL_KEYS:
+                spec.pop(key, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -146,6 +158,10 @@ def validate(job: JobConfig) -> None:
         raise ConfigError("data.test_size must lie strictly between 0 and 1")
     if job.timeout_seconds <= 0:
         raise ConfigError("timeout_seconds must be positive")
+    if job.data.psi not in PSI_METHODS:
+        raise ConfigError(f"data.psi is {job.data.psi!r}; choose one of {', '.join(PSI_METHODS)}")
+    if job.data.psi == "rsa":
+        check_key_bits(job.data.psi_key_bits, job.allow_weak_keys)
 
 
 def to_dict(job: JobConfig) -> dict[str, Any]:
@@ -160,11 +176,22 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         "training": asdict(job.training),
         "label_dp": asdict(job.label_dp),
         "data": asdict(job.data),
-        "parties": {
-            n: {"role": p.role, "endpoint": p.endpoint, "columns": list(p.columns)}
-            for n, p in job.parties.items()
-        },
+        "parties": {n: party_dict(p) for n, p in job.parties.items()},
     }
+
+
+def party_dict(spec: PartySpec) -> dict[str, Any]:
+    """One party's table; the local data keys only when set (old job files stay unchanged)."""
+    table: dict[str, Any] = {
+        "role": spec.role,
+        "endpoint": spec.endpoint,
+        "columns": list(spec.columns),
+    }
+    for key in LOCAL_KEYS:
+        value = getattr(spec, key)
+        if value:
+            table[key] = list(value) if isinstance(value, tuple) else value
+    return table
 
 
 def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
@@ -177,6 +204,10 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
                 role=str(spec["role"]),
                 endpoint=str(spec["endpoint"]),
                 columns=tuple(int(c) for c in spec.get("columns", ())),
+                data=str(spec.get("data", "")),
+                id_column=str(spec.get("id_column", "")),
+                label_column=str(spec.get("label_column", "")),
+                features=tuple(str(f) for f in spec.get("features", ())),
             )
             for name, spec in data.pop("parties", {}).items()
         }

@@ -35,6 +35,10 @@ from privfl.protocol.messages import (
     Kind,
     Loss,
     Message,
+    PsiAnswer,
+    PsiHello,
+    PsiQuery,
+    PsiResult,
     PublicKey,
     Residual,
     ScoreRequest,
@@ -121,6 +125,15 @@ def _build(kind: Kind, seed: int) -> Message:
         Kind.SCORES: lambda: Scores(epoch, rng.choice(["train", "test"]), _bigints(rng, size)),
         Kind.FINISH: lambda: Finish(epochs=rng.randrange(0, 2**63), reason=_text(rng)),
         Kind.ABORT: lambda: Abort(reason=_text(rng)),
+        # PSI and prediction
+        Kind.PSI_HELLO: lambda: PsiHello(
+            "rsa", rng.getrandbits(1024) | 1, 65537, count=rng.randrange(0, 2**40)
+        ),
+        Kind.PSI_QUERY: lambda: PsiQuery(_bigints(rng, size)),
+        Kind.PSI_ANSWER: lambda: PsiAnswer(_bigints(rng, size), _bigints(rng, size + 1)),
+        Kind.PSI_RESULT: lambda: PsiResult(
+            np.array([rng.randrange(0, 2**40) for _ in range(size)], dtype=np.int64)
+        ),
     }
     return builders[kind]()
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from privfl.config import JobConfig
+from privfl.data.tables import IdTable
 from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
 from privfl.parties.channel import Channel
@@ -16,6 +17,7 @@ from privfl.parties.host_run import EpochHook, run_host
 from privfl.parties.server import run_server
 from privfl.protocol.keys import KeyRing
 from privfl.protocol.transport import Transport, ZmqTransport
+from privfl.psi import stage as psi_stage
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FILE_ONLY = {"file_only": True}
@@ -59,13 +61,15 @@ def run_party(
     transport: Transport | None = None,
     on_epoch: EpochHook | None = None,
     workers: int = 1,
+    table: IdTable | None = None,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
     ``workers`` processes compute a guest's Paillier obfuscators (0 = one per core).
+    With an id-keyed ``table``, the rows are first aligned by private set intersection.
     """
     role = job.party(name).role
-    if role != "server" and data is None:
+    if role != "server" and data is None and table is None:
         data = load_data(job, name, None, None)
     out.mkdir(parents=True, exist_ok=True)
     transport = transport or open_transport(job, name)
@@ -74,9 +78,11 @@ def run_party(
     try:
         if role == "server":
             return run_server(ctx)
+        if table is not None:
+            data = psi_stage.training_rows(ctx, table)
         assert data is not None
         if role == "host":
-            return run_host(ctx, data, on_epoch)
+            return psi_stage.recorded(ctx, table, data, run_host(ctx, data, on_epoch))
         return run_guest(ctx, data, workers)
     except BaseException as exc:
         # The CLI prints the one-line error; the log keeps it too, without echoing it twice.

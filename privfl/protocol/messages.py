@@ -33,6 +33,11 @@ class Kind(enum.StrEnum):
     SCORES = "scores"
     FINISH = "finish"
     ABORT = "abort"
+    # PSI and prediction
+    PSI_HELLO = "psi_hello"
+    PSI_QUERY = "psi_query"
+    PSI_ANSWER = "psi_answer"
+    PSI_RESULT = "psi_result"
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +242,52 @@ class Abort:
     reason: str
 
 
+# PSI and prediction
+
+
+@dataclass(frozen=True, slots=True)
+class PsiHello:
+    """A guest opens the intersection: its method, its RSA public key (0 for ECDH), its size."""
+
+    method: str
+    modulus: int
+    exponent: int
+    count: int
+
+    def __post_init__(self) -> None:
+        _require(self.method in ("rsa", "ecdh"), f"unknown PSI method {self.method!r}")
+        _require(self.modulus >= 0 and self.exponent >= 0 and self.count >= 0, "bad PSI hello")
+        if self.method == "rsa":
+            _require(self.modulus % 2 == 1 and self.exponent % 2 == 1, "bad RSA public key")
+
+
+@dataclass(frozen=True, slots=True)
+class PsiQuery:
+    """The Host's blinded id hashes (RSA) or ``[a]H(id)`` (ECDH) for one guest to process."""
+
+    values: BigInts
+
+
+@dataclass(frozen=True, slots=True)
+class PsiAnswer:
+    """The guest's processed query (same order) and its own id tags (shuffled)."""
+
+    values: BigInts
+    tags: BigInts
+
+
+@dataclass(frozen=True, slots=True)
+class PsiResult:
+    """Positions in the guest's tag list of the ids every party holds, in the agreed order."""
+
+    positions: np.ndarray
+
+    def __post_init__(self) -> None:
+        _require(
+            self.positions.ndim == 1 and self.positions.dtype == np.int64, "bad PSI positions"
+        )
+
+
 Message = (
     Hello
     | PublicKey
@@ -252,6 +303,10 @@ Message = (
     | Scores
     | Finish
     | Abort
+    | PsiHello
+    | PsiQuery
+    | PsiAnswer
+    | PsiResult
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -269,6 +324,11 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.SCORES: Scores,
     Kind.FINISH: Finish,
     Kind.ABORT: Abort,
+    # PSI and prediction
+    Kind.PSI_HELLO: PsiHello,
+    Kind.PSI_QUERY: PsiQuery,
+    Kind.PSI_ANSWER: PsiAnswer,
+    Kind.PSI_RESULT: PsiResult,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 
