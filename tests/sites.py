@@ -40,9 +40,7 @@ def make_sites(
     # Disjoint "only at one site" ids: each site lacks a slice that every other site keeps.
     order = rng.permutation(len(ids))
     chunk = int(only_fraction * len(ids))
-    dropped = {
-        site: set(ids[order[k * chunk : (k + 1) * chunk]]) for k, site in enumerate(layout)
-    }
+    dropped = {site: set(ids[order[k * chunk : (k + 1) * chunk]]) for k, site in enumerate(layout)}
     folder.mkdir(parents=True, exist_ok=True)
     files, held, columns = {}, {}, {}
     for site, cols in layout.items():
