@@ -392,3 +392,12 @@ def keys_gen(party: str, out: Path, force: bool) -> None:
     public, secret = generate_keypair(out, party, overwrite=force)
     click.echo(f"public key {public}\nsecret key {secret} (mode 0600, never share it)")
     click.echo(f"fingerprint {fingerprint(load_public_key(public))} (compare it out of band)")
+
+
+def _register_predict() -> None:
+    from privfl.predict_cli import predict_cmd
+
+    vfl.add_command(predict_cmd)
+
+
+_register_predict()

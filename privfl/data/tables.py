@@ -55,20 +55,27 @@ class IdTable:
 
 def read_id_csv(
     path: Path,
-    id_column: str,
+    id_column: str | None,
     label_column: str | None = None,
     features: Sequence[str] = (),
 ) -> IdTable:
-    """Read a CSV with a header row; ``features`` empty means every other column."""
+    """Read a CSV with a header row; ``features`` empty means every other column.
+
+    Without an id column the ids are the 1-based row numbers (rows aligned by position).
+    """
     frame = _read(path)
     columns = [str(c) for c in frame.columns]
-    wanted = [id_column, *([label_column] if label_column else []), *features]
+    wanted = [*([id_column] if id_column else []), *([label_column] if label_column else [])]
+    wanted += list(features)
     missing = [c for c in wanted if c not in columns]
     if missing:
         raise ConfigError(
             f"data file {path} has no column {missing[0]!r}; its columns are: {', '.join(columns)}"
         )
-    ids = _ids(frame[id_column], path, id_column)
+    if id_column:
+        ids = _ids(frame[id_column], path, id_column)
+    else:
+        ids = tuple(str(i + 1) for i in range(len(frame)))
     names = list(features) or [c for c in columns if c not in (id_column, label_column)]
     if not names:
         raise ConfigError(f"data file {path} has no feature column besides the id and label")
