@@ -145,8 +145,8 @@ def saved_weights(run: Run, data: dict[str, PartyData]) -> list[np.ndarray]:
 
 @pytest.mark.parametrize(
     ("guests", "batch_size"),
-    [(1, 0), (2, 0), (1, 100)],
-    ids=["1-guest-full-batch", "2-guests-full-batch", "1-guest-batch-100"],
+    [(1, 0), (2, 0), (1, 100), (2, 150)],
+    ids=["1-guest-full-batch", "2-guests-full-batch", "1-guest-batch-100", "2-guests-batch-150"],
 )
 def test_encrypted_training_equals_the_plaintext_oracle(
     tmp_path: Path, guests: int, batch_size: int
