@@ -351,6 +351,15 @@ for _role in ("server", "host", "guest"):
     vfl.add_command(party_command(_role))
 
 
+def site_kit_options(func: F) -> F:
+    """`init vfl` options for per-site kits and PSI (defined in privfl.site_cli)."""
+    from privfl.site_cli import SITE_OPTIONS
+
+    for option in reversed(SITE_OPTIONS):
+        func = option(func)
+    return func
+
+
 @init.command("vfl")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Kit folder to write.")
 @kit_options
@@ -361,6 +370,7 @@ for _role in ("server", "host", "guest"):
     default=None,
     help="First port; parties take consecutive ports. [free ports now]",
 )
+@site_kit_options
 @friendly_errors
 def init_vfl(out: Path, host_name: str, base_port: int | None, **opts: Any) -> None:
     """Write OUT/job.toml and OUT/keys/ for running each party as its own command.
@@ -370,10 +380,19 @@ def init_vfl(out: Path, host_name: str, base_port: int | None, **opts: Any) -> N
       privfl vfl server --job OUT/job.toml --party server --out run/server
       privfl vfl host   --job OUT/job.toml --party host   --out run/host
       privfl vfl guest  --job OUT/job.toml --party guest-1 --out run/guest-1
+
+    With --parties, one folder per site instead (OUT/<site>/job.toml, keys/,
+    start.sh): see docs/deploy.md for the walkthrough across machines.
     """
     from privfl.kit import write_kit
+    from privfl.site_cli import init_sites, pop_site_options
 
+    site = pop_site_options(opts)
     job = build_job(None, host=host_name, base_port=base_port, **opts)
+    if site.parties or site.psi or site.psi_key_bits:
+        job = init_sites(job, out, site)
+        if site.parties:
+            return
     path = write_kit(job, out)
     click.echo(f"wrote {path} and {len(job.parties)} key pairs in {out / job.keys_dir}")
     for name, spec in job.parties.items():
@@ -401,3 +420,13 @@ def _register_predict() -> None:
 
 
 _register_predict()
+
+
+def _register_site_keys() -> None:
+    from privfl.site_cli import keys_fingerprint, keys_import
+
+    keys.add_command(keys_import)
+    keys.add_command(keys_fingerprint)
+
+
+_register_site_keys()

@@ -1,0 +1,146 @@
+"""Command-line pieces for per-site kits and key exchange (`init vfl --parties`, `keys import`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from privfl.config import JobConfig, validate
+from privfl.errors import ConfigError
+
+SITE_OPTIONS = [
+    click.option(
+        "--parties",
+        default=None,
+        help="One folder per site instead of one kit: names such as server,host,guest-a,guest-b "
+        "(roles from the names: server, host, guest*).",
+    ),
+    click.option(
+        "--endpoint",
+        "endpoints",
+        multiple=True,
+        metavar="NAME=tcp://ADDRESS:PORT",
+        help="Where a site's inbox listens (its address as the other sites reach it). Repeat.",
+    ),
+    click.option(
+        "--own-keys",
+        is_flag=True,
+        help="Write no keys: each site runs `privfl keys gen` and `privfl keys import` itself.",
+    ),
+    click.option(
+        "--psi",
+        type=click.Choice(["rsa", "ecdh"]),
+        default=None,
+        help="Private set intersection for --id-column: RSA blind signatures or X25519 ECDH. [rsa]",
+    ),
+    click.option(
+        "--psi-key-bits",
+        type=click.IntRange(1024),
+        default=None,
+        help="RSA modulus of the PSI; under 2048 needs --allow-weak-keys. [2048]",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class SiteOptions:
+    """The `init vfl` options this module handles."""
+
+    parties: list[str]
+    endpoints: dict[str, str]
+    own_keys: bool
+    psi: str | None
+    psi_key_bits: int | None
+
+
+def pop_site_options(opts: dict[str, Any]) -> SiteOptions:
+    """Take this module's options out of the command's keyword arguments."""
+    parties = [p.strip() for p in (opts.pop("parties") or "").split(",") if p.strip()]
+    endpoints = {}
+    for item in opts.pop("endpoints"):
+        name, sep, url = item.partition("=")
+        if not sep or not url.startswith("tcp://"):
+            raise ConfigError(f"--endpoint {item!r}: write NAME=tcp://ADDRESS:PORT")
+        endpoints[name.strip()] = url.strip()
+    if parties:
+        from privfl.site_kit import role_of
+
+        # the template job gets one endpoint (and one demo column share) per guest named
+        opts["guests"] = max(1, sum(role_of(n) == "guest" for n in parties))
+    return SiteOptions(
+        parties=parties,
+        endpoints=endpoints,
+        own_keys=bool(opts.pop("own_keys")),
+        psi=opts.pop("psi"),
+        psi_key_bits=opts.pop("psi_key_bits"),
+    )
+
+
+def init_sites(job: JobConfig, out: Path, site: SiteOptions) -> JobConfig:
+    """Apply the PSI options; with --parties write one folder per site and report them."""
+    from privfl.site_kit import site_parties, write_site_kits
+
+    data = job.data
+    data = replace(
+        data, psi=site.psi or data.psi, psi_key_bits=site.psi_key_bits or data.psi_key_bits
+    )
+    job = replace(job, data=data)
+    if not site.parties:
+        validate(job)
+        return job
+    job = replace(job, parties=site_parties(site.parties, site.endpoints, job))
+    folders = write_site_kits(job, out, own_keys=site.own_keys)
+    click.echo(f"wrote one folder per site in {out} (session {job.session}):")
+    for folder, spec in zip(folders, job.parties.values(), strict=True):
+        click.echo(f"  {folder}  {spec.role:<6} listens on {spec.endpoint}")
+    if site.own_keys:
+        click.echo("no keys written: at each site run `privfl keys gen` and `privfl keys import`")
+    else:
+        click.echo("give each site ONLY its own folder; compare FINGERPRINTS.txt by phone")
+    return job
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--into",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="This site's key folder (e.g. SITE/keys).",
+)
+@click.option("--force", is_flag=True, help="Replace a different key already there.")
+def keys_import(files: tuple[Path, ...], into: Path, force: bool) -> None:
+    """Import peers' PUBLIC keys (NAME.key files) into this site's key folder.
+
+    Prints each key's fingerprint: compare it with the one its owner's
+    `privfl keys gen` printed, over a channel you trust (phone, video call).
+    Secret key files are refused.
+    """
+    from privfl.cli import friendly_errors
+    from privfl.site_kit import import_public_key
+
+    @friendly_errors
+    def run() -> None:
+        for source in files:
+            target, print_ = import_public_key(source, into, force=force)
+            click.echo(f"imported {target}  fingerprint {print_}")
+
+    run()
+
+
+@click.command("fingerprint")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def keys_fingerprint(files: tuple[Path, ...]) -> None:
+    """Print the fingerprint of each public key file, to compare out of band."""
+    from privfl.cli import friendly_errors
+    from privfl.protocol.keys import fingerprint, load_public_key
+
+    @friendly_errors
+    def run() -> None:
+        for path in files:
+            click.echo(f"{path}  {fingerprint(load_public_key(path))}")
+
+    run()
