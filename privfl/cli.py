@@ -279,7 +279,7 @@ def party_command(role: str) -> click.Command:
         default=None,
         help="Feature columns to use, as a,b,c. [every column but the id and label]",
     )
-    @click.option("--no-progress", is_flag=True, help="No progress bar (Host).")
+    @click.option("--no-progress", is_flag=True, help="No progress bar.")
     @click.option(
         "--workers",
         type=click.IntRange(0),
@@ -313,12 +313,29 @@ def party_command(role: str) -> click.Command:
         data, table = party_inputs(
             job, party, data_file, id_column, label_column, parse_features(features)
         )
-        hook = None
+        hook = observer = None
+        close = None
         if role == "host" and not no_progress:
             hook = host_progress(job.training.epochs)
-        result = run_party(
-            job, party, out, data=data, on_epoch=hook, workers=workers, table=table
-        )
+        elif not no_progress:
+            from privfl.parties.progress import party_progress
+
+            observer, bar = party_progress(role, job.training.epochs)
+            close = bar.close
+        try:
+            result = run_party(
+                job,
+                party,
+                out,
+                data=data,
+                on_epoch=hook,
+                workers=workers,
+                table=table,
+                observer=observer,
+            )
+        finally:
+            if close:
+                close()
         if role == "host":
             click.echo(
                 f"{party}: accuracy {result['accuracy']:.4f}, F1 {result['f1']:.4f}, "

@@ -20,6 +20,7 @@ from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind, Mes
 from privfl.protocol.transport import Transport
 
 MAX_PENDING = 10_000
+WAIT_NOTE_SECONDS = 10.0  # how often a long wait is logged, naming whom we wait for
 log = logging.getLogger("privfl.channel")
 
 
@@ -106,10 +107,15 @@ class Channel:
         for i, env in enumerate(self._pending):
             if env.header.kind in kinds and env.sender in senders:
                 return self._pending.pop(i)
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        began = time.monotonic()
+        deadline = began + (self.timeout if timeout is None else timeout)
+        note = began + WAIT_NOTE_SECONDS
         while (left := deadline - time.monotonic()) > 0:
-            got = self._receive(left)
+            got = self._receive(min(left, max(note - time.monotonic(), 0.01)))
             if got is None:
+                if time.monotonic() >= note:
+                    note += WAIT_NOTE_SECONDS
+                    self._note_wait(kinds, senders, time.monotonic() - began, deadline - began)
                 continue
             if got.header.kind in kinds and got.sender in senders:
                 return got
@@ -121,6 +127,18 @@ class Channel:
         raise PeerUnavailable(
             f"no {wanted} from {who} within {self.timeout if timeout is None else timeout:g} s; "
             f"check that {who} is running and reachable (see its log)"
+        )
+
+    def _note_wait(
+        self, kinds: Collection[Kind], senders: Collection[str], waited: float, limit: float
+    ) -> None:
+        """An operator reading the log sees which peer is holding things up."""
+        log.info(
+            "waiting for %s from %s for %.0f s (giving up after %.0f s)",
+            "/".join(sorted(str(k) for k in kinds)),
+            ", ".join(sorted(senders)),
+            waited,
+            limit,
         )
 
     def gather(self, kind: Kind, senders: Collection[str]) -> dict[str, Message]:

@@ -14,6 +14,7 @@ from privfl.parties.channel import Channel
 from privfl.parties.common import PartyContext
 from privfl.parties.guest import run_guest
 from privfl.parties.host_run import EpochHook, run_host
+from privfl.parties.progress import Observer
 from privfl.parties.server import run_server
 from privfl.protocol.keys import KeyRing
 from privfl.protocol.transport import Transport, ZmqTransport
@@ -62,6 +63,7 @@ def run_party(
     on_epoch: EpochHook | None = None,
     workers: int = 1,
     table: IdTable | None = None,
+    observer: Observer | None = None,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
@@ -73,7 +75,9 @@ def run_party(
         data = load_data(job, name, None, None)
     out.mkdir(parents=True, exist_ok=True)
     transport = transport or open_transport(job, name)
-    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
+    channel = Channel(
+        transport, session=job.session, timeout=job.timeout_seconds, observer=observer
+    )
     ctx = PartyContext(name=name, job=job, channel=channel, out=out)
     try:
         if role == "server":

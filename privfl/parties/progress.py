@@ -1,0 +1,40 @@
+"""Progress bars for the Server and the guests, fed by the messages their channel carries.
+
+The Host draws its own bar from its epoch records; the other parties learn the epoch
+from the envelopes: a guest from each ``batch`` the Host opens, the Server from each
+``epoch_result`` it sends.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from tqdm import tqdm
+
+from privfl.protocol.messages import Header, Kind
+
+Observer = Callable[[str, str, Header, list[bytes]], None]
+
+
+def party_progress(role: str, epochs: int) -> tuple[Observer, tqdm[None]]:
+    """An observer for the party's Channel, and the bar it advances (close it at the end)."""
+    label = {"server": "decrypting (server)", "guest": "encrypted training (guest)"}[role]
+    bar = tqdm(total=epochs, desc=label, unit="epoch", file=sys.stderr, dynamic_ncols=True)
+    watched = ("sent", Kind.EPOCH_RESULT) if role == "server" else ("received", Kind.BATCH)
+
+    last = [0]
+
+    def observe(direction: str, _peer: str, header: Header, _frames: list[bytes]) -> None:
+        if role == "guest" and (direction, header.kind) == ("received", Kind.FINISH):
+            bar.total = last[0] + 1  # the run may have stopped before the last epoch
+            advance(last[0] + 1)
+        elif (direction, header.kind) == watched:
+            last[0] = header.round
+            advance(header.round + 1 if role == "server" else header.round)
+
+    def advance(done: int) -> None:
+        if done > bar.n:
+            bar.update(min(done, bar.total) - bar.n)
+
+    return observe, bar
