@@ -10,7 +10,7 @@ from privfl.errors import PeerUnavailable
 from privfl.parties import channel as channel_module
 from privfl.parties.channel import Channel
 from privfl.parties.progress import party_progress
-from privfl.protocol.messages import PROTOCOL, VERSION, Header, Kind
+from privfl.protocol.messages import PROTOCOL, VERSION, Finish, Header, Kind
 from privfl.protocol.transport import InMemoryHub
 
 
@@ -42,3 +42,48 @@ def test_the_guest_bar_follows_the_hosts_batches_and_finish() -> None:
     observe("received", "host", header(Kind.FINISH, 0), [])
     assert instance.n == instance.total == 4  # stopped early: the bar ends full
     instance.close()
+
+
+class LateTransport:
+    """A transport whose peer comes online only after a few failed sends."""
+
+    name = "guest-1"
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.sent: list[list[bytes]] = []
+
+    def send(self, peer: str, frames: list[bytes]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise PeerUnavailable(f"could not reach {peer}")
+        self.sent.append(list(frames))
+
+    def recv(self, timeout: float) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_peer_that_starts_late_is_waited_for_once(caplog: pytest.LogCaptureFixture) -> None:
+    transport = LateTransport(failures=2)
+    channel = Channel(transport, session="s", timeout=10.0)  # type: ignore[arg-type]
+
+    with caplog.at_level(logging.INFO, logger="privfl.channel"):
+        channel.send("host", Finish(epochs=0, reason="x"))
+
+    assert len(transport.sent) == 1
+    notes = [r.getMessage() for r in caplog.records if "to come online" in r.getMessage()]
+    assert len(notes) == 2 and all("waiting for host" in n for n in notes)
+    # Once reached, a failure is reported at once (a peer that dies mid-run).
+    transport.failures = 1
+    with pytest.raises(PeerUnavailable):
+        channel.send("host", Finish(epochs=0, reason="x"))
+
+
+def test_a_peer_that_never_starts_fails_after_the_timeout() -> None:
+    channel = Channel(LateTransport(failures=10**6), session="s", timeout=1.5)  # type: ignore[arg-type]
+
+    with pytest.raises(PeerUnavailable, match="could not reach host"):
+        channel.send("host", Finish(epochs=0, reason="x"))

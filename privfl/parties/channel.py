@@ -51,15 +51,43 @@ class Channel:
         self._ids = itertools.count(1)
         self._seen: set[tuple[str, int]] = set()
         self._pending: list[Envelope] = []
+        self._reached: set[str] = set()
         self._observer = observer
 
     def send(self, peer: str, body: Message, round_: int = 0) -> None:
-        """Wrap ``body`` in an envelope and send it to ``peer``."""
+        """Wrap ``body`` in an envelope and send it to ``peer``.
+
+        Until a peer has been reached once, an unreachable peer is retried for the
+        channel's timeout (it may simply not have started yet), with a log line each try.
+        """
         try:
-            self._post(peer, body, round_)
+            if peer in self._reached:
+                self._post(peer, body, round_)
+            else:
+                self._first_contact(peer, body, round_)
         except PrivflError:
             self._raise_pending_abort()
             raise
+
+    def _first_contact(self, peer: str, body: Message, round_: int) -> None:
+        began = time.monotonic()
+        while True:
+            try:
+                self._post(peer, body, round_)
+            except PeerUnavailable:
+                waited = time.monotonic() - began
+                if waited >= self.timeout:
+                    raise
+                log.info(
+                    "waiting for %s to come online for %.0f s (giving up after %.0f s)",
+                    peer,
+                    waited,
+                    self.timeout,
+                )
+                time.sleep(min(1.0, self.timeout - waited))
+                continue
+            self._reached.add(peer)
+            return
 
     def _post(self, peer: str, body: Message, round_: int) -> None:
         header = Header(
