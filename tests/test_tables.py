@@ -96,3 +96,33 @@ def test_a_column_empty_in_the_training_rows_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="'empty' has no value"):
         split_and_standardise(table, 0.25, 0)
+
+
+def test_site_keys_in_the_job_file_are_local_and_resolve_next_to_it(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from privfl.config import PartySpec, load_job, save_job
+    from privfl.data.tables import site_data
+    from privfl.kit import demo_job
+
+    job = demo_job(key_bits=512, allow_weak_keys=True)
+    host = replace(job.party("host"), data="cohort.csv", id_column="mrn", features=("a", "b"))
+    mine = replace(job, parties={**job.parties, "host": host})
+    path = tmp_path / "site" / "job.toml"
+    save_job(mine, path)
+
+    loaded = load_job(path)
+    site = site_data(loaded, "host")
+
+    assert site.path == tmp_path / "site" / "cohort.csv"
+    assert (site.id_column, site.label_column, site.features) == ("mrn", "label", ("a", "b"))
+    assert loaded.fingerprint() == job.fingerprint()  # local keys do not change the job
+    override = site_data(loaded, "host", tmp_path / "x.csv", "id", "y", ["c"])
+    assert (override.path, override.id_column, override.features) == (
+        tmp_path / "x.csv",
+        "id",
+        ("c",),
+    )
+    assert isinstance(loaded.party("guest-1"), PartySpec)
+    with pytest.raises(ConfigError, match="only the host holds a label"):
+        site_data(loaded, "guest-1", label_column="y")

@@ -39,6 +39,9 @@ from privfl.protocol.messages import Kind, PsiAnswer, PsiHello, PsiQuery, PsiRes
 from privfl.psi import ecdh, rsa
 
 log = logging.getLogger("privfl.psi")
+# What the Host keeps between its query and a guest's answer: the guest's RSA key and
+# the blinding factors, or its own ECDH scalar.
+HostSecret = tuple[rsa.RsaPublic, list[int]] | ecdh.Secret
 
 
 def align(ctx: PartyContext, table: IdTable) -> IdTable:
@@ -110,14 +113,14 @@ def host_side(ctx: PartyContext, table: IdTable) -> IdTable:
     """Query every guest, intersect all answers, tell each guest the shared positions."""
     job, channel = ctx.job, ctx.channel
     hellos = channel.gather(Kind.PSI_HELLO, job.guests)
-    pending: dict[str, tuple[object, list[int]]] = {}
+    pending: dict[str, HostSecret] = {}
     for guest in job.guests:
         hello = hellos[guest]
         assert isinstance(hello, PsiHello)
         if hello.method != job.data.psi:
             raise ProtocolError(f"{guest} runs PSI method {hello.method}, the job {job.data.psi}")
         query, secret = host_query(ctx, hello, table)
-        pending[guest] = (secret, query)
+        pending[guest] = secret
         channel.send(guest, PsiQuery(values=big(query)))
     answers = channel.gather(Kind.PSI_ANSWER, job.guests)
     where: dict[str, dict[int, int]] = {}  # guest -> our row -> position in its tag list
@@ -126,7 +129,7 @@ def host_side(ctx: PartyContext, table: IdTable) -> IdTable:
         assert isinstance(answer, PsiAnswer)
         hello = hellos[guest]
         assert isinstance(hello, PsiHello)
-        where[guest] = match(hello, pending[guest][0], answer, len(table.ids))
+        where[guest] = match(hello, pending[guest], answer, len(table.ids))
         log.info("%s holds %d of our ids", guest, len(where[guest]))
     shared = set(range(len(table.ids)))
     for rows in where.values():
@@ -138,7 +141,7 @@ def host_side(ctx: PartyContext, table: IdTable) -> IdTable:
     return table.take(order)
 
 
-def host_query(ctx: PartyContext, hello: PsiHello, table: IdTable) -> tuple[list[int], object]:
+def host_query(ctx: PartyContext, hello: PsiHello, table: IdTable) -> tuple[list[int], HostSecret]:
     """Blinded hashes under the guest's RSA key, or ``[a]H(x)`` with a fresh ``a``."""
     if hello.method == "rsa":
         if hello.modulus.bit_length() < rsa.MIN_BITS:
@@ -151,17 +154,15 @@ def host_query(ctx: PartyContext, hello: PsiHello, table: IdTable) -> tuple[list
     return ecdh.multiply(secret, ecdh.hash_to_u(table.ids, context(ctx))), secret
 
 
-def match(hello: PsiHello, secret: object, answer: PsiAnswer, rows: int) -> dict[int, int]:
+def match(hello: PsiHello, secret: HostSecret, answer: PsiAnswer, rows: int) -> dict[int, int]:
     """Our rows whose tag appears among the guest's tags, with its position there."""
     if len(answer.values) != rows or len(answer.tags) != hello.count:
         raise ProtocolError("a guest's PSI answer has the wrong number of values")
-    if hello.method == "rsa":
-        assert isinstance(secret, tuple)
+    if isinstance(secret, tuple):
         public, factors = secret
         ours = rsa.tags(rsa.unblind(answer.values.values, factors, public), public.n)
         theirs = answer.tags.values
     else:
-        assert isinstance(secret, ecdh.Secret)
         ours = list(answer.values.values)
         theirs = tuple(ecdh.multiply(secret, answer.tags.values))
     position = {tag: i for i, tag in enumerate(theirs)}
