@@ -35,6 +35,8 @@ def friendly_errors(func: F) -> F:
         except KeyboardInterrupt:
             click.echo("privfl: interrupted", err=True)
             sys.exit(130)
+        except click.ClickException:
+            raise  # usage errors: click prints them with the usage line
         except Exception as exc:
             logging.getLogger("privfl").error("internal error\n%s", traceback.format_exc())
             click.echo(

@@ -81,7 +81,7 @@ def predict_cmd(
     saved, table, by_id = None, None, False
     if role != "server":
         if model is None or data_file is None:
-            raise click.UsageError(f"{party} is a {role}: pass --model DIR and --data FILE")
+            raise click.UsageError(f"{party} ({role}) needs --model DIR and --data FILE")
         saved = load_model(model, party)
         table, by_id = prediction_rows(job, party, saved, data_file, id_column)
     result = predict_party(

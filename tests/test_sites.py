@@ -218,3 +218,15 @@ def test_a_missing_id_column_is_a_one_line_error(tmp_path: Path) -> None:
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "no column 'mrn'" in result.stderr and "patient_id" in result.stderr
+
+
+def test_predict_without_a_model_is_a_usage_error(tmp_path: Path) -> None:
+    job = kit(tmp_path, guests=1, epochs=1)
+    result = subprocess.run(
+        [sys.executable, "-m", "privfl", "vfl", "predict", "--job", str(job), "--party", "host"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "host (host) needs --model DIR and --data FILE" in result.stderr
