@@ -142,7 +142,7 @@ class Channel:
             got = self._receive(min(left, max(note - time.monotonic(), 0.01)))
             if got is None:
                 if time.monotonic() >= note:
-                    note += WAIT_NOTE_SECONDS
+                    note = time.monotonic() + WAIT_NOTE_SECONDS
                     self._note_wait(kinds, senders, time.monotonic() - began, deadline - began)
                 continue
             if got.header.kind in kinds and got.sender in senders:
