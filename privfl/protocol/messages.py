@@ -283,9 +283,7 @@ class PsiResult:
     positions: np.ndarray
 
     def __post_init__(self) -> None:
-        _require(
-            self.positions.ndim == 1 and self.positions.dtype == np.int64, "bad PSI positions"
-        )
+        _require(self.positions.ndim == 1 and self.positions.dtype == np.int64, "bad PSI positions")
 
 
 Message = (
