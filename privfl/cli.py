@@ -374,3 +374,8 @@ def keys_gen(party: str, out: Path, force: bool) -> None:
     public, secret = generate_keypair(out, party, overwrite=force)
     click.echo(f"public key {public}\nsecret key {secret} (mode 0600, never share it)")
     click.echo(f"fingerprint {fingerprint(load_public_key(public))} (compare it out of band)")
+
+
+from privfl.hfl.cli import hfl  # noqa: E402  (horizontal mode; it imports torch only when run)
+
+main.add_command(hfl)

@@ -9,6 +9,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl.errors import ProtocolError
+from privfl.protocol.hfl_messages import (
+    JoinRequest,
+    RoundDone,
+    RoundEnd,
+    RoundStart,
+    Sealed,
+    Shuffled,
+    ShuffleWindow,
+    Update,
+)
 
 PROTOCOL = "privfl"
 VERSION = 1
@@ -33,6 +43,15 @@ class Kind(enum.StrEnum):
     SCORES = "scores"
     FINISH = "finish"
     ABORT = "abort"
+    # horizontal mode (bodies in hfl_messages.py)
+    JOIN = "join"
+    ROUND_START = "round_start"
+    UPDATE = "update"
+    ROUND_DONE = "round_done"
+    SEALED = "sealed"
+    SHUFFLE_WINDOW = "shuffle_window"
+    SHUFFLED = "shuffled"
+    ROUND_END = "round_end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +271,15 @@ Message = (
     | Scores
     | Finish
     | Abort
+    # horizontal mode
+    | JoinRequest
+    | RoundStart
+    | Update
+    | RoundDone
+    | Sealed
+    | ShuffleWindow
+    | Shuffled
+    | RoundEnd
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -269,6 +297,15 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.SCORES: Scores,
     Kind.FINISH: Finish,
     Kind.ABORT: Abort,
+    # horizontal mode
+    Kind.JOIN: JoinRequest,
+    Kind.ROUND_START: RoundStart,
+    Kind.UPDATE: Update,
+    Kind.ROUND_DONE: RoundDone,
+    Kind.SEALED: Sealed,
+    Kind.SHUFFLE_WINDOW: ShuffleWindow,
+    Kind.SHUFFLED: Shuffled,
+    Kind.ROUND_END: RoundEnd,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 
