@@ -53,6 +53,32 @@ class Roster:
         return {h: c for h, c in self.hosts.items() if h not in self.dropped}
 
 
+def admit(job: HflJob, roster: Roster, sender: str, body: JoinRequest) -> bool:
+    """Add a client host that runs our job; False (and a warning) for anything else."""
+    if body.job_fingerprint != job.fingerprint():
+        log.warning(
+            "%s runs a different job (fingerprint %s); ignored", sender, body.job_fingerprint
+        )
+        return False
+    if body.role != "clients":
+        return False
+    spec = job.party(sender)
+    allowed = set(range(spec.first_client, spec.first_client + spec.num_clients))
+    roster.hosts[sender] = {int(c) for c in body.clients} & allowed
+    roster.dropped.discard(sender)
+    return True
+
+
+def admit_late_joins(job: HflJob, channel: Channel, roster: Roster) -> None:
+    """Hosts that joined after the start take part from the next round on."""
+    late = set(job.names("clients")) - set(roster.alive())
+    while late and (env := try_expect(channel, {Kind.JOIN}, late, 0.01)) is not None:
+        assert isinstance(env.body, JoinRequest)
+        if admit(job, roster, env.sender, env.body):
+            log.info("%s joined late; it takes part from now on", env.sender)
+        late.discard(env.sender)
+
+
 def wait_for_joins(job: HflJob, channel: Channel, shuffler: str | None) -> Roster:
     """JoinRequests from the client hosts (and the Shuffler) in time; at least one host."""
     expected = set(job.names("clients")) | ({shuffler} if shuffler else set())
@@ -65,19 +91,10 @@ def wait_for_joins(job: HflJob, channel: Channel, shuffler: str | None) -> Roste
         body = env.body
         assert isinstance(body, JoinRequest)
         expected.discard(env.sender)
-        if body.job_fingerprint != job.fingerprint():
-            log.warning(
-                "%s runs a different job (fingerprint %s); ignored",
-                env.sender,
-                body.job_fingerprint,
-            )
-            continue
-        if body.role == "shuffler":
+        if body.role == "shuffler" and body.job_fingerprint == job.fingerprint():
             shuffler_joined = True
             continue
-        spec = job.party(env.sender)
-        allowed = set(range(spec.first_client, spec.first_client + spec.num_clients))
-        roster.hosts[env.sender] = {int(c) for c in body.clients} & allowed
+        admit(job, roster, env.sender, body)
     if not roster.hosts or not shuffler_joined:
         missing = ", ".join(sorted(expected)) or "(joined with a wrong job)"
         raise PeerUnavailable(
@@ -172,7 +189,7 @@ def run_aggregator(
             "dropped_hosts": sorted(roster.dropped),
         }
         summary = recorder.summary(ledger, stop_reason, extra)
-        for peer in [*roster.alive(), *([shuffler] if shuffler else [])]:
+        for peer in [*job.names("clients"), *([shuffler] if shuffler else [])]:
             try:
                 channel.send(
                     peer,
@@ -210,6 +227,7 @@ def train(
             ledger.check_next()
         except PrivacyBudgetExceeded as exc:
             return f"privacy budget: {exc}"
+        admit_late_joins(job, channel, roster)
         alive = roster.alive()
         if not alive:
             raise PeerUnavailable("every client host has dropped out; see their logs")

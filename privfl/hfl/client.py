@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import torch
 
 from privfl.hfl import engine
 from privfl.hfl.config import HflJob
+from privfl.hfl.models import get_flat
 from privfl.hfl.roles_common import expect_round, make_channel, open_outbound
 from privfl.hfl.sealing import seal
 from privfl.protocol.hfl_messages import (
@@ -41,6 +43,9 @@ def run_client_host(
     aggregator = job.names("aggregator")[0]
     shuffler = job.names("shuffler")[0] if cfg.shuffler else None
     setup = engine.make_setup(cfg)
+    # One throw-away local step before joining: torch's first call is slow, and a
+    # first round that runs late would miss the Shuffler's window for no reason.
+    engine.local_train(setup, min(mine), get_flat(setup.model), 0)
     out.mkdir(parents=True, exist_ok=True)
     targets = [aggregator] + ([shuffler] if shuffler else [])
     transport = open_outbound(job, name, targets)
@@ -88,9 +93,11 @@ def serve_round(
     indices = torch.from_numpy(start.indices.copy()).to(setup.device)
     sent = 0
     for client in (int(c) for c in start.selected):
-        if client not in mine or not engine.joins(cfg, client, round_):
+        if client not in mine or not engine.joins(cfg, client, round_, secret=True):
             continue
-        report = engine.client_report(setup, client, weights, indices, round_).float().cpu().numpy()
+        noise_seed = secrets.randbits(63)  # never derived from the job: see client_report
+        noisy = engine.client_report(setup, client, weights, indices, round_, noise_seed)
+        report = noisy.float().cpu().numpy()
         if slow_seconds:
             time.sleep(slow_seconds)
         if shuffler is not None:

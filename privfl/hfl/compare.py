@@ -66,5 +66,12 @@ def render(rows: list[dict[str, Any]], rounds: int, seed: int, seconds: float) -
             header,
             *lines,
             "",
+            "Units: PNPM, Duchi and PM spend their ε on *every* weight, so one report costs",
+            "d·ε (basic composition over the d weights of the MLP); the Gaussian mechanism's ε",
+            "is for the whole clipped report. Compare mechanisms in the 'ε per client per",
+            "round' column, not in the 'ε setting' column. PNPM makes only the sign of each",
+            "weight ε-LDP: |w| is scaled by a factor in [1, C], not hidden. 'ε total' composes",
+            "the rounds (basic/advanced composition for pure ε, Rényi DP for Gaussian, δ = 1e-5).",
+            "",
         ]
     )

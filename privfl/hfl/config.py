@@ -51,7 +51,7 @@ class HflConfig:
     epsilon_budget: float = math.inf  # stop before the total ε per client would exceed it
     shuffler: bool = False
     min_reports: int = 0  # Shuffler pads to this many reports with dummies (0 = n·β)
-    slot_seconds: float = 0.5  # t_i of the Shuffler's adaptive window
+    slot_seconds: float = 1.0  # t_i of the Shuffler's adaptive window
     round_timeout: float = 60.0  # a client that misses it is dropped for the round
     timeout_seconds: float = 60.0  # longest wait for a silent peer outside rounds
     test_size: float = 0.25

@@ -6,6 +6,7 @@ an experiment gives the same numbers whichever way it runs (up to timing drops).
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,10 +58,17 @@ def sample_clients(config: HflConfig, round_: int) -> list[int]:
     return sorted(rng.choice(config.clients, size=k, replace=False).tolist())
 
 
-def joins(config: HflConfig, client: int, round_: int) -> bool:
-    """Seed 003's random participation: joins with p, then drops out with q (the client decides)."""
+def joins(config: HflConfig, client: int, round_: int, secret: bool = False) -> bool:
+    """Seed 003's random participation: joins with p, then drops out with q (the client decides).
+
+    ``secret=True`` (the networked client) draws from the OS CSPRNG so that nobody who
+    knows the job seed can tell who took part; the simulator uses the seed.
+    """
     if config.participation >= 1 and config.dropout == 0:
         return True
+    if secret:
+        draw = secrets.SystemRandom()
+        return draw.random() < config.participation and draw.random() >= config.dropout
     rng = np.random.default_rng([config.seed, round_, client, 2])
     return bool(rng.random() < config.participation and rng.random() >= config.dropout)
 
@@ -111,17 +119,27 @@ def local_train(
 
 
 def client_report(
-    setup: Setup, client: int, global_weights: torch.Tensor, indices: torch.Tensor, round_: int
+    setup: Setup,
+    client: int,
+    global_weights: torch.Tensor,
+    indices: torch.Tensor,
+    round_: int,
+    noise_seed: int | None = None,
 ) -> torch.Tensor:
-    """Train locally and apply the local randomizer: the only thing that leaves the client."""
+    """Train locally and apply the local randomizer: the only thing that leaves the client.
+
+    ``noise_seed=None`` derives the noise seed from the job seed (reproducible
+    experiments); the networked client passes a fresh CSPRNG seed, since anyone who
+    knows a noise seed could subtract the noise.
+    """
     cfg = setup.config
     weights = local_train(setup, client, global_weights, round_)
     if cfg.mechanism in DELTA_REPORTS and not cfg.topk_public:
         indices = torch.topk((weights - global_weights).abs(), setup.calib.k).indices.sort().values
     device_gen = torch.Generator(device=setup.device)
-    # Noise from a generator seeded per (job, round, client) so runs reproduce; a
-    # deployment would seed it from the OS (see the notes on what seeds protect).
-    device_gen.manual_seed(cfg.seed * 7_000_003 + round_ * 10_007 + client + 1)
+    if noise_seed is None:
+        noise_seed = cfg.seed * 7_000_003 + round_ * 10_007 + client + 1
+    device_gen.manual_seed(noise_seed)
     return randomize(cfg, setup.calib, weights, global_weights, setup.slices, indices, device_gen)
 
 

@@ -85,6 +85,10 @@ def subsampling_amplification(epsilon: float, q: float) -> float:
         raise ValueError(f"sampling rate must lie in [0, 1], got {q}")
     if epsilon == math.inf:
         return math.inf if q > 0 else 0.0
+    if q == 0:
+        return 0.0
+    if epsilon > 30:  # log(1 − q + q e^ε) = ε + log(q + (1 − q) e^−ε), no overflow
+        return epsilon + math.log(q + (1 - q) * math.exp(-epsilon))
     return math.log1p(q * math.expm1(epsilon))
 
 
@@ -97,6 +101,8 @@ def advanced_composition(
     """
     if k < 0 or not 0 < delta_prime < 1:
         raise ValueError("need k >= 0 and 0 < delta_prime < 1")
+    if epsilon > 700:  # e^ε overflows a float; the bound is useless there anyway
+        return math.inf, k * delta + delta_prime
     eps = math.sqrt(2 * k * math.log(1 / delta_prime)) * epsilon + k * epsilon * math.expm1(epsilon)
     return eps, k * delta + delta_prime
 

@@ -59,6 +59,10 @@ def test_subsampling_and_advanced_composition_known_answers() -> None:
     assert subsampling_amplification(1.0, 0.1) == pytest.approx(math.log(1 + 0.1 * (math.e - 1)))
     assert subsampling_amplification(2.0, 1.0) == pytest.approx(2.0)
     assert subsampling_amplification(2.0, 0.0) == 0.0
+    # Per-report ε of PNPM on a whole model is huge (d·ε): no overflow, ≈ ε + log q.
+    assert subsampling_amplification(40_000.0, 0.5) == pytest.approx(40_000 + math.log(0.5))
+    assert subsampling_amplification(35.0, 0.2) == pytest.approx(math.log1p(0.2 * math.expm1(35.0)))
+    assert advanced_composition(40_000.0, 0.0, 3, 1e-5)[0] == math.inf
     eps, delta = advanced_composition(0.1, 1e-6, 100, 1e-5)
     assert eps == pytest.approx(
         math.sqrt(200 * math.log(1e5)) * 0.1 + 100 * 0.1 * (math.exp(0.1) - 1)
