@@ -51,9 +51,17 @@ def experiment_options(func: F) -> F:
             "--clients", type=click.IntRange(1), default=None, help="Logical clients. [20]"
         ),
         click.option("--rounds", type=click.IntRange(1), default=None, help="Rounds. [10]"),
-        click.option("--local-epochs", type=click.IntRange(1), default=None, help="[2]"),
         click.option(
-            "--lr", type=click.FloatRange(min=0, min_open=True), default=None, help="[0.2]"
+            "--local-epochs",
+            type=click.IntRange(1),
+            default=None,
+            help="Local epochs per round. [5]",
+        ),
+        click.option(
+            "--lr",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="SGD learning rate (batch 16). [0.5]",
         ),
         click.option(
             "--fraction",
@@ -186,7 +194,7 @@ def run_local_cmd(
     """Run the aggregator, the optional Shuffler and the client hosts as processes on this machine.
 
     Defaults: sklearn's digits, 20 IID clients on 2 client processes, 10 rounds of
-    2 local epochs, an MLP with one hidden layer of 256, no noise. CURVE-encrypted
+    5 local epochs, an MLP with one hidden layer of 256, no noise. CURVE-encrypted
     ZeroMQ on loopback with fresh keys. Outputs: OUT/summary.json (accuracy, the
     ε figures, …), OUT/aggregator/{metrics.jsonl,training.png,checkpoint.pt}.
 

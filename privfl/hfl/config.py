@@ -29,9 +29,9 @@ class HflConfig:
     data_dir: str = ""
     clients: int = 20
     rounds: int = 10
-    local_epochs: int = 2
-    lr: float = 0.2
-    batch_size: int = 32
+    local_epochs: int = 5
+    lr: float = 0.5
+    batch_size: int = 16
     fraction: float = 1.0  # K-of-N: the aggregator samples round(fraction·N) clients per round
     participation: float = 1.0  # p: each client joins a round with probability p ...
     dropout: float = 0.0  # ... and then drops out with probability q: β = p(1 − q)

@@ -56,9 +56,17 @@ def get_flat(model: nn.Module) -> torch.Tensor:
 
 
 def set_flat(model: nn.Module, flat: torch.Tensor) -> None:
-    torch.nn.utils.vector_to_parameters(
-        flat.to(next(model.parameters()).device), model.parameters()
-    )
+    """Copy ``flat`` into the parameters.
+
+    Not vector_to_parameters: it makes the parameters views of ``flat``, so training
+    would overwrite the caller's tensor (the global model).
+    """
+    with torch.no_grad():
+        offset = 0
+        for param in model.parameters():
+            size = param.numel()
+            param.copy_(flat[offset : offset + size].view_as(param))
+            offset += size
 
 
 def pick_device(choice: str) -> torch.device:

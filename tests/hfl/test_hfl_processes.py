@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from privfl.hfl.config import HflConfig
+from privfl.hfl.simulate import run_experiment
+
 STARTED: list[subprocess.Popen[bytes]] = []
 
 
@@ -79,6 +82,9 @@ def test_run_local_defaults_reach_093_on_digits_and_print_the_ledger(tmp_path: P
     )
     assert "privacy ledger:" in result.stdout and "ε per client per round" in result.stdout
     assert (tmp_path / "run" / "aggregator" / "training.png").exists()
+    # Two client processes over ZeroMQ compute what the in-process simulator computes.
+    reference = run_experiment(HflConfig())
+    assert summary["loss_history"] == pytest.approx(reference["loss_history"], rel=1e-5)
 
 
 def test_shuffled_pnpm_run_opens_every_report_and_books_central_epsilon(tmp_path: Path) -> None:
@@ -115,6 +121,7 @@ def init_kit(tmp_path: Path, *options: str) -> Path:
     return tmp_path / "kit" / "job.toml"
 
 
+@pytest.mark.slow
 def test_slow_and_absent_clients_exercise_the_window_and_dummy_padding(tmp_path: Path) -> None:
     # 3 client hosts of 2 clients; clients-3 never starts (absent), clients-2 is slow;
     # each client joins with p = 0.5, so fewer than the 4 required reports arrive.
@@ -254,6 +261,7 @@ def test_a_client_host_that_dies_mid_run_does_not_stop_the_job(tmp_path: Path) -
     assert summary["dropped_hosts"] == ["clients-2"] and summary["accuracy"] > 0.5
 
 
+@pytest.mark.slow
 def test_clients_exit_with_a_clear_error_when_the_aggregator_dies(tmp_path: Path) -> None:
     job = init_kit(
         tmp_path,

@@ -129,3 +129,19 @@ def test_bad_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="fraction"):
         HflConfig(fraction=0)
     assert math.isinf(HflConfig().epsilon_budget)
+
+
+def test_local_training_leaves_the_global_weights_untouched() -> None:
+    from privfl.hfl import engine
+    from privfl.hfl.models import get_flat
+
+    setup = engine.make_setup(HflConfig(clients=4))
+    global_weights = get_flat(setup.model)
+    before = global_weights.clone()
+    trained = engine.local_train(setup, 0, global_weights, 1)
+    assert torch.equal(global_weights, before)
+    assert not torch.equal(trained, before)
+    # Every client starts from the same global model: order does not matter.
+    a = engine.local_train(setup, 1, global_weights, 1)
+    engine.local_train(setup, 2, global_weights, 1)
+    assert torch.equal(engine.local_train(setup, 1, global_weights, 1), a)
