@@ -16,14 +16,31 @@ from privfl.hfl.config import DATASETS, DEVICES, MECHANISMS, HflConfig, load_hfl
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _ClickPassthrough(BaseException):
+    """Carries click's own usage errors past friendly_errors, so click reports them (exit 2)."""
+
+    def __init__(self, error: click.ClickException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def friendly(func: F) -> F:
     """privfl.cli.friendly_errors, looked up at call time (privfl.cli imports this module)."""
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except click.ClickException as exc:
+            raise _ClickPassthrough(exc) from exc
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from privfl.cli import friendly_errors
 
-        return friendly_errors(func)(*args, **kwargs)
+        try:
+            return friendly_errors(guarded)(*args, **kwargs)
+        except _ClickPassthrough as passthrough:
+            raise passthrough.error from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -16,6 +16,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from privfl.errors import PrivflError
 from privfl.hfl.config import HflConfig, HflJob, HflParty, save_hfl_job
 from privfl.launcher import POLL_SECONDS, EpochProgress, PartyProcess, last_error, stop_all
@@ -24,6 +26,22 @@ from privfl.protocol.keys import generate_keypair
 from privfl.protocol.transport import free_tcp_endpoints
 
 AGGREGATOR, SHUFFLER = "aggregator", "shuffler"
+
+
+class RoundProgress(EpochProgress):
+    """The vertical mode's metrics-fed progress bar, counting rounds."""
+
+    def __init__(self, metrics: Path, rounds: int, enabled: bool) -> None:
+        self.metrics = metrics
+        self.seen = 0
+        self.bar = tqdm(
+            total=rounds,
+            desc="federated rounds",
+            unit="round",
+            disable=not enabled,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
 
 
 def local_job(config: HflConfig, client_processes: int = 2, host: str = "127.0.0.1") -> HflJob:
@@ -100,9 +118,7 @@ def run_local(job: HflJob, out: Path, *, progress: bool = True) -> dict[str, Any
     start = time.monotonic()
     job_path = write_hfl_kit(job, out / "kit")
     parties = start_all(job, job_path, out)
-    bar = EpochProgress(out / AGGREGATOR / "metrics.jsonl", job.config.rounds, progress)
-    bar.bar.set_description("federated rounds")
-    bar.bar.unit = "round"
+    bar = RoundProgress(out / AGGREGATOR / "metrics.jsonl", job.config.rounds, progress)
     watch(parties, bar, grace=10.0)
     summary: dict[str, Any] = json.loads((out / AGGREGATOR / "summary.json").read_text())
     summary["aggregator_wall_seconds"] = summary["wall_seconds"]

@@ -318,3 +318,17 @@ def test_bad_job_file_is_one_line_error(tmp_path: Path) -> None:
     assert result.stderr.strip().startswith("privfl: error: invalid hfl setting: mechanism")
     missing = privfl("hfl", "run-local", "--job", str(tmp_path / "none.toml"))
     assert missing.returncode == 1 and "not found" in missing.stderr
+
+
+def test_compare_writes_a_markdown_table(tmp_path: Path) -> None:
+    out = tmp_path / "results.md"
+    result = privfl(
+        "hfl", "compare", "--mechanisms", "pnpm,gaussian", "--epsilons", "2",
+        "--clients", "4", "--rounds", "1", "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + 3  # header + none, pnpm, gaussian
+    assert "| pnpm | 2 | per weight | 4 |" in out.read_text()
+    bad = privfl("hfl", "compare", "--mechanisms", "magic")
+    assert bad.returncode == 2 and "mechanisms from" in bad.stderr
