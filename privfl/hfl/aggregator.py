@@ -1,7 +1,8 @@
 """The aggregator: opens rounds, collects reports (direct or shuffled), averages, keeps the ledger.
 
 It listens; client hosts and the Shuffler connect to it. A host that misses a
-round's deadline is dropped for that round and not asked again; the job goes on
+round's deadline is dropped for that round; after MAX_MISSES rounds in a row, or
+when it cannot be reached at all, it leaves the job (it may join again); the job goes on
 while at least one host is left.
 """
 
@@ -40,6 +41,7 @@ from privfl.protocol.messages import Kind
 
 log = logging.getLogger("privfl.hfl.aggregator")
 RoundHook = Callable[[dict[str, Any]], None]
+MAX_MISSES = 2
 
 
 @dataclass
@@ -48,6 +50,17 @@ class Roster:
 
     hosts: dict[str, set[int]] = field(default_factory=dict)
     dropped: set[str] = field(default_factory=set)
+    misses: dict[str, int] = field(default_factory=dict)
+
+    def missed(self, hosts: set[str], asked: set[str]) -> None:
+        """Count consecutive missed deadlines; drop a host at MAX_MISSES."""
+        for host in asked:
+            self.misses[host] = self.misses.get(host, 0) + 1 if host in hosts else 0
+            if self.misses[host] >= MAX_MISSES:
+                log.warning(
+                    "%s missed %d deadlines in a row; dropped from the job", host, MAX_MISSES
+                )
+                self.dropped.add(host)
 
     def alive(self) -> dict[str, set[int]]:
         return {h: c for h, c in self.hosts.items() if h not in self.dropped}
@@ -66,6 +79,7 @@ def admit(job: HflJob, roster: Roster, sender: str, body: JoinRequest) -> bool:
     allowed = set(range(spec.first_client, spec.first_client + spec.num_clients))
     roster.hosts[sender] = {int(c) for c in body.clients} & allowed
     roster.dropped.discard(sender)
+    roster.misses.pop(sender, None)
     return True
 
 
@@ -128,7 +142,7 @@ def collect_direct(
             continue
         reports[client] = env.body.report
     for host in waiting:
-        log.warning("round %d: %s missed the deadline; dropped from the job", round_, host)
+        log.warning("round %d: %s missed the deadline; its reports are not counted", round_, host)
     return reports, waiting
 
 
@@ -278,7 +292,7 @@ def train(
             participants = [c for ids in asked.values() for c in ids]
         else:
             got, missed = collect_direct(job, channel, asked, round_, setup.dims)
-            roster.dropped |= missed
+            roster.missed(missed, set(asked))
             reports = [torch.from_numpy(got[c]).to(setup.device) for c in sorted(got)]
             participants, dropped = sorted(got), 0
         new = engine.aggregate(setup, weights, reports, round_)

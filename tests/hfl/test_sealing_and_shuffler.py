@@ -86,3 +86,16 @@ def test_permutation_is_uniform() -> None:
     # χ² with 3 degrees of freedom; 16.27 is the 0.1 % critical value.
     chi2 = sum((count - 1000) ** 2 / 1000 for count in positions.values())
     assert chi2 < 16.27
+
+
+def test_a_host_is_dropped_after_two_missed_deadlines_in_a_row() -> None:
+    from privfl.hfl.aggregator import Roster
+
+    roster = Roster(hosts={"a": {0}, "b": {1}})
+    roster.missed({"a"}, {"a", "b"})
+    assert roster.alive().keys() == {"a", "b"}  # one miss: left out of that round only
+    roster.missed(set(), {"a", "b"})  # a made it this time: the count restarts
+    roster.missed({"a"}, {"a", "b"})
+    assert "a" in roster.alive()
+    roster.missed({"a"}, {"a", "b"})
+    assert roster.alive().keys() == {"b"} and roster.dropped == {"a"}
