@@ -18,7 +18,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from privfl.errors import PrivflError
+from privfl.errors import ConfigError, PrivflError
 from privfl.hfl.config import HflConfig, HflJob, HflParty, save_hfl_job
 from privfl.launcher import POLL_SECONDS, EpochProgress, PartyProcess, last_error, stop_all
 from privfl.parties.common import write_json
@@ -113,8 +113,20 @@ def watch(parties: list[PartyProcess], progress: EpochProgress, grace: float) ->
         )
 
 
+def preflight(config: HflConfig) -> None:
+    """Refuse what every party would refuse anyway, before starting any process."""
+    from privfl.hfl.models import pick_device
+
+    pick_device(config.device)
+    if config.dataset != "digits" and not (config.data_dir and Path(config.data_dir).is_dir()):
+        raise ConfigError(
+            f"dataset {config.dataset} is read from files: pass --data-dir DIR (an existing folder)"
+        )
+
+
 def run_local(job: HflJob, out: Path, *, progress: bool = True) -> dict[str, Any]:
     """Write a kit under ``out/kit``, run every party, gather ``out/summary.json``."""
+    preflight(job.config)
     start = time.monotonic()
     job_path = write_hfl_kit(job, out / "kit")
     parties = start_all(job, job_path, out)

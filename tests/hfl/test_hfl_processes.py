@@ -318,6 +318,9 @@ def test_bad_job_file_is_one_line_error(tmp_path: Path) -> None:
     assert result.stderr.strip().startswith("privfl: error: invalid hfl setting: mechanism")
     missing = privfl("hfl", "run-local", "--job", str(tmp_path / "none.toml"))
     assert missing.returncode == 1 and "not found" in missing.stderr
+    no_files = privfl("hfl", "run-local", "--dataset", "mnist", "--out", str(tmp_path / "r"))
+    assert no_files.returncode == 1
+    assert no_files.stderr.strip().splitlines()[-1].startswith("privfl: error: dataset mnist")
 
 
 def test_compare_writes_a_markdown_table(tmp_path: Path) -> None:
