@@ -432,20 +432,12 @@ def keys_gen(party: str, out: Path, force: bool) -> None:
     click.echo(f"fingerprint {fingerprint(load_public_key(public))} (compare it out of band)")
 
 
-def _register_predict() -> None:
-    from privfl.predict_cli import predict_cmd
+# Commands that live in their own modules (imported last: they use the helpers above).
+from privfl.hfl.cli import hfl  # noqa: E402  (horizontal mode; it imports torch only when run)
+from privfl.predict_cli import predict_cmd  # noqa: E402
+from privfl.site_cli import keys_fingerprint, keys_import  # noqa: E402
 
-    vfl.add_command(predict_cmd)
-
-
-_register_predict()
-
-
-def _register_site_keys() -> None:
-    from privfl.site_cli import keys_fingerprint, keys_import
-
-    keys.add_command(keys_import)
-    keys.add_command(keys_fingerprint)
-
-
-_register_site_keys()
+vfl.add_command(predict_cmd)
+keys.add_command(keys_import)
+keys.add_command(keys_fingerprint)
+main.add_command(hfl)

@@ -134,8 +134,38 @@ def _build(kind: Kind, seed: int) -> Message:
         Kind.PSI_RESULT: lambda: PsiResult(
             np.array([rng.randrange(0, 2**40) for _ in range(size)], dtype=np.int64)
         ),
+        **_hfl_builders(rng, np_rng, size),
     }
     return builders[kind]()
+
+
+def _hfl_builders(
+    rng: random.Random, np_rng: np.random.Generator, size: int
+) -> dict[Kind, Callable[[], Message]]:
+    """Builders for the horizontal-mode kinds."""
+    from privfl.protocol import hfl_messages as h
+
+    def vec() -> np.ndarray:
+        return np_rng.normal(size=size).astype(np.float32)
+
+    def ids() -> np.ndarray:
+        return np_rng.integers(0, 1000, size=size).astype(np.int64)
+
+    round_ = rng.randrange(1, 10_000)
+    return {
+        Kind.JOIN: lambda: h.JoinRequest(round_, rng.choice(h.HFL_ROLES), _text(rng), ids()),
+        Kind.ROUND_START: lambda: h.RoundStart(
+            round_, vec(), ids(), ids(), rng.randbytes(32), rng.randbytes(32)
+        ),
+        Kind.UPDATE: lambda: h.Update(round_, rng.randrange(0, 2**40), vec()),
+        Kind.ROUND_DONE: lambda: h.RoundDone(round_, rng.randrange(0, 2**40)),
+        Kind.SEALED: lambda: h.Sealed(round_, rng.randbytes(size)),
+        Kind.SHUFFLE_WINDOW: lambda: h.ShuffleWindow(
+            round_, size, size // 2, 0.5, 0.25, vec(), rng.randbytes(32)
+        ),
+        Kind.SHUFFLED: lambda: h.Shuffled(round_, 3, size, rng.randbytes(3 * size), 1),
+        Kind.ROUND_END: lambda: h.RoundEnd(round_, rng.random(), rng.random() < 0.5, _text(rng)),
+    }
 
 
 def _public_key(rng: random.Random) -> PublicKey:

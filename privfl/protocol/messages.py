@@ -9,6 +9,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl.errors import ProtocolError
+from privfl.protocol.hfl_messages import (
+    JoinRequest,
+    RoundDone,
+    RoundEnd,
+    RoundStart,
+    Sealed,
+    Shuffled,
+    ShuffleWindow,
+    Update,
+)
 
 PROTOCOL = "privfl"
 VERSION = 1
@@ -38,6 +48,15 @@ class Kind(enum.StrEnum):
     PSI_QUERY = "psi_query"
     PSI_ANSWER = "psi_answer"
     PSI_RESULT = "psi_result"
+    # horizontal mode (bodies in hfl_messages.py)
+    JOIN = "join"
+    ROUND_START = "round_start"
+    UPDATE = "update"
+    ROUND_DONE = "round_done"
+    SEALED = "sealed"
+    SHUFFLE_WINDOW = "shuffle_window"
+    SHUFFLED = "shuffled"
+    ROUND_END = "round_end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +324,15 @@ Message = (
     | PsiQuery
     | PsiAnswer
     | PsiResult
+    # horizontal mode
+    | JoinRequest
+    | RoundStart
+    | Update
+    | RoundDone
+    | Sealed
+    | ShuffleWindow
+    | Shuffled
+    | RoundEnd
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -327,6 +355,15 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.PSI_QUERY: PsiQuery,
     Kind.PSI_ANSWER: PsiAnswer,
     Kind.PSI_RESULT: PsiResult,
+    # horizontal mode
+    Kind.JOIN: JoinRequest,
+    Kind.ROUND_START: RoundStart,
+    Kind.UPDATE: Update,
+    Kind.ROUND_DONE: RoundDone,
+    Kind.SEALED: Sealed,
+    Kind.SHUFFLE_WINDOW: ShuffleWindow,
+    Kind.SHUFFLED: Shuffled,
+    Kind.ROUND_END: RoundEnd,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 

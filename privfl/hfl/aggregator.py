@@ -1,0 +1,315 @@
+"""The aggregator: opens rounds, collects reports (direct or shuffled), averages, keeps the ledger.
+
+It listens; client hosts and the Shuffler connect to it. A host that misses a
+round's deadline is dropped for that round; after MAX_MISSES rounds in a row, or
+when it cannot be reached at all, it leaves the job (it may join again); the job goes on
+while at least one host is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from privfl.errors import PeerUnavailable, PrivacyBudgetExceeded
+from privfl.hfl import engine
+from privfl.hfl.config import DELTA_REPORTS, HflJob
+from privfl.hfl.models import get_flat
+from privfl.hfl.outputs import Recorder
+from privfl.hfl.roles_common import make_channel, open_listener, try_expect
+from privfl.hfl.sealing import new_report_key, open_sealed
+from privfl.hfl.simulate import make_ledger
+from privfl.parties.channel import Channel
+from privfl.protocol.hfl_messages import (
+    JoinRequest,
+    RoundDone,
+    RoundEnd,
+    RoundStart,
+    Shuffled,
+    ShuffleWindow,
+    Update,
+)
+from privfl.protocol.messages import Kind
+
+log = logging.getLogger("privfl.hfl.aggregator")
+RoundHook = Callable[[dict[str, Any]], None]
+MAX_MISSES = 2
+
+
+@dataclass
+class Roster:
+    """Who is in the job: client hosts and their logical clients, and who was dropped."""
+
+    hosts: dict[str, set[int]] = field(default_factory=dict)
+    dropped: set[str] = field(default_factory=set)
+    misses: dict[str, int] = field(default_factory=dict)
+
+    def missed(self, hosts: set[str], asked: set[str]) -> None:
+        """Count consecutive missed deadlines; drop a host at MAX_MISSES."""
+        for host in asked:
+            self.misses[host] = self.misses.get(host, 0) + 1 if host in hosts else 0
+            if self.misses[host] >= MAX_MISSES:
+                log.warning(
+                    "%s missed %d deadlines in a row; dropped from the job", host, MAX_MISSES
+                )
+                self.dropped.add(host)
+
+    def alive(self) -> dict[str, set[int]]:
+        return {h: c for h, c in self.hosts.items() if h not in self.dropped}
+
+
+def admit(job: HflJob, roster: Roster, sender: str, body: JoinRequest) -> bool:
+    """Add a client host that runs our job; False (and a warning) for anything else."""
+    if body.job_fingerprint != job.fingerprint():
+        log.warning(
+            "%s runs a different job (fingerprint %s); ignored", sender, body.job_fingerprint
+        )
+        return False
+    if body.role != "clients":
+        return False
+    spec = job.party(sender)
+    allowed = set(range(spec.first_client, spec.first_client + spec.num_clients))
+    roster.hosts[sender] = {int(c) for c in body.clients} & allowed
+    roster.dropped.discard(sender)
+    roster.misses.pop(sender, None)
+    return True
+
+
+def admit_late_joins(job: HflJob, channel: Channel, roster: Roster) -> None:
+    """Hosts that joined after the start take part from the next round on."""
+    late = set(job.names("clients")) - set(roster.alive())
+    while late and (env := try_expect(channel, {Kind.JOIN}, late, 0.01)) is not None:
+        assert isinstance(env.body, JoinRequest)
+        if admit(job, roster, env.sender, env.body):
+            log.info("%s joined late; it takes part from now on", env.sender)
+        late.discard(env.sender)
+
+
+def wait_for_joins(job: HflJob, channel: Channel, shuffler: str | None) -> Roster:
+    """JoinRequests from the client hosts (and the Shuffler) in time; at least one host."""
+    expected = set(job.names("clients")) | ({shuffler} if shuffler else set())
+    roster, shuffler_joined = Roster(), shuffler is None
+    deadline = time.monotonic() + job.config.timeout_seconds
+    while expected and (left := deadline - time.monotonic()) > 0:
+        env = try_expect(channel, {Kind.JOIN}, expected, left)
+        if env is None:
+            continue
+        body = env.body
+        assert isinstance(body, JoinRequest)
+        expected.discard(env.sender)
+        if body.role == "shuffler" and body.job_fingerprint == job.fingerprint():
+            shuffler_joined = True
+            continue
+        admit(job, roster, env.sender, body)
+    if not roster.hosts or not shuffler_joined:
+        missing = ", ".join(sorted(expected)) or "(joined with a wrong job)"
+        raise PeerUnavailable(
+            f"no client host{'' if shuffler_joined else ' or Shuffler'} joined within "
+            f"{job.config.timeout_seconds:g} s (missing: {missing}); "
+            "start them with `privfl hfl client`"
+        )
+    if expected:
+        log.warning("starting without %s (did not join in time)", ", ".join(sorted(expected)))
+    return roster
+
+
+def collect_direct(
+    job: HflJob, channel: Channel, asked: dict[str, list[int]], round_: int, dims: int
+) -> tuple[dict[int, np.ndarray], set[str]]:
+    """Updates until every asked host says RoundDone or the deadline passes; also who missed it."""
+    waiting = set(asked)
+    reports: dict[int, np.ndarray] = {}
+    deadline = time.monotonic() + job.config.round_timeout
+    while waiting and (left := deadline - time.monotonic()) > 0:
+        env = try_expect(channel, {Kind.UPDATE, Kind.ROUND_DONE}, waiting, left)
+        if env is None or env.header.round != round_:
+            continue
+        if isinstance(env.body, RoundDone):
+            waiting.discard(env.sender)
+            continue
+        assert isinstance(env.body, Update)
+        client = env.body.client
+        if client not in asked[env.sender] or client in reports or env.body.report.size != dims:
+            log.warning("refused an update for client %d from %s", client, env.sender)
+            continue
+        reports[client] = env.body.report
+    for host in waiting:
+        log.warning("round %d: %s missed the deadline; its reports are not counted", round_, host)
+    return reports, waiting
+
+
+def collect_shuffled(
+    job: HflJob,
+    channel: Channel,
+    shuffler: str,
+    round_: int,
+    private: Any,
+    token: bytes,
+    dims: int,
+    expected: int,
+) -> tuple[list[np.ndarray], int]:
+    """Open the Shuffler's batch; dummies and anything that fails to open are dropped."""
+    wait = expected * job.config.slot_seconds + job.config.round_timeout
+    env = try_expect(channel, {Kind.SHUFFLED}, {shuffler}, wait)
+    if env is None or not isinstance(env.body, Shuffled) or env.body.round != round_:
+        raise PeerUnavailable(
+            f"no shuffled batch for round {round_} from {shuffler} within {wait:g} s; "
+            "is it running?"
+        )
+    body = env.body
+    blobs = [body.blobs[i * body.size : (i + 1) * body.size] for i in range(body.count)]
+    opened = [open_sealed(b, private, token, job.session, round_, dims) for b in blobs]
+    valid = [r for r in opened if r is not None]
+    log.info(
+        "round %d: %d sealed, %d valid, %d dropped (Shuffler padded %d)",
+        round_,
+        len(blobs),
+        len(valid),
+        len(blobs) - len(valid),
+        body.padded,
+    )
+    return valid, len(blobs) - len(valid)
+
+
+def run_aggregator(
+    job: HflJob, name: str, out: Path, on_round: RoundHook | None = None
+) -> dict[str, Any]:
+    """Run every round to the end (or the budget) and write the run's outputs in ``out``."""
+    torch.set_num_threads(1)
+    cfg = job.config
+    setup = engine.make_setup(cfg)
+    ledger = make_ledger(setup)
+    recorder = Recorder(cfg, out)
+    shuffler = job.names("shuffler")[0] if cfg.shuffler else None
+    peers = job.names("clients") + ([shuffler] if shuffler else [])
+    transport = open_listener(job, name, peers)
+    channel = make_channel(job, transport)
+    roster = Roster()
+    try:
+        roster = wait_for_joins(job, channel, shuffler)
+        stop_reason = train(job, setup, channel, roster, ledger, recorder, shuffler, on_round)
+        extra = {
+            "device": str(setup.device),
+            "transport": "zmq+curve",
+            "shuffler": bool(shuffler),
+            "dropped_hosts": sorted(roster.dropped),
+        }
+        summary = recorder.summary(ledger, stop_reason, extra)
+        for peer in [*job.names("clients"), *([shuffler] if shuffler else [])]:
+            try:
+                channel.send(
+                    peer,
+                    RoundEnd(ledger.rounds, summary["accuracy"] or 0.0, True, stop_reason),
+                    ledger.rounds,
+                )
+            except PeerUnavailable:
+                log.warning("could not tell %s that the job finished", peer)
+        return summary
+    except BaseException as exc:
+        log.error("%s stopped: %s", name, exc)
+        channel.abort([*roster.alive(), *([shuffler] if shuffler else [])], exc)
+        raise
+    finally:
+        time.sleep(0.2)  # let the last messages leave before the sockets close
+        transport.close()
+
+
+def train(
+    job: HflJob,
+    setup: engine.Setup,
+    channel: Channel,
+    roster: Roster,
+    ledger: Any,
+    recorder: Recorder,
+    shuffler: str | None,
+    on_round: RoundHook | None,
+) -> str:
+    cfg = job.config
+    weights = get_flat(setup.model)
+    last_update: torch.Tensor | None = None
+    private, report_key = new_report_key() if shuffler else (None, b"")
+    for round_ in range(1, cfg.rounds + 1):
+        try:
+            ledger.check_next()
+        except PrivacyBudgetExceeded as exc:
+            return f"privacy budget: {exc}"
+        admit_late_joins(job, channel, roster)
+        alive = roster.alive()
+        if not alive:
+            raise PeerUnavailable("every client host has dropped out; see their logs")
+        selected = engine.sample_clients(cfg, round_)
+        indices = engine.report_indices(setup, last_update, round_)
+        token = secrets.token_bytes(32) if shuffler else b""
+        asked = {h: [c for c in selected if c in clients] for h, clients in alive.items()}
+        asked = {h: ids for h, ids in asked.items() if ids}
+        w32 = weights.float().cpu().numpy()
+        if shuffler:
+            dummy = np.zeros_like(w32) if cfg.mechanism in DELTA_REPORTS else w32
+            expected = sum(len(ids) for ids in asked.values())
+            minimum = cfg.min_reports or max(1, round(expected * cfg.beta))
+            channel.send(
+                shuffler,
+                ShuffleWindow(
+                    round_, expected, minimum, cfg.beta, cfg.slot_seconds, dummy, report_key
+                ),
+                round_,
+            )
+        for host, ids in list(asked.items()):
+            start = RoundStart(
+                round_,
+                w32,
+                np.array(ids, np.int64),
+                indices.cpu().numpy().astype(np.int64),
+                token,
+                report_key,
+            )
+            try:
+                channel.send(host, start, round_)
+            except PeerUnavailable as exc:
+                log.warning("round %d: %s; dropped from the job", round_, exc)
+                roster.dropped.add(host)
+                del asked[host]
+        if shuffler:
+            valid, dropped = collect_shuffled(
+                job,
+                channel,
+                shuffler,
+                round_,
+                private,
+                token,
+                setup.dims,
+                sum(len(i) for i in asked.values()),
+            )
+            reports = [torch.from_numpy(r).to(setup.device) for r in valid]
+            participants = [c for ids in asked.values() for c in ids]
+        else:
+            got, missed = collect_direct(job, channel, asked, round_, setup.dims)
+            roster.missed(missed, set(asked))
+            reports = [torch.from_numpy(got[c]).to(setup.device) for c in sorted(got)]
+            participants, dropped = sorted(got), 0
+        new = engine.aggregate(setup, weights, reports, round_)
+        last_update, weights = new - weights, new
+        accuracy, loss = engine.evaluate(setup, weights)
+        entry = ledger.record(participants, len(reports))
+        record = {
+            "round": round_,
+            "accuracy": accuracy,
+            "loss": loss,
+            "reports": len(reports),
+            "invalid_reports": dropped,
+            "hosts": len(roster.alive()),
+            **entry,
+        }
+        recorder.round(record, weights, ledger)
+        log.info("round %d: %d report(s), accuracy %.4f", round_, len(reports), accuracy)
+        if on_round:
+            on_round(record)
+    return "rounds"

@@ -1,0 +1,112 @@
+"""A client host: one process, many logical clients; connects out only."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from privfl.hfl import engine
+from privfl.hfl.config import HflJob
+from privfl.hfl.models import get_flat
+from privfl.hfl.roles_common import expect_round, make_channel, open_outbound
+from privfl.hfl.sealing import seal
+from privfl.protocol.hfl_messages import (
+    JoinRequest,
+    RoundDone,
+    RoundEnd,
+    RoundStart,
+    Sealed,
+    Update,
+)
+from privfl.protocol.messages import Kind
+
+log = logging.getLogger("privfl.hfl.client")
+
+
+def run_client_host(
+    job: HflJob, name: str, out: Path, *, slow_seconds: float = 0.0
+) -> dict[str, Any]:
+    """Serve the aggregator's rounds for this host's logical clients until it says stop.
+
+    ``slow_seconds`` delays every report (tests of the Shuffler's adaptive window).
+    """
+    torch.set_num_threads(1)
+    cfg = job.config
+    spec = job.party(name)
+    mine = set(range(spec.first_client, spec.first_client + spec.num_clients))
+    aggregator = job.names("aggregator")[0]
+    shuffler = job.names("shuffler")[0] if cfg.shuffler else None
+    setup = engine.make_setup(cfg)
+    # One throw-away local step before joining: torch's first call is slow, and a
+    # first round that runs late would miss the Shuffler's window for no reason.
+    engine.local_train(setup, min(mine), get_flat(setup.model), 0)
+    out.mkdir(parents=True, exist_ok=True)
+    targets = [aggregator] + ([shuffler] if shuffler else [])
+    transport = open_outbound(job, name, targets)
+    channel = make_channel(job, transport)
+    sent_total = 0
+    try:
+        ids = np.array(sorted(mine), dtype=np.int64)
+        channel.send(aggregator, JoinRequest(0, "clients", job.fingerprint(), ids), 0)
+        log.info("%s hosts clients %d..%d on %s", name, min(mine), max(mine), setup.device)
+        wait = cfg.timeout_seconds + cfg.round_timeout
+        while True:
+            env = expect_round(channel, {Kind.ROUND_START, Kind.ROUND_END}, {aggregator}, wait)
+            if isinstance(env.body, RoundEnd):
+                if env.body.stop:
+                    log.info("aggregator finished: %s", env.body.reason)
+                    break
+                continue
+            assert isinstance(env.body, RoundStart)
+            sent_total += serve_round(
+                job, setup, channel, env.body, mine, aggregator, shuffler, slow_seconds
+            )
+    except BaseException as exc:
+        log.error("%s stopped: %s", name, exc)
+        channel.abort(targets, exc)
+        raise
+    finally:
+        transport.close()
+    return {"party": name, "reports_sent": sent_total}
+
+
+def serve_round(
+    job: HflJob,
+    setup: engine.Setup,
+    channel: Any,
+    start: RoundStart,
+    mine: set[int],
+    aggregator: str,
+    shuffler: str | None,
+    slow_seconds: float,
+) -> int:
+    """Train and randomize each selected logical client of ours; send its report."""
+    cfg = job.config
+    round_ = start.round
+    weights = torch.from_numpy(start.weights.copy()).to(setup.device)
+    indices = torch.from_numpy(start.indices.copy()).to(setup.device)
+    sent = 0
+    for client in (int(c) for c in start.selected):
+        if client not in mine or not engine.joins(cfg, client, round_, secret=True):
+            continue
+        noise_seed = secrets.randbits(63)  # never derived from the job: see client_report
+        noisy = engine.client_report(setup, client, weights, indices, round_, noise_seed)
+        report = noisy.float().cpu().numpy()
+        if slow_seconds:
+            time.sleep(slow_seconds)
+        if shuffler is not None:
+            blob = seal(report, start.token, start.report_key, job.session, round_)
+            channel.send(shuffler, Sealed(round_, blob), round_)
+        else:
+            channel.send(aggregator, Update(round_, client, report), round_)
+        sent += 1
+    if shuffler is None:
+        channel.send(aggregator, RoundDone(round_, sent), round_)
+    log.info("round %d: sent %d report(s)", round_, sent)
+    return sent

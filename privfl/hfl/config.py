@@ -1,0 +1,205 @@
+"""The horizontal job file (`[hfl]` TOML): training, mechanism, privacy and party settings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from privfl.errors import ConfigError
+
+DATASETS = ("digits", "mnist", "fmnist", "cifar10")
+MECHANISMS = ("none", "pnpm", "duchi", "pm", "gaussian", "laplace-topk", "gaussian-topk")
+PURE_LDP = ("pnpm", "duchi", "pm", "laplace-topk")
+DELTA_REPORTS = ("laplace-topk", "gaussian-topk")  # report the update on k coordinates
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True, slots=True)
+class HflConfig:
+    """One horizontal experiment. Defaults: digits, 20 IID clients, no noise."""
+
+    dataset: str = "digits"
+    data_dir: str = ""
+    clients: int = 20
+    rounds: int = 10
+    local_epochs: int = 5
+    lr: float = 0.5
+    batch_size: int = 16
+    fraction: float = 1.0  # K-of-N: the aggregator samples round(fraction·N) clients per round
+    participation: float = 1.0  # p: each client joins a round with probability p ...
+    dropout: float = 0.0  # ... and then drops out with probability q: β = p(1 − q)
+    mechanism: str = "none"
+    epsilon: float = 1.0  # per weight (pnpm/duchi/pm), per client per round (others)
+    delta: float = 1e-5
+    topk_fraction: float = 0.1  # α: k = α·d coordinates for the *-topk mechanisms
+    topk_public: bool = True  # choose the k indices from the last global update (public)
+    clip_norm: float = 5.0  # C of NbAFL's clipping (gaussian)
+    range_radius: float = 0.0  # duchi/pm: layer range [c − r, c + r]; 0 = adaptive per layer
+    delta_radius: float = 0.05  # *-topk: updates clipped to [−r, r] per coordinate
+    server_noise: bool = False  # NbAFL's downlink noise σ_D (gaussian only)
+    fedprox_mu: float = 0.0
+    dirichlet: float = 0.0  # 0 = IID; > 0 = Dirichlet(α) label skew
+    device: str = "auto"
+    seed: int = 0
+    epsilon_budget: float = math.inf  # stop before the total ε per client would exceed it
+    shuffler: bool = False
+    min_reports: int = 0  # Shuffler pads to this many reports with dummies (0 = n·β)
+    slot_seconds: float = 1.0  # t_i of the Shuffler's adaptive window
+    round_timeout: float = 60.0  # a client that misses it is dropped for the round
+    timeout_seconds: float = 60.0  # longest wait for a silent peer outside rounds
+    test_size: float = 0.25
+
+    def __post_init__(self) -> None:
+        _check(self.dataset in DATASETS, f"dataset must be one of {', '.join(DATASETS)}")
+        _check(self.mechanism in MECHANISMS, f"mechanism must be one of {', '.join(MECHANISMS)}")
+        _check(self.device in DEVICES, "device must be auto, cpu or cuda")
+        _check(
+            self.clients >= 1 and self.rounds >= 1 and self.local_epochs >= 1,
+            "clients, rounds and local_epochs must be >= 1",
+        )
+        _check(0 < self.fraction <= 1, "fraction must lie in (0, 1]")
+        _check(
+            0 < self.participation <= 1 and 0 <= self.dropout < 1,
+            "participation in (0, 1], dropout in [0, 1)",
+        )
+        _check(self.epsilon > 0 and 0 < self.delta < 1, "epsilon must be > 0 and delta in (0, 1)")
+        _check(0 < self.topk_fraction <= 1, "topk_fraction must lie in (0, 1]")
+        _check(self.lr > 0 and self.batch_size >= 1, "lr must be > 0 and batch_size >= 1")
+        _check(
+            self.clip_norm > 0 and self.range_radius >= 0 and self.delta_radius > 0,
+            "clip_norm, delta_radius > 0, range_radius >= 0",
+        )
+        _check(
+            self.fedprox_mu >= 0 and self.dirichlet >= 0, "fedprox_mu and dirichlet must be >= 0"
+        )
+        _check(self.epsilon_budget > 0, "epsilon_budget must be > 0 (inf = no cap)")
+        _check(
+            self.slot_seconds > 0 and self.round_timeout > 0 and self.timeout_seconds > 0,
+            "timeouts must be > 0",
+        )
+
+    @property
+    def beta(self) -> float:
+        """Seed 003's participation probability ``β = p(1 − q)``."""
+        return self.participation * (1 - self.dropout)
+
+    @property
+    def sample_rate(self) -> float:
+        """Probability that a given client reports in a given round (for amplification)."""
+        return self.fraction * self.beta
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(f"invalid hfl setting: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class HflParty:
+    """A party of a distributed horizontal job: role, endpoint (listeners only), logical clients."""
+
+    name: str
+    role: str  # aggregator | shuffler | clients
+    endpoint: str = ""  # the aggregator and the Shuffler listen; client hosts only connect out
+    first_client: int = 0
+    num_clients: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HflJob:
+    """A horizontal job file: the experiment, the session and who takes part."""
+
+    session: str
+    config: HflConfig = field(default_factory=HflConfig)
+    parties: dict[str, HflParty] = field(default_factory=dict)
+    keys_dir: str = "keys"
+    source: Path | None = None
+
+    def party(self, name: str) -> HflParty:
+        if name not in self.parties:
+            raise ConfigError(
+                f"no party {name!r} in the job; it has {', '.join(sorted(self.parties))}"
+            )
+        return self.parties[name]
+
+    def names(self, role: str) -> list[str]:
+        return sorted(n for n, p in self.parties.items() if p.role == role)
+
+    def keys_path(self) -> Path:
+        base = self.source.parent if self.source else Path.cwd()
+        return base / self.keys_dir
+
+    def fingerprint(self) -> str:
+        """Hash of the settings every party must agree on."""
+        blob = json.dumps(
+            {"session": self.session, "config": config_dict(self.config)}, sort_keys=True
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def config_dict(config: HflConfig) -> dict[str, Any]:
+    """The settings as plain data (inf as the string "inf", which TOML lacks in tomli-w)."""
+    return {k: ("inf" if v == math.inf else v) for k, v in asdict(config).items()}
+
+
+def config_from_dict(data: dict[str, Any]) -> HflConfig:
+    """Validated settings; unknown keys are a ConfigError naming them."""
+    known = {f.name for f in fields(HflConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"unknown hfl setting(s) {', '.join(unknown)}; see `privfl hfl run-local --help`"
+        )
+    values: dict[str, Any] = {k: (math.inf if v == "inf" else v) for k, v in data.items()}
+    try:
+        return HflConfig(**values)
+    except TypeError as exc:
+        raise ConfigError(f"invalid hfl settings: {exc}") from exc
+
+
+def save_hfl_job(job: HflJob, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "session": job.session,
+        "keys_dir": job.keys_dir,
+        "hfl": config_dict(job.config),
+        "parties": {
+            n: {k: v for k, v in asdict(p).items() if k != "name"} for n, p in job.parties.items()
+        },
+    }
+    path.write_text(tomli_w.dumps(data))
+
+
+def load_hfl_job(path: Path) -> HflJob:
+    """Read a horizontal job file; a missing or malformed one is a ConfigError."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"job file {path} not found; `privfl hfl run-local` writes one in its run directory"
+        ) from exc
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read job file {path}: {exc}") from exc
+    try:
+        parties = {n: HflParty(name=n, **spec) for n, spec in data.get("parties", {}).items()}
+        return HflJob(
+            session=str(data["session"]),
+            config=config_from_dict(dict(data.get("hfl", {}))),
+            parties=parties,
+            keys_dir=str(data.get("keys_dir", "keys")),
+            source=path.resolve(),
+        )
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"invalid job file {path}: {exc}") from exc
+
+
+def with_settings(config: HflConfig, **changes: Any) -> HflConfig:
+    """A copy with the non-None changes applied (command-line overrides)."""
+    return replace(config, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,187 @@
+"""The horizontal round as pure steps: sample, train locally, randomize, aggregate, evaluate.
+
+The in-process simulator and the networked roles call these same functions, so
+an experiment gives the same numbers whichever way it runs (up to timing drops).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from privfl.hfl.config import DELTA_REPORTS, HflConfig
+from privfl.hfl.data import Dataset, load_dataset, split_clients
+from privfl.hfl.models import build_model, get_flat, layer_slices, pick_device, set_flat
+from privfl.hfl.perturb import Calibration, calibrate, randomize
+from privfl.mechanisms.accountants import nbafl_sigmas
+
+
+@dataclass
+class Setup:
+    """What every party derives identically from the job: data split, model shape, calibration."""
+
+    config: HflConfig
+    data: Dataset
+    shards: list[np.ndarray]
+    device: torch.device
+    model: nn.Module
+    slices: list[tuple[str, slice]]
+    calib: Calibration
+
+    @property
+    def dims(self) -> int:
+        return int(self.slices[-1][1].stop)
+
+
+def make_setup(config: HflConfig) -> Setup:
+    """Load the data, split it among the clients (seeded) and build the initial model."""
+    torch.manual_seed(config.seed)
+    data = load_dataset(config.dataset, config.data_dir, config.test_size, config.seed)
+    shards = split_clients(
+        data.y_train, config.clients, config.dirichlet, np.random.default_rng(config.seed)
+    )
+    device = pick_device(config.device)
+    model = build_model(config.dataset, data.input_shape, data.num_classes).to(device)
+    slices = layer_slices(model)
+    calib = calibrate(config, slices[-1][1].stop, min(len(s) for s in shards))
+    return Setup(config, data, shards, device, model, slices, calib)
+
+
+def sample_clients(config: HflConfig, round_: int) -> list[int]:
+    """The aggregator's K-of-N sample for a round (seeded by job seed and round; public)."""
+    rng = np.random.default_rng([config.seed, round_, 1])
+    k = max(1, round(config.fraction * config.clients))
+    return sorted(rng.choice(config.clients, size=k, replace=False).tolist())
+
+
+def joins(config: HflConfig, client: int, round_: int, secret: bool = False) -> bool:
+    """Seed 003's random participation: joins with p, then drops out with q (the client decides).
+
+    ``secret=True`` (the networked client) draws from the OS CSPRNG so that nobody who
+    knows the job seed can tell who took part; the simulator uses the seed.
+    """
+    if config.participation >= 1 and config.dropout == 0:
+        return True
+    if secret:
+        draw = secrets.SystemRandom()
+        return draw.random() < config.participation and draw.random() >= config.dropout
+    rng = np.random.default_rng([config.seed, round_, client, 2])
+    return bool(rng.random() < config.participation and rng.random() >= config.dropout)
+
+
+def report_indices(setup: Setup, last_update: torch.Tensor | None, round_: int) -> torch.Tensor:
+    """The k coordinates of the *-topk mechanisms, from public information by default.
+
+    Public: the largest coordinates of the last global update (round 1: a seeded
+    random set). The private variant (the client's own update) is chosen in
+    :func:`client_report` and leaks the index set.
+    """
+    k = setup.calib.k
+    if last_update is None or not bool(last_update.abs().sum() > 0):
+        gen = torch.Generator().manual_seed(setup.config.seed * 100_003 + round_)
+        return torch.randperm(setup.dims, generator=gen)[:k].sort().values.to(setup.device)
+    return torch.topk(last_update.abs(), k).indices.sort().values
+
+
+def local_train(
+    setup: Setup, client: int, global_weights: torch.Tensor, round_: int
+) -> torch.Tensor:
+    """E epochs of mini-batch SGD on the client's rows, FedProx term ``μ/2 ‖w − w_g‖²`` if μ > 0."""
+    cfg = setup.config
+    model = setup.model
+    set_flat(model, global_weights)
+    model.train()
+    rows = setup.shards[client]
+    x = torch.from_numpy(setup.data.x_train[rows]).to(setup.device)
+    y = torch.from_numpy(setup.data.y_train[rows]).to(setup.device)
+    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + round_ * 1009 + client)
+    optimiser = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    anchor = [p.detach().clone() for p in model.parameters()]
+    loss_fn = nn.CrossEntropyLoss()
+    for _ in range(cfg.local_epochs):
+        order = torch.randperm(len(rows), generator=gen).to(setup.device)
+        for start in range(0, len(rows), cfg.batch_size):
+            batch = order[start : start + cfg.batch_size]
+            optimiser.zero_grad()
+            loss = loss_fn(model(x[batch]), y[batch])
+            if cfg.fedprox_mu > 0:
+                prox = sum(
+                    ((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchor, strict=True)
+                )
+                loss = loss + cfg.fedprox_mu / 2 * prox
+            loss.backward()
+            optimiser.step()
+    return get_flat(model)
+
+
+def client_report(
+    setup: Setup,
+    client: int,
+    global_weights: torch.Tensor,
+    indices: torch.Tensor,
+    round_: int,
+    noise_seed: int | None = None,
+) -> torch.Tensor:
+    """Train locally and apply the local randomizer: the only thing that leaves the client.
+
+    ``noise_seed=None`` derives the noise seed from the job seed (reproducible
+    experiments); the networked client passes a fresh CSPRNG seed, since anyone who
+    knows a noise seed could subtract the noise.
+    """
+    cfg = setup.config
+    weights = local_train(setup, client, global_weights, round_)
+    if cfg.mechanism in DELTA_REPORTS and not cfg.topk_public:
+        indices = torch.topk((weights - global_weights).abs(), setup.calib.k).indices.sort().values
+    device_gen = torch.Generator(device=setup.device)
+    if noise_seed is None:
+        noise_seed = cfg.seed * 7_000_003 + round_ * 10_007 + client + 1
+    device_gen.manual_seed(noise_seed)
+    return randomize(cfg, setup.calib, weights, global_weights, setup.slices, indices, device_gen)
+
+
+def aggregate(
+    setup: Setup, global_weights: torch.Tensor, reports: list[torch.Tensor], round_: int
+) -> torch.Tensor:
+    """FedAvg of the reports (weights), or ``θ_{t−1} + mean(updates)`` for the top-k mechanisms.
+
+    With NbAFL's server noise, ``N(0, σ_D²)`` is added to the average before broadcast.
+    """
+    if not reports:
+        return global_weights
+    mean = torch.stack(reports).mean(dim=0)
+    new = global_weights + mean if setup.config.mechanism in DELTA_REPORTS else mean
+    cfg = setup.config
+    if cfg.mechanism == "gaussian" and cfg.server_noise:
+        _, sigma_d = nbafl_sigmas(
+            C=cfg.clip_norm,
+            m=min(len(s) for s in setup.shards),
+            N=cfg.clients,
+            T=cfg.rounds,
+            L=1,
+            epsilon=cfg.epsilon,
+            delta=cfg.delta,
+        )
+        if sigma_d > 0:
+            gen = torch.Generator(device=setup.device).manual_seed(cfg.seed * 31 + round_)
+            new = new + sigma_d * torch.randn(new.shape, generator=gen, device=new.device)
+    return new
+
+
+@torch.no_grad()
+def evaluate(setup: Setup, weights: torch.Tensor) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of the global model on the test split."""
+    model = setup.model
+    set_flat(model, weights)
+    model.eval()
+    x = torch.from_numpy(setup.data.x_test).to(setup.device)
+    y = torch.from_numpy(setup.data.y_test).to(setup.device)
+    correct, loss = 0, 0.0
+    for start in range(0, len(y), 1024):
+        logits = model(x[start : start + 1024])
+        loss += float(nn.functional.cross_entropy(logits, y[start : start + 1024], reduction="sum"))
+        correct += int((logits.argmax(dim=1) == y[start : start + 1024]).sum())
+    return correct / len(y), loss / len(y)

@@ -1,0 +1,149 @@
+"""Messages of the horizontal mode as frozen dataclasses (registered in messages.py's registry).
+
+Field types are the codec's plain ones (int, float, str, bytes, ndarray), so the
+one codec validates them like every other message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfl.errors import ProtocolError
+
+HFL_ROLES = ("clients", "shuffler")
+REPORT_KEY_BYTES = 32
+TOKEN_BYTES = 32
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise ProtocolError(what)
+
+
+def _ids(values: np.ndarray, what: str) -> None:
+    _require(values.ndim == 1 and values.dtype == np.int64, f"{what} must be a 1-d int64 array")
+    _require(bool((values >= 0).all()), f"{what} must be >= 0")
+
+
+def _vector(values: np.ndarray, what: str) -> None:
+    _require(values.ndim == 1 and values.dtype == np.float32, f"{what} must be a 1-d float32 array")
+    _require(bool(np.isfinite(values).all()), f"{what} holds NaN or infinity")
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """A client host (or the Shuffler) joins: the job it runs and the logical clients it hosts."""
+
+    round: int
+    role: str
+    job_fingerprint: str
+    clients: np.ndarray
+
+    def __post_init__(self) -> None:
+        _require(self.role in HFL_ROLES, f"unknown horizontal role {self.role!r}")
+        _ids(self.clients, "clients")
+
+
+@dataclass(frozen=True, slots=True)
+class RoundStart:
+    """The aggregator opens a round: global weights, who is asked, the token and report key.
+
+    ``indices`` are the public top-k coordinates (empty when unused); ``token`` is the
+    round's validity token and ``report_key`` the aggregator's X25519 public key for
+    sealing reports (both only with a Shuffler, else empty).
+    """
+
+    round: int
+    weights: np.ndarray
+    selected: np.ndarray
+    indices: np.ndarray
+    token: bytes
+    report_key: bytes
+
+    def __post_init__(self) -> None:
+        _require(self.round >= 1, "rounds start at 1")
+        _vector(self.weights, "weights")
+        _ids(self.selected, "selected")
+        _ids(self.indices, "indices")
+        _require(len(self.token) in (0, TOKEN_BYTES), "bad token length")
+        _require(len(self.report_key) in (0, REPORT_KEY_BYTES), "bad report key length")
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """One logical client's report, sent straight to the aggregator (no Shuffler)."""
+
+    round: int
+    client: int
+    report: np.ndarray
+
+    def __post_init__(self) -> None:
+        _require(self.client >= 0, "client ids are >= 0")
+        _vector(self.report, "report")
+
+
+@dataclass(frozen=True, slots=True)
+class RoundDone:
+    """A client host has sent every report it will send this round."""
+
+    round: int
+    sent: int
+
+    def __post_init__(self) -> None:
+        _require(self.sent >= 0, "sent must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """A report sealed for the aggregator (X25519, ChaCha20-Poly1305); opaque to the Shuffler."""
+
+    round: int
+    blob: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleWindow:
+    """The aggregator tells the Shuffler about a round: how many may report, the dummy."""
+
+    round: int
+    expected: int
+    min_reports: int
+    beta: float
+    slot_seconds: float
+    dummy: np.ndarray
+    report_key: bytes
+
+    def __post_init__(self) -> None:
+        _require(self.expected >= 0 and self.min_reports >= 0, "counts must be >= 0")
+        _require(0 < self.beta <= 1 and self.slot_seconds > 0, "bad window parameters")
+        _vector(self.dummy, "dummy")
+        _require(len(self.report_key) == REPORT_KEY_BYTES, "bad report key length")
+
+
+@dataclass(frozen=True, slots=True)
+class Shuffled:
+    """The Shuffler's permuted batch: ``count`` sealed reports of ``size`` bytes, concatenated."""
+
+    round: int
+    count: int
+    size: int
+    blobs: bytes
+    padded: int
+
+    def __post_init__(self) -> None:
+        _require(self.count >= 0 and self.size >= 0 and self.padded >= 0, "counts must be >= 0")
+        _require(
+            len(self.blobs) == self.count * self.size, "blob length does not match count x size"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RoundEnd:
+    """The aggregator's verdict on a round (sent to the Shuffler and client hosts)."""
+
+    round: int
+    accuracy: float
+    stop: bool
+    reason: str
