@@ -59,10 +59,12 @@ def run_party(
     transport: Transport | None = None,
     on_epoch: EpochHook | None = None,
     workers: int = 1,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
     ``workers`` processes compute a guest's Paillier obfuscators (0 = one per core).
+    ``resume``: continue after the last epoch every party has a checkpoint of.
     """
     role = job.party(name).role
     if role != "server" and data is None:
@@ -70,7 +72,7 @@ def run_party(
     out.mkdir(parents=True, exist_ok=True)
     transport = transport or open_transport(job, name)
     channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
-    ctx = PartyContext(name=name, job=job, channel=channel, out=out)
+    ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
     try:
         if role == "server":
             return run_server(ctx)

@@ -33,6 +33,9 @@ class Kind(enum.StrEnum):
     SCORES = "scores"
     FINISH = "finish"
     ABORT = "abort"
+    # --- checkpoint / resume (issue 3) ---
+    CHECKPOINTS = "checkpoints"
+    RESUME = "resume"
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +240,36 @@ class Abort:
     reason: str
 
 
+# --- checkpoint / resume (issue 3) ---
+MAX_CHECKPOINTS_OFFERED = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoints:
+    """A party tells the Host which epoch checkpoints it holds (empty: start from scratch).
+
+    ``completed`` lists numbers of completed epochs, each ≥ 1, as int64.
+    """
+
+    completed: np.ndarray
+
+    def __post_init__(self) -> None:
+        c = self.completed
+        _require(c.ndim == 1 and c.dtype == np.int64, "completed must be a 1-D int64 array")
+        _require(len(c) <= MAX_CHECKPOINTS_OFFERED, "too many checkpoints offered")
+        _require(bool((c >= 1).all()), "completed epochs are >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """The Host's decision: every party continues after ``completed`` epochs (0 = from scratch)."""
+
+    completed: int
+
+    def __post_init__(self) -> None:
+        _require(self.completed >= 0, "completed epochs are >= 0")
+
+
 Message = (
     Hello
     | PublicKey
@@ -252,6 +285,8 @@ Message = (
     | Scores
     | Finish
     | Abort
+    | Checkpoints
+    | Resume
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -269,6 +304,9 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.SCORES: Scores,
     Kind.FINISH: Finish,
     Kind.ABORT: Abort,
+    # --- checkpoint / resume (issue 3) ---
+    Kind.CHECKPOINTS: Checkpoints,
+    Kind.RESUME: Resume,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 
