@@ -41,7 +41,7 @@ class Channel:
         *,
         session: str,
         timeout: float,
-        observer: Callable[[str, str, Header, list[bytes]], None] | None = None,
+        observer: Callable[[str, str, Header | None, list[bytes]], None] | None = None,
     ) -> None:
         self.transport = transport
         self.name = transport.name
@@ -72,9 +72,9 @@ class Channel:
             kind=kind_of(body),
         )
         frames = codec.encode(header, body)
-        if self._observer:
-            self._observer("sent", peer, header, frames)
         self.transport.send(peer, frames)
+        if self._observer:  # only what actually left
+            self._observer("sent", peer, header, frames)
 
     def _raise_pending_abort(self, grace: float = 1.0) -> None:
         """After a failed send: raise PeerAborted if a peer told us it stopped.
@@ -152,6 +152,8 @@ class Channel:
             env = self._validate(sender, frames)
         except ProtocolError as exc:
             log.warning("refused a message from %s: %s", sender, exc)
+            if self._observer:
+                self._observer("refused", sender, _header_or_none(frames), frames)
             return None
         if self._observer:
             self._observer("received", sender, env.header, frames)
@@ -177,3 +179,11 @@ class Channel:
             raise ProtocolError(f"envelope round {header.round} differs from the body's epoch")
         self._seen.add((sender, header.msg_id))
         return Envelope(sender=sender, header=header, body=body)
+
+
+def _header_or_none(frames: list[bytes]) -> Header | None:
+    """The envelope of a refused message, if it can be read at all (for the audit log)."""
+    try:
+        return codec.decode_header(frames[0]) if frames else None
+    except ProtocolError:
+        return None

@@ -9,6 +9,8 @@ from typing import Any
 from privfl.config import JobConfig
 from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
+from privfl.parties.audit import FILE_NAME as AUDIT_FILE
+from privfl.parties.audit import AuditLog
 from privfl.parties.channel import Channel
 from privfl.parties.common import PartyContext
 from privfl.parties.guest import run_guest
@@ -71,7 +73,8 @@ def run_party(
         data = load_data(job, name, None, None)
     out.mkdir(parents=True, exist_ok=True)
     transport = transport or open_transport(job, name)
-    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
+    audit = AuditLog(out / AUDIT_FILE)
+    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds, observer=audit)
     ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
     try:
         if role == "server":
