@@ -60,7 +60,7 @@ class Channel:
             self._raise_pending_abort()
             raise
 
-    def _post(self, peer: str, body: Message, round_: int) -> None:
+    def _post(self, peer: str, body: Message, round_: int, *, wait: bool = True) -> None:
         header = Header(
             protocol=PROTOCOL,
             version=VERSION,
@@ -72,7 +72,11 @@ class Channel:
             kind=kind_of(body),
         )
         frames = codec.encode(header, body)
-        self.transport.send(peer, frames)
+        try_send = getattr(self.transport, "try_send", None)
+        if wait or try_send is None:
+            self.transport.send(peer, frames)
+        elif not try_send(peer, frames):  # a dead peer must not delay our exit
+            return
         if self._observer:  # only what actually left
             self._observer("sent", peer, header, frames)
 
@@ -118,9 +122,21 @@ class Channel:
             self._pending.append(got)
         wanted = "/".join(sorted(str(k) for k in kinds))
         who = ", ".join(sorted(senders))
+        waited = self.timeout if timeout is None else timeout
         raise PeerUnavailable(
-            f"no {wanted} from {who} within {self.timeout if timeout is None else timeout:g} s; "
-            f"check that {who} is running and reachable (see its log)"
+            f"no {wanted} from {who} within {waited:g} s; "
+            f"check that {who} is running and reachable (see its log){self._silence(waited)}"
+        )
+
+    def _silence(self, waited: float) -> str:
+        """Name the peers that stopped acknowledging us (the transport knows, if reliable)."""
+        silent_peers = getattr(self.transport, "silent_peers", None)
+        if silent_peers is None:
+            return ""
+        silent: dict[str, float] = silent_peers(min(waited, 2.0))
+        return "".join(
+            f"; {peer} has not acknowledged our messages for {age:.0f} s (down or hung?)"
+            for peer, age in sorted(silent.items())
         )
 
     def gather(self, kind: Kind, senders: Collection[str]) -> dict[str, Message]:
@@ -138,7 +154,7 @@ class Channel:
         reason = str(error) if isinstance(error, PrivflError) else type(error).__name__
         for peer in peers:
             try:
-                self._post(peer, Abort(reason=f"{self.name}: {reason}"), 0)
+                self._post(peer, Abort(reason=f"{self.name}: {reason}"), 0, wait=False)
             except Exception:  # best effort: the peer may be gone already
                 log.debug("could not tell %s about the abort", peer)
 

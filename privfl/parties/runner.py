@@ -17,6 +17,7 @@ from privfl.parties.guest import run_guest
 from privfl.parties.host_run import EpochHook, run_host
 from privfl.parties.server import run_server
 from privfl.protocol.keys import KeyRing
+from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import Transport, ZmqTransport
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -39,8 +40,8 @@ def load_data(
     return split_view(table, job.data.test_size, job.data.split_seed)
 
 
-def open_transport(job: JobConfig, name: str) -> ZmqTransport:
-    """The party's ROUTER inbox and DEALERs, CURVE-authenticated with the kit's keys."""
+def open_transport(job: JobConfig, name: str) -> ReliableTransport:
+    """The party's ROUTER inbox and DEALERs, CURVE-authenticated, with ACKs and 1 MiB chunks."""
     keys_dir = job.keys_path()
     peers = {n: p.endpoint for n, p in job.parties.items() if n != name}
     ring = KeyRing.from_files(
@@ -49,7 +50,8 @@ def open_transport(job: JobConfig, name: str) -> ZmqTransport:
         {peer: keys_dir / f"{peer}.key" for peer in peers},
     )
     send_timeout = min(job.timeout_seconds, 30.0)
-    return ZmqTransport(name, job.party(name).endpoint, peers, ring, send_timeout=send_timeout)
+    sockets = ZmqTransport(name, job.party(name).endpoint, peers, ring, send_timeout=send_timeout)
+    return ReliableTransport(sockets)
 
 
 def run_party(

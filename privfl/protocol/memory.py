@@ -80,6 +80,14 @@ class InMemoryTransport(Closeable):
             raise ValueError("a message needs at least one frame")
         self._hub._deliver(self.name, peer, frames)
 
+    def try_send(self, peer: str, frames: Sequence[bytes]) -> bool:
+        """Deliver now if `peer` has an open transport; False otherwise."""
+        try:
+            self.send(peer, frames)
+        except PeerUnavailable:
+            return False
+        return True
+
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         """Return (sender, frames) of the next message, or None after `timeout` seconds."""
         self._check_open()

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_IVL_MS = 1000
 HEARTBEAT_TIMEOUT_MS = 5000
+# Larger frames make libzmq drop the connection before buffering them: the
+# reliable layer (protocol/reliable.py) never sends a frame over 1 MiB.
+MAX_WIRE_FRAME = 1024 * 1024 + 64
 _IN_MEMORY = frozenset({"InMemoryHub", "InMemoryTransport", "Sent"})
 
 
@@ -90,6 +93,7 @@ class ZmqTransport(Closeable):
         curve: bool = True,
         send_timeout: float = 30.0,
         linger_ms: int = 2000,
+        max_frame: int = MAX_WIRE_FRAME,
     ) -> None:
         self.name = check_party_name(name)
         self._check_keys(keys, curve)
@@ -98,6 +102,7 @@ class ZmqTransport(Closeable):
         self._known = frozenset(peers) | frozenset(keys.peers if keys else ())
         self._send_timeout = send_timeout
         self._linger_ms = linger_ms
+        self._max_frame = max_frame
         self._closed = False
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._auth: AllowListAuthenticator | None = None
@@ -144,6 +149,7 @@ class ZmqTransport(Closeable):
         # A restarted peer reconnects under the same routing id before we notice
         # the old connection died; handover lets the new connection take it.
         inbox.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        inbox.setsockopt(zmq.MAXMSGSIZE, self._max_frame)
         if self._curve and keys is not None:
             inbox.setsockopt(zmq.CURVE_SERVER, 1)
             inbox.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
@@ -199,6 +205,18 @@ class ZmqTransport(Closeable):
                 "endpoint is right and that it allow-lists our public key"
             ) from exc
 
+    def try_send(self, peer: str, frames: Sequence[bytes]) -> bool:
+        """Send without waiting; False if the peer is not connected or its queue is full."""
+        self._check_open()
+        dealer = self._dealers.get(peer)
+        if dealer is None or not frames:
+            return False
+        try:
+            dealer.send_multipart(list(frames), flags=zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
+
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         """Return (sender, frames) of the next authentic message, or None after `timeout` s.
 
@@ -247,8 +265,9 @@ class ZmqTransport(Closeable):
         if self._closed:
             raise PrivflError(f"transport {self.name!r} is closed; create a new one")
 
-    def close(self) -> None:
+    def close(self, linger_ms: int | None = None) -> None:
         """Close the sockets, stop the ZAP handler and end the context (waits ≤ linger)."""
+        linger = self._linger_ms if linger_ms is None else linger_ms
         if self._closed:
             return
         self._closed = True
@@ -256,7 +275,7 @@ class ZmqTransport(Closeable):
             self._watch.stop()
         for sock in [*self._dealers.values(), self._inbox]:
             if sock is not None:
-                sock.close(linger=self._linger_ms)
+                sock.close(linger=linger)
         # Stopped after the inbox is closed, so no handshake is left waiting on ZAP.
         if self._auth is not None:
             self._auth.stop()
