@@ -397,3 +397,4 @@ def keys_gen(party: str, out: Path, force: bool) -> None:
     public, secret = generate_keypair(out, party, overwrite=force)
     click.echo(f"public key {public}\nsecret key {secret} (mode 0600, never share it)")
     click.echo(f"fingerprint {fingerprint(load_public_key(public))} (compare it out of band)")
+main.add_command(__import__("privfl.conformance", fromlist=["command"]).command)
