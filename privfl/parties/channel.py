@@ -51,6 +51,7 @@ class Channel:
         self._seen: set[tuple[str, int]] = set()
         self._pending: list[Envelope] = []
         self._observer = observer
+        self._refusals: dict[str, int] = {}
 
     def send(self, peer: str, body: Message, round_: int = 0) -> None:
         """Wrap ``body`` in an envelope and send it to ``peer``."""
@@ -167,7 +168,9 @@ class Channel:
         try:
             env = self._validate(sender, frames)
         except ProtocolError as exc:
-            log.warning("refused a message from %s: %s", sender, exc)
+            self._refusals[sender] = count = self._refusals.get(sender, 0) + 1
+            if should_log(count):  # a flood must not become a flood of log lines
+                log.warning("refused a message from %s (%d so far): %s", sender, count, exc)
             if self._observer:
                 self._observer("refused", sender, _header_or_none(frames), frames)
             return None
@@ -195,6 +198,11 @@ class Channel:
             raise ProtocolError(f"envelope round {header.round} differs from the body's epoch")
         self._seen.add((sender, header.msg_id))
         return Envelope(sender=sender, header=header, body=body)
+
+
+def should_log(count: int) -> bool:
+    """Log the first 20 refusals from a peer, then every 1000th."""
+    return count <= 20 or count % 1000 == 0
 
 
 def _header_or_none(frames: list[bytes]) -> Header | None:

@@ -125,6 +125,7 @@ class ReliableTransport(Closeable):
         self._partial: dict[str, OrderedDict[tuple[int, int], _Partial]] = {}
         self._delivered: dict[str, OrderedDict[int, set[int]]] = {}
         self._closed = False
+        self._refused = 0
 
     # --- sending ---------------------------------------------------------------
 
@@ -229,7 +230,15 @@ class ReliableTransport(Closeable):
                 return None
             return self._on_data(peer, inc, seq, index, count, frames[1])
         except ProtocolError as exc:
-            log.warning("%s: refused link frames from %s: %s", self.name, peer, exc)
+            self._refused += 1
+            if self._refused <= 20 or self._refused % 1000 == 0:
+                log.warning(
+                    "%s: refused link frames from %s (%d so far): %s",
+                    self.name,
+                    peer,
+                    self._refused,
+                    exc,
+                )
             return None
 
     def _on_data(
