@@ -50,3 +50,15 @@ def test_link_layer_is_byte_exact() -> None:
     assert link == link_examples()
     assert len(link["data_header"]) == LINK_HEADER_BYTES == len(link["ack_header"])
     assert unpack_frames(link["packed_frames"]) == [b"head", b"", b"body"]
+
+
+def test_protocol_doc_specifies_every_message_kind() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
+
+    for kind, cls in MESSAGE_TYPES.items():
+        assert f"#### `{kind}` — {cls.__name__}" in doc, kind
+        section = doc.split(f"#### `{kind}` — {cls.__name__}", 1)[1].split("####", 1)[0]
+        for field in cls.__dataclass_fields__:
+            assert f"`{field}`" in section, (kind, field)
