@@ -24,6 +24,7 @@ from privfl.protocol.messages import (
     Abort,
     Batch,
     BigInts,
+    Checkpoints,
     CrossTerm,
     Decrypted,
     DecryptRequest,
@@ -37,6 +38,7 @@ from privfl.protocol.messages import (
     Message,
     PublicKey,
     Residual,
+    Resume,
     ScoreRequest,
     Scores,
 )
@@ -121,6 +123,11 @@ def _build(kind: Kind, seed: int) -> Message:
         Kind.SCORES: lambda: Scores(epoch, rng.choice(["train", "test"]), _bigints(rng, size)),
         Kind.FINISH: lambda: Finish(epochs=rng.randrange(0, 2**63), reason=_text(rng)),
         Kind.ABORT: lambda: Abort(reason=_text(rng)),
+        # --- checkpoint / resume (issue 3) ---
+        Kind.CHECKPOINTS: lambda: Checkpoints(
+            np_rng.integers(1, 2**40, size=int(np_rng.integers(0, 64)), dtype=np.int64)
+        ),
+        Kind.RESUME: lambda: Resume(completed=rng.randrange(0, 2**40)),
     }
     return builders[kind]()
 
