@@ -44,15 +44,17 @@ class _OnceLog:
 
     def __init__(self, owner: str) -> None:
         self._owner = owner
-        self._seen: set[tuple[str, str]] = set()
+        self._seen: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
 
     def refused(self, address: str, key: str, reason: str) -> None:
+        # A retrying client comes from a new port each time: remember the host only.
+        seen = (address.rsplit(":", 1)[0] if address.count(":") == 1 else address, key, reason)
         with self._lock:
-            if (address, reason) in self._seen:
+            if seen in self._seen:
                 return
             if len(self._seen) < _MAX_WARNED:
-                self._seen.add((address, reason))
+                self._seen.add(seen)
         log.warning(
             "%s: refused a connection from %s (key %s): %s", self._owner, address, key, reason
         )
