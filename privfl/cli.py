@@ -175,8 +175,16 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
     "--out", type=click.Path(path_type=Path), default=None, help="Run directory. [runs/<timestamp>]"
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Continue the interrupted run in --out (same kit, same ports) from the last epoch "
+    "every party has a checkpoint of; other settings are taken from OUT/kit/job.toml.",
+)
 @friendly_errors
-def run_local_cmd(job_file: Path | None, out: Path | None, no_progress: bool, **opts: Any) -> None:
+def run_local_cmd(
+    job_file: Path | None, out: Path | None, no_progress: bool, resume: bool, **opts: Any
+) -> None:
     """Run the Server, the Host and every Guest as separate processes on this machine.
 
     With no options: the demo of seed 004 — sklearn's breast cancer data, Host columns
@@ -189,21 +197,27 @@ def run_local_cmd(job_file: Path | None, out: Path | None, no_progress: bool, **
       privfl vfl run-local
       privfl vfl run-local --guests 2 --label-epsilon 2 --epochs 10
       privfl vfl run-local --key-bits 512 --allow-weak-keys --epochs 3   # quick trial
+      privfl vfl run-local --out runs/a --resume   # continue an interrupted run
     """
     from privfl.data.views import central_baseline
     from privfl.kit import relocate
     from privfl.launcher import run_local
     from privfl.parties.host_run import run_dir_default
 
-    base = load_job(job_file) if job_file else None
-    job = relocate(build_job(base, **opts))
+    if resume:
+        if out is None:
+            raise click.UsageError("--resume needs --out, the run directory to continue")
+        job = load_job(out / "kit" / "job.toml")
+    else:
+        base = load_job(job_file) if job_file else None
+        job = relocate(build_job(base, **opts))
     out = out or run_dir_default()
     click.echo(
         f"privfl: {len(job.guests)} guest(s), {job.key_bits}-bit keys, "
         f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs -> {out}",
         err=True,
     )
-    summary = run_local(job, out, progress=not no_progress)
+    summary = run_local(job, out, progress=not no_progress, resume=resume)
     baseline = None
     if all(p.columns for p in job.parties.values() if p.role != "server"):
         baseline = central_baseline(job.data.dataset, job.data.test_size, job.data.split_seed)
@@ -289,6 +303,12 @@ def party_command(role: str) -> click.Command:
         help="Processes for Paillier encryption (Guest); 0 = one per core. [0]",
     )
     @click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
+    @click.option(
+        "--resume",
+        is_flag=True,
+        help="Continue from the last epoch every party has a checkpoint of (in each --out); "
+        "start every party with it.",
+    )
     @friendly_errors
     def command(
         job_file: Path,
@@ -301,6 +321,7 @@ def party_command(role: str) -> click.Command:
         no_progress: bool,
         workers: int,
         verbose: bool,
+        resume: bool,
     ) -> None:
         from privfl.parties.host_run import run_dir_default
         from privfl.parties.inputs import parse_features, party_inputs
@@ -333,6 +354,7 @@ def party_command(role: str) -> click.Command:
                 on_epoch=hook,
                 workers=workers,
                 table=table,
+                resume=resume,
                 observer=observer,
             )
         finally:
@@ -433,6 +455,7 @@ def keys_gen(party: str, out: Path, force: bool) -> None:
 
 
 # Commands that live in their own modules (imported last: they use the helpers above).
+from privfl.conformance import command as conformance_command  # noqa: E402
 from privfl.hfl.cli import hfl  # noqa: E402  (horizontal mode; it imports torch only when run)
 from privfl.predict_cli import predict_cmd  # noqa: E402
 from privfl.site_cli import keys_fingerprint, keys_import  # noqa: E402
@@ -441,3 +464,4 @@ vfl.add_command(predict_cmd)
 keys.add_command(keys_import)
 keys.add_command(keys_fingerprint)
 main.add_command(hfl)
+main.add_command(conformance_command)

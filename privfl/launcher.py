@@ -33,7 +33,9 @@ class PartyProcess:
     handle: IO[bytes]
 
 
-def start_parties(job: JobConfig, job_path: Path, out: Path) -> list[PartyProcess]:
+def start_parties(
+    job: JobConfig, job_path: Path, out: Path, extra: tuple[str, ...] = ()
+) -> list[PartyProcess]:
     """Spawn one ``privfl vfl <role>`` process per party (Server first, so it listens early)."""
     order = sorted(job.parties.values(), key=lambda p: ("server", "host", "guest").index(p.role))
     started = []
@@ -55,6 +57,7 @@ def start_parties(job: JobConfig, job_path: Path, out: Path) -> list[PartyProces
             "--out",
             str(folder),
             "--no-progress",
+            *extra,
         ]
         process = subprocess.Popen(
             command,
@@ -144,11 +147,16 @@ def stop_all(parties: list[PartyProcess]) -> None:
         p.handle.close()
 
 
-def run_local(job: JobConfig, out: Path, *, progress: bool = True) -> dict[str, Any]:
-    """Write a kit under ``out/kit``, run every party, and gather ``out/summary.json``."""
+def run_local(
+    job: JobConfig, out: Path, *, progress: bool = True, resume: bool = False
+) -> dict[str, Any]:
+    """Write a kit under ``out/kit``, run every party, and gather ``out/summary.json``.
+
+    ``resume``: reuse the kit already in ``out/kit`` and start every party with --resume.
+    """
     start = time.monotonic()
-    job_path = write_kit(job, out / "kit")
-    parties = start_parties(job, job_path, out)
+    job_path = out / "kit" / "job.toml" if resume else write_kit(job, out / "kit")
+    parties = start_parties(job, job_path, out, ("--resume",) if resume else ())
     watch(parties, EpochProgress(out / job.host / "metrics.jsonl", job.training.epochs, progress))
     summary: dict[str, Any] = json.loads((out / job.host / "summary.json").read_text())
     summary["host_wall_seconds"] = summary["wall_seconds"]

@@ -18,8 +18,8 @@ from privfl.config import JobConfig, LabelDPConfig, PartySpec, TrainingConfig
 from privfl.data.views import PartyData, demo_columns
 from privfl.parties.runner import load_data, run_party
 from privfl.protocol import codec
+from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Header, Message
-from privfl.protocol.transport import InMemoryHub
 
 TEST_KEY_BITS = 512
 

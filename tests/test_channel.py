@@ -13,6 +13,7 @@ import pytest
 from privfl.errors import ConfigError, PeerAborted, PeerUnavailable
 from privfl.parties.channel import Channel
 from privfl.protocol import codec
+from privfl.protocol.memory import InMemoryHub, InMemoryTransport
 from privfl.protocol.messages import (
     PROTOCOL,
     VERSION,
@@ -25,7 +26,6 @@ from privfl.protocol.messages import (
     Message,
     kind_of,
 )
-from privfl.protocol.transport import InMemoryHub, InMemoryTransport
 
 SESSION = "job-1"
 QUICK = 1.0  # seconds; messages are already queued, so anything that waits this long failed

@@ -24,6 +24,7 @@ from privfl.protocol.messages import (
     Abort,
     Batch,
     BigInts,
+    Checkpoints,
     CrossTerm,
     Decrypted,
     DecryptRequest,
@@ -41,6 +42,7 @@ from privfl.protocol.messages import (
     PsiResult,
     PublicKey,
     Residual,
+    Resume,
     ScoreRequest,
     Scores,
 )
@@ -135,6 +137,11 @@ def _build(kind: Kind, seed: int) -> Message:
             np.array([rng.randrange(0, 2**40) for _ in range(size)], dtype=np.int64)
         ),
         **_hfl_builders(rng, np_rng, size),
+        # --- checkpoint / resume (issue 3) ---
+        Kind.CHECKPOINTS: lambda: Checkpoints(
+            np_rng.integers(1, 2**40, size=int(np_rng.integers(0, 64)), dtype=np.int64)
+        ),
+        Kind.RESUME: lambda: Resume(completed=rng.randrange(0, 2**40)),
     }
     return builders[kind]()
 

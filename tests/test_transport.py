@@ -21,11 +21,8 @@ from privfl.protocol.keys import (
     load_public_key,
     load_secret_keypair,
 )
-from privfl.protocol.transport import (
-    InMemoryHub,
-    ZmqTransport,
-    free_tcp_endpoints,
-)
+from privfl.protocol.memory import InMemoryHub
+from privfl.protocol.transport import ZmqTransport, free_tcp_endpoints
 
 Keys = dict[str, tuple[bytes, bytes]]
 MakeTransport = Callable[..., ZmqTransport]
@@ -165,6 +162,7 @@ def test_allow_listed_peer_claiming_another_name_is_dropped(
 
     assert forged is None
     assert "claiming to be b'bob'" in caplog.text
+    assert fingerprint(keys["carol"][0]) in caplog.text
     assert honest == ("carol", [b"I am carol"])  # control: same key, true name, delivered
 
 
@@ -335,7 +333,7 @@ def test_in_memory_timeout_and_unknown_peer() -> None:
         start = time.monotonic()
         received = host.recv(timeout=0.2)
         elapsed = time.monotonic() - start
-        with pytest.raises(ConfigError, match="guest"):
+        with pytest.raises(PeerUnavailable, match="guest"):
             host.send("guest", [b"x"])
 
     assert received is None

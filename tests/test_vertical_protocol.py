@@ -40,8 +40,8 @@ from privfl.data.views import PartyData
 from privfl.errors import ConfigError, PeerAborted, PeerUnavailable, TrainingDiverged
 from privfl.mechanisms.label_dp import flipback, randomized_response
 from privfl.parties.taylor import reference_train, sigmoid
+from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch, Decrypted, DecryptRequest
-from privfl.protocol.transport import InMemoryHub
 
 LOSS_BITS = VALUE_BITS + DATA_BITS
 # Fixed-point error budget. Features enter Xᵀ[[4d]] and the loss as 2^-16 integers

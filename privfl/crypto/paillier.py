@@ -336,6 +336,11 @@ class PrivateKey:
         raise TypeError("a PrivateKey cannot be pickled or copied; it never leaves its process")
 
 
+def private_primes(key: PrivateKey) -> tuple[int, int]:
+    """The primes ``(p, q)``, for the Server's own checkpoint file (mode 0600) and nothing else."""
+    return int(key._key.p), int(key._key.q)
+
+
 def generate_keypair(bits: int) -> tuple[PublicKey, PrivateKey]:
     """Generate a Paillier key pair with an ``bits``-bit modulus (phe, CSPRNG primes)."""
     require_gmpy2()

@@ -19,15 +19,13 @@ from privfl.protocol.keys import KeyRing, check_party_name
 from privfl.protocol.transport import (
     HEARTBEAT_IVL_MS,
     HEARTBEAT_TIMEOUT_MS,
-    ZAP_DOMAIN,
-    _AllowListAuthenticator,
-    _Closeable,
-    _enforce_zap_domain,
-    _frame_property,
+    Closeable,
+    frame_property,
 )
+from privfl.protocol.zap import ZAP_DOMAIN, AllowListAuthenticator, enforce_zap_domain
 
 
-class _Base(_Closeable):
+class _Base(Closeable):
     def __init__(self, name: str, keys: KeyRing, send_timeout: float, linger_ms: int) -> None:
         self.name = check_party_name(name)
         if keys.name != self.name:
@@ -79,9 +77,9 @@ class Listener(_Base):
         linger_ms: int = 1000,
     ) -> None:
         super().__init__(name, keys, send_timeout, linger_ms)
-        self._auth: _AllowListAuthenticator | None = None
+        self._auth: AllowListAuthenticator | None = None
         try:
-            self._auth = _AllowListAuthenticator(self._ctx, self.name, keys.peers)
+            self._auth = AllowListAuthenticator(self._ctx, self.name, keys.peers)
             self._auth.start()
             self._router = self._socket(zmq.ROUTER)
             self._router.setsockopt(zmq.ROUTER_HANDOVER, 1)
@@ -92,7 +90,7 @@ class Listener(_Base):
             self._router.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
             self._router.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
             self._router.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
-            _enforce_zap_domain(self._router)
+            enforce_zap_domain(self._router)
             self._router.bind(endpoint)
         except zmq.ZMQError as exc:
             self.close()
@@ -121,7 +119,7 @@ class Listener(_Base):
             if (
                 len(parts) >= 2
                 and sender in self._keys.peers
-                and _frame_property(parts[0], "User-Id") == sender
+                and frame_property(parts[0], "User-Id") == sender
             ):
                 return sender, [p.bytes for p in parts[1:]]
             if time.monotonic() >= deadline:

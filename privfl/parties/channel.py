@@ -42,7 +42,7 @@ class Channel:
         *,
         session: str,
         timeout: float,
-        observer: Callable[[str, str, Header, list[bytes]], None] | None = None,
+        observer: Callable[[str, str, Header | None, list[bytes]], None] | None = None,
     ) -> None:
         self.transport = transport
         self.name = transport.name
@@ -53,6 +53,7 @@ class Channel:
         self._pending: list[Envelope] = []
         self._reached: set[str] = set()
         self._observer = observer
+        self._refusals: dict[str, int] = {}
 
     def send(self, peer: str, body: Message, round_: int = 0) -> None:
         """Wrap ``body`` in an envelope and send it to ``peer``.
@@ -89,7 +90,7 @@ class Channel:
             self._reached.add(peer)
             return
 
-    def _post(self, peer: str, body: Message, round_: int) -> None:
+    def _post(self, peer: str, body: Message, round_: int, *, wait: bool = True) -> None:
         header = Header(
             protocol=PROTOCOL,
             version=VERSION,
@@ -101,9 +102,13 @@ class Channel:
             kind=kind_of(body),
         )
         frames = codec.encode(header, body)
-        if self._observer:
+        try_send = getattr(self.transport, "try_send", None)
+        if wait or try_send is None:
+            self.transport.send(peer, frames)
+        elif not try_send(peer, frames):  # a dead peer must not delay our exit
+            return
+        if self._observer:  # only what actually left
             self._observer("sent", peer, header, frames)
-        self.transport.send(peer, frames)
 
     def _raise_pending_abort(self, grace: float = 1.0) -> None:
         """After a failed send: raise PeerAborted if a peer told us it stopped.
@@ -152,9 +157,21 @@ class Channel:
             self._pending.append(got)
         wanted = "/".join(sorted(str(k) for k in kinds))
         who = ", ".join(sorted(senders))
+        waited = self.timeout if timeout is None else timeout
         raise PeerUnavailable(
-            f"no {wanted} from {who} within {self.timeout if timeout is None else timeout:g} s; "
-            f"check that {who} is running and reachable (see its log)"
+            f"no {wanted} from {who} within {waited:g} s; "
+            f"check that {who} is running and reachable (see its log){self._silence(waited)}"
+        )
+
+    def _silence(self, waited: float) -> str:
+        """Name the peers that stopped acknowledging us (the transport knows, if reliable)."""
+        silent_peers = getattr(self.transport, "silent_peers", None)
+        if silent_peers is None:
+            return ""
+        silent: dict[str, float] = silent_peers(min(waited, 2.0))
+        return "".join(
+            f"; {peer} has not acknowledged our messages for {age:.0f} s (down or hung?)"
+            for peer, age in sorted(silent.items())
         )
 
     def _note_wait(
@@ -184,7 +201,7 @@ class Channel:
         reason = str(error) if isinstance(error, PrivflError) else type(error).__name__
         for peer in peers:
             try:
-                self._post(peer, Abort(reason=f"{self.name}: {reason}"), 0)
+                self._post(peer, Abort(reason=f"{self.name}: {reason}"), 0, wait=False)
             except Exception:  # best effort: the peer may be gone already
                 log.debug("could not tell %s about the abort", peer)
 
@@ -197,7 +214,11 @@ class Channel:
         try:
             env = self._validate(sender, frames)
         except ProtocolError as exc:
-            log.warning("refused a message from %s: %s", sender, exc)
+            self._refusals[sender] = count = self._refusals.get(sender, 0) + 1
+            if should_log(count):  # a flood must not become a flood of log lines
+                log.warning("refused a message from %s (%d so far): %s", sender, count, exc)
+            if self._observer:
+                self._observer("refused", sender, _header_or_none(frames), frames)
             return None
         if self._observer:
             self._observer("received", sender, env.header, frames)
@@ -223,3 +244,16 @@ class Channel:
             raise ProtocolError(f"envelope round {header.round} differs from the body's epoch")
         self._seen.add((sender, header.msg_id))
         return Envelope(sender=sender, header=header, body=body)
+
+
+def should_log(count: int) -> bool:
+    """Log the first 20 refusals from a peer, then every 1000th."""
+    return count <= 20 or count % 1000 == 0
+
+
+def _header_or_none(frames: list[bytes]) -> Header | None:
+    """The envelope of a refused message, if it can be read at all (for the audit log)."""
+    try:
+        return codec.decode_header(frames[0]) if frames else None
+    except ProtocolError:
+        return None

@@ -31,6 +31,7 @@ class PartyContext:
     job: JobConfig
     channel: Channel
     out: Path
+    resume: bool = False  # continue from the last checkpoint all parties hold
 
     @property
     def peers(self) -> list[str]:

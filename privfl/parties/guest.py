@@ -13,6 +13,7 @@ from privfl.crypto.noise import NoisePool
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.data.views import PartyData
 from privfl.errors import ProtocolError
+from privfl.parties import checkpoint
 from privfl.parties.common import PartyContext, announce, big, receive_public_key, save_model
 from privfl.parties.taylor import gradient, learning_rate
 from privfl.protocol.messages import (
@@ -150,11 +151,13 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
         data=data, key=key, theta=np.zeros(data.x_train.shape[1]), l2=job.training.l2, noise=noise
     )
     try:
+        checkpoint.resume_guest(ctx, state)
         while state.stage is not Stage.DONE:
             sender = server if state.stage is Stage.AWAIT_GRADIENT else host
             env = channel.expect(ACCEPTS[state.stage], {sender})
             for peer, reply in step(state, env.body, learning_rate(job.training, env.header.round)):
                 channel.send(host if peer == "host" else server, reply, env.header.round)
+            checkpoint.after_guest_step(ctx, state, env.body)
     finally:
         noise.close()
     save_model(ctx, "guest", data.feature_names, state.theta, data.mean, data.scale)

@@ -15,6 +15,7 @@ from privfl.config import JobConfig
 from privfl.crypto.paillier import PublicKey
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, TrainingDiverged
+from privfl.parties import checkpoint
 from privfl.parties import host as steps
 from privfl.parties.common import (
     PartyContext,
@@ -59,10 +60,9 @@ def run_host(
     rng = np.random.default_rng(job.seed)
     state = steps.init_state(data, key, guests, job, rng)
     metrics_path = ctx.out / "metrics.jsonl"
-    metrics_path.unlink(missing_ok=True)
-    records: list[dict[str, Any]] = []
+    records = checkpoint.resume_host(ctx, state, rng)
     reason = "max_epochs"
-    for epoch in range(job.training.epochs):
+    for epoch in range(len(records), job.training.epochs):
         began = time.monotonic()
         result = train_epoch(ctx, state, epoch, rng)
         if result.reason == "diverged":
@@ -81,6 +81,7 @@ def run_host(
         record["seconds"] = round(time.monotonic() - began, 3)
         records.append(record)
         append_jsonl(metrics_path, record)
+        checkpoint.save_host(ctx, state, rng, records)
         if on_epoch:
             on_epoch(record)
         if result.stop:

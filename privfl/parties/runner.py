@@ -10,6 +10,8 @@ from privfl.config import JobConfig
 from privfl.data.tables import IdTable
 from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
+from privfl.parties.audit import FILE_NAME as AUDIT_FILE
+from privfl.parties.audit import AuditLog
 from privfl.parties.channel import Channel
 from privfl.parties.common import PartyContext
 from privfl.parties.guest import run_guest
@@ -17,6 +19,8 @@ from privfl.parties.host_run import EpochHook, run_host
 from privfl.parties.progress import Observer
 from privfl.parties.server import run_server
 from privfl.protocol.keys import KeyRing
+from privfl.protocol.messages import Header
+from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import Transport, ZmqTransport
 from privfl.psi import stage as psi_stage
 
@@ -40,8 +44,8 @@ def load_data(
     return split_view(table, job.data.test_size, job.data.split_seed)
 
 
-def open_transport(job: JobConfig, name: str) -> ZmqTransport:
-    """The party's ROUTER inbox and DEALERs, CURVE-authenticated with the kit's keys."""
+def open_transport(job: JobConfig, name: str) -> ReliableTransport:
+    """The party's ROUTER inbox and DEALERs, CURVE-authenticated, with ACKs and 1 MiB chunks."""
     keys_dir = job.keys_path()
     peers = {n: p.endpoint for n, p in job.parties.items() if n != name}
     ring = KeyRing.from_files(
@@ -50,7 +54,8 @@ def open_transport(job: JobConfig, name: str) -> ZmqTransport:
         {peer: keys_dir / f"{peer}.key" for peer in peers},
     )
     send_timeout = min(job.timeout_seconds, 30.0)
-    return ZmqTransport(name, job.party(name).endpoint, peers, ring, send_timeout=send_timeout)
+    sockets = ZmqTransport(name, job.party(name).endpoint, peers, ring, send_timeout=send_timeout)
+    return ReliableTransport(sockets)
 
 
 def run_party(
@@ -64,21 +69,30 @@ def run_party(
     workers: int = 1,
     table: IdTable | None = None,
     observer: Observer | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
     ``workers`` processes compute a guest's Paillier obfuscators (0 = one per core).
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
+    ``resume``: continue after the last epoch every party has a checkpoint of.
     """
     role = job.party(name).role
     if role != "server" and data is None and table is None:
         data = load_data(job, name, None, None)
     out.mkdir(parents=True, exist_ok=True)
     transport = transport or open_transport(job, name)
+    audit = AuditLog(out / AUDIT_FILE)
+
+    def observe(direction: str, peer: str, header: Header | None, frames: list[bytes]) -> None:
+        audit(direction, peer, header, frames)
+        if observer is not None and header is not None:
+            observer(direction, peer, header, frames)
+
     channel = Channel(
-        transport, session=job.session, timeout=job.timeout_seconds, observer=observer
+        transport, session=job.session, timeout=job.timeout_seconds, observer=observe
     )
-    ctx = PartyContext(name=name, job=job, channel=channel, out=out)
+    ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
     try:
         if role == "server":
             return run_server(ctx)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from privfl.crypto.encoding import decode
 from privfl.crypto.paillier import PrivateKey, generate_keypair
 from privfl.errors import ProtocolError
+from privfl.parties import checkpoint
 from privfl.parties.common import PartyContext, big, check_hello
 from privfl.protocol.messages import (
     Decrypted,
@@ -100,8 +101,12 @@ def verdict(state: ServerState) -> tuple[bool, str]:
 def handshake(ctx: PartyContext) -> ServerState:
     """Make the key pair, hear every party's Hello, send each the public key."""
     job = ctx.job
-    public, private = generate_keypair(job.key_bits)
-    log.info("generated a %d-bit Paillier key pair (private key stays here)", public.bits)
+    public, private, reloaded = checkpoint.server_key(ctx, generate_keypair)
+    log.info(
+        "%s a %d-bit Paillier key pair (private key stays here)",
+        "reloaded" if reloaded else "generated",
+        public.bits,
+    )
     hellos = ctx.channel.gather(Kind.HELLO, ctx.peers)
     features: dict[str, int] = {}
     rows = 0
@@ -112,7 +117,7 @@ def handshake(ctx: PartyContext) -> ServerState:
         rows = max(rows, hello.rows)
     ctx.channel.broadcast(ctx.peers, PublicKeyMsg(n=public.n, bits=public.bits))
     t = job.training
-    return ServerState(
+    state = ServerState(
         key=private,
         features=features,
         rows=rows,
@@ -120,6 +125,8 @@ def handshake(ctx: PartyContext) -> ServerState:
         tolerance=t.tolerance,
         divergence_factor=t.divergence_factor,
     )
+    checkpoint.resume_server(ctx, state, reloaded)
+    return state
 
 
 def run_server(ctx: PartyContext) -> dict[str, object]:
@@ -136,12 +143,14 @@ def run_server(ctx: PartyContext) -> dict[str, object]:
         elif isinstance(body, Loss) and env.sender == host:
             result = on_loss(state, body)
             if result is not None:
+                checkpoint.save_server(ctx, state, result)
                 log.info(
                     "epoch %d: Taylor loss %.6f %s", result.epoch + 1, result.loss, result.reason
                 )
                 ctx.channel.send(host, result, result.epoch)
         elif isinstance(body, Finish) and env.sender == host:
             log.info("host finished the session after %d epochs (%s)", body.epochs, body.reason)
+            checkpoint.forget_server_key(ctx)
             return {"epochs": len(state.losses), "decrypted_values": decrypted}
         else:
             raise ProtocolError(f"{env.sender} may not send {env.header.kind} to the server")

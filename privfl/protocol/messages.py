@@ -57,6 +57,9 @@ class Kind(enum.StrEnum):
     SHUFFLE_WINDOW = "shuffle_window"
     SHUFFLED = "shuffled"
     ROUND_END = "round_end"
+    # --- checkpoint / resume (issue 3) ---
+    CHECKPOINTS = "checkpoints"
+    RESUME = "resume"
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +306,34 @@ class PsiResult:
 
     def __post_init__(self) -> None:
         _require(self.positions.ndim == 1 and self.positions.dtype == np.int64, "bad PSI positions")
+# --- checkpoint / resume (issue 3) ---
+MAX_CHECKPOINTS_OFFERED = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoints:
+    """A party tells the Host which epoch checkpoints it holds (empty: start from scratch).
+
+    ``completed`` lists numbers of completed epochs, each ≥ 1, as int64.
+    """
+
+    completed: np.ndarray
+
+    def __post_init__(self) -> None:
+        c = self.completed
+        _require(c.ndim == 1 and c.dtype == np.int64, "completed must be a 1-D int64 array")
+        _require(len(c) <= MAX_CHECKPOINTS_OFFERED, "too many checkpoints offered")
+        _require(bool((c >= 1).all()), "completed epochs are >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """The Host's decision: every party continues after ``completed`` epochs (0 = from scratch)."""
+
+    completed: int
+
+    def __post_init__(self) -> None:
+        _require(self.completed >= 0, "completed epochs are >= 0")
 
 
 Message = (
@@ -333,6 +364,8 @@ Message = (
     | ShuffleWindow
     | Shuffled
     | RoundEnd
+    | Checkpoints
+    | Resume
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -364,6 +397,9 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.SHUFFLE_WINDOW: ShuffleWindow,
     Kind.SHUFFLED: Shuffled,
     Kind.ROUND_END: RoundEnd,
+    # --- checkpoint / resume (issue 3) ---
+    Kind.CHECKPOINTS: Checkpoints,
+    Kind.RESUME: Resume,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 

@@ -1,37 +1,41 @@
-"""Moves opaque multipart frames between named parties: ZeroMQ with CURVE, or in memory for tests.
+"""Moves opaque multipart frames between named parties over ZeroMQ with CURVE.
 
 Each party has one ROUTER inbox and one DEALER per peer. With CURVE, a ZAP
-handler on the transport's own context admits exactly the allow-listed keys
-and stamps each connection with the peer's name as User-Id; `recv` then drops
-any message whose routing id is not that authenticated name.
+handler on the transport's own context (protocol/zap.py) admits exactly the
+allow-listed keys and stamps each connection with the peer's name as User-Id;
+`recv` then drops any message whose routing id is not that authenticated name.
+The in-memory transport for tests lives in protocol/memory.py.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import queue
 import socket
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol, Self
+from typing import Any, Protocol, Self
 
 import zmq
-from zmq.auth.base import VERSION as ZAP_VERSION
-from zmq.auth.thread import ThreadAuthenticator
-from zmq.utils import z85
 
 from privfl.errors import ConfigError, PeerUnavailable, PrivflError
 from privfl.protocol.keys import KeyRing, check_party_name, fingerprint
+from privfl.protocol.zap import (
+    ZAP_DOMAIN,
+    AllowListAuthenticator,
+    HandshakeWatch,
+    enforce_zap_domain,
+)
 
 log = logging.getLogger(__name__)
 
-ZAP_DOMAIN = "privfl"
 HEARTBEAT_IVL_MS = 1000
 HEARTBEAT_TIMEOUT_MS = 5000
-_MAX_WARNED = 1024  # distinct refused (address, key) pairs we bother to warn about
+# Larger frames make libzmq drop the connection before buffering them: the
+# reliable layer (protocol/reliable.py) never sends a frame over 1 MiB.
+MAX_WIRE_FRAME = 1024 * 1024 + 64
+_IN_MEMORY = frozenset({"InMemoryHub", "InMemoryTransport", "Sent"})
 
 
 class Transport(Protocol):
@@ -52,7 +56,7 @@ class Transport(Protocol):
         ...
 
 
-class _Closeable:
+class Closeable:
     """Context-manager support for anything with an idempotent `close()`."""
 
     def close(self) -> None:
@@ -70,71 +74,7 @@ class _Closeable:
         self.close()
 
 
-class _AllowListAuthenticator(ThreadAuthenticator):
-    """ZAP handler that admits exactly the allow-listed CURVE keys; User-Id := the peer's name."""
-
-    def __init__(self, context: zmq.Context[Any], owner: str, peers: Mapping[str, bytes]) -> None:
-        super().__init__(context=context, log=log.getChild("zap"))
-        self._owner = owner
-        self._names_by_key: dict[bytes, str] = {}
-        for peer, key in peers.items():
-            if key in self._names_by_key:
-                other = self._names_by_key[key]
-                raise ConfigError(f"peers {other!r} and {peer!r} share one public key; fix keys")
-            self._names_by_key[key] = peer
-        self._warned: set[tuple[bytes, bytes]] = set()
-        self.configure_curve_callback(ZAP_DOMAIN, credentials_provider=self)
-
-    def callback(self, domain: str, key: bytes) -> bool:
-        """Credentials-provider hook of pyzmq's Authenticator: is this z85 key allow-listed?"""
-        return domain == ZAP_DOMAIN and key in self._names_by_key
-
-    def curve_user_id(self, client_public_key: bytes) -> str:
-        """Name the authenticated connection after the peer that owns the key."""
-        return self._names_by_key[z85.encode(client_public_key)]
-
-    async def handle_zap_message(self, msg: list[bytes]) -> None:
-        """Refuse anything but a well-formed CURVE request from a known key, then defer to pyzmq."""
-        reason = self._refusal(msg)
-        if reason is None:
-            await super().handle_zap_message(msg)
-            return
-        self._warn_once(msg, reason)
-        if len(msg) >= 2:
-            self._send_zap_reply(msg[1], b"400", reason)
-
-    def _refusal(self, msg: list[bytes]) -> bytes | None:
-        """Return why a ZAP request must be refused, or None if pyzmq may authenticate it."""
-        # Checked here rather than left to the base class, which lets NULL through
-        # when no address policy is set: we want fail-closed whatever the socket.
-        if len(msg) != 7 or msg[0] != ZAP_VERSION:
-            return b"Malformed ZAP request"
-        if msg[2] != ZAP_DOMAIN.encode() or msg[5] != b"CURVE":
-            return b"CURVE in the privfl domain required"
-        if len(msg[6]) != 32 or z85.encode(msg[6]) not in self._names_by_key:
-            return b"Unknown key"
-        return None
-
-    def _warn_once(self, msg: list[bytes], reason: bytes) -> None:
-        """Log a refusal once per (address, key): a refused client retries every 100 ms."""
-        address = msg[3] if len(msg) > 3 else b"?"
-        key = msg[6] if len(msg) > 6 else b""
-        seen = (address, key)
-        if seen in self._warned:
-            return
-        if len(self._warned) < _MAX_WARNED:
-            self._warned.add(seen)
-        shown = fingerprint(z85.encode(key)) if len(key) == 32 else "-"
-        log.warning(
-            "%s: refused a connection from %s (key %s): %s",
-            self._owner,
-            address.decode("utf-8", "replace"),
-            shown,
-            reason.decode(),
-        )
-
-
-class ZmqTransport(_Closeable):
+class ZmqTransport(Closeable):
     """ROUTER inbox bound at `endpoint` plus one DEALER per peer, CURVE-authenticated by default.
 
     Not thread-safe (ZeroMQ sockets are not): use one instance from one thread.
@@ -153,6 +93,7 @@ class ZmqTransport(_Closeable):
         curve: bool = True,
         send_timeout: float = 30.0,
         linger_ms: int = 2000,
+        max_frame: int = MAX_WIRE_FRAME,
     ) -> None:
         self.name = check_party_name(name)
         self._check_keys(keys, curve)
@@ -161,9 +102,12 @@ class ZmqTransport(_Closeable):
         self._known = frozenset(peers) | frozenset(keys.peers if keys else ())
         self._send_timeout = send_timeout
         self._linger_ms = linger_ms
+        self._max_frame = max_frame
         self._closed = False
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self._auth: _AllowListAuthenticator | None = None
+        self._auth: AllowListAuthenticator | None = None
+        self._watch: HandshakeWatch | None = None
+        self._peer_keys = dict(keys.peers) if keys else {}
         self._inbox: zmq.Socket[bytes] | None = None
         self._dealers: dict[str, zmq.Socket[bytes]] = {}
         try:
@@ -182,9 +126,11 @@ class ZmqTransport(_Closeable):
     def _open(self, endpoint: str, keys: KeyRing | None) -> None:
         """Start the ZAP handler first, so no connection is ever accepted before it runs."""
         if self._curve and keys is not None:
-            self._auth = _AllowListAuthenticator(self._ctx, self.name, keys.peers)
+            self._auth = AllowListAuthenticator(self._ctx, self.name, keys.peers)
             self._auth.start()
         self._inbox = self._bind_inbox(endpoint, keys)
+        if self._curve:
+            self._watch = HandshakeWatch(self._inbox, self.name)
         for peer, peer_endpoint in self._endpoints.items():
             self._connect_dealer(peer, peer_endpoint, keys)
 
@@ -203,12 +149,13 @@ class ZmqTransport(_Closeable):
         # A restarted peer reconnects under the same routing id before we notice
         # the old connection died; handover lets the new connection take it.
         inbox.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        inbox.setsockopt(zmq.MAXMSGSIZE, self._max_frame)
         if self._curve and keys is not None:
             inbox.setsockopt(zmq.CURVE_SERVER, 1)
             inbox.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
             inbox.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
             inbox.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
-            _enforce_zap_domain(inbox)
+            enforce_zap_domain(inbox)
         try:
             inbox.bind(endpoint)
         except zmq.ZMQError as exc:
@@ -258,6 +205,18 @@ class ZmqTransport(_Closeable):
                 "endpoint is right and that it allow-lists our public key"
             ) from exc
 
+    def try_send(self, peer: str, frames: Sequence[bytes]) -> bool:
+        """Send without waiting; False if the peer is not connected or its queue is full."""
+        self._check_open()
+        dealer = self._dealers.get(peer)
+        if dealer is None or not frames:
+            return False
+        try:
+            dealer.send_multipart(list(frames), flags=zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
+
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         """Return (sender, frames) of the next authentic message, or None after `timeout` s.
 
@@ -285,14 +244,18 @@ class ZmqTransport(_Closeable):
             reason = "it has no body"
         elif sender is None or sender not in self._known:
             reason = "the routing id is not a known peer"
-        elif self._curve and _frame_property(parts[0], "User-Id") != sender:
+        elif self._curve and frame_property(parts[0], "User-Id") != sender:
             reason = "the routing id does not match the authenticated key"
         else:
             return sender, [part.bytes for part in parts[1:]]
+        user = frame_property(parts[0], "User-Id") if self._curve else None
+        key = self._peer_keys.get(user) if user else None
         log.warning(
-            "%s: dropped a message from %s claiming to be %r: %s",
+            "%s: refused a message from %s (key %s of %s) claiming to be %r: %s",
             self.name,
-            _frame_property(parts[0], "Peer-Address") or "?",
+            frame_property(parts[0], "Peer-Address") or "?",
+            fingerprint(key) if key else "-",
+            user or "nobody authenticated",
             claimed,
             reason,
         )
@@ -302,31 +265,21 @@ class ZmqTransport(_Closeable):
         if self._closed:
             raise PrivflError(f"transport {self.name!r} is closed; create a new one")
 
-    def close(self) -> None:
+    def close(self, linger_ms: int | None = None) -> None:
         """Close the sockets, stop the ZAP handler and end the context (waits ≤ linger)."""
+        linger = self._linger_ms if linger_ms is None else linger_ms
         if self._closed:
             return
         self._closed = True
+        if self._watch is not None:
+            self._watch.stop()
         for sock in [*self._dealers.values(), self._inbox]:
             if sock is not None:
-                sock.close(linger=self._linger_ms)
+                sock.close(linger=linger)
         # Stopped after the inbox is closed, so no handshake is left waiting on ZAP.
         if self._auth is not None:
             self._auth.stop()
         self._ctx.term()
-
-
-def _enforce_zap_domain(sock: zmq.Socket[bytes]) -> None:
-    """Make libzmq refuse CURVE clients when no ZAP handler answers (it accepts them otherwise)."""
-    option = getattr(zmq, "ZAP_ENFORCE_DOMAIN", None)
-    if option is None:
-        return
-    try:
-        sock.setsockopt(option, 1)
-    except zmq.ZMQError:
-        # Draft option missing from this libzmq build; our User-Id check in
-        # recv still drops everything a missing ZAP handler would have let in.
-        log.debug("libzmq lacks ZMQ_ZAP_ENFORCE_DOMAIN; relying on the User-Id check")
 
 
 def _decode_name(routing_id: bytes) -> str | None:
@@ -337,93 +290,13 @@ def _decode_name(routing_id: bytes) -> str | None:
         return None
 
 
-def _frame_property(frame: zmq.Frame, prop: str) -> str | None:
+def frame_property(frame: zmq.Frame, prop: str) -> str | None:
     """Return a message metadata property (e.g. User-Id) or None if libzmq has none."""
     try:
         value = frame.get(prop)
     except zmq.ZMQError:
         return None
     return value if isinstance(value, str) else None
-
-
-class Sent(NamedTuple):
-    """One message as the in-memory hub saw it go over the 'wire'."""
-
-    sender: str
-    receiver: str
-    frames: list[bytes]
-
-
-class InMemoryHub:
-    """Connects in-memory transports by name; thread-safe; records traffic in `sent`."""
-
-    def __init__(self, *, record: bool = True) -> None:
-        self.record = record
-        self.sent: list[Sent] = []
-        self._lock = threading.Lock()
-        self._queues: dict[str, queue.Queue[tuple[str, list[bytes]]]] = {}
-
-    def transport(self, name: str) -> InMemoryTransport:
-        """Open the transport for party `name`; a closed one may be opened again."""
-        inbox: queue.Queue[tuple[str, list[bytes]]] = queue.Queue()
-        with self._lock:
-            if name in self._queues:
-                raise ConfigError(f"a transport named {name!r} is already open on this hub")
-            self._queues[name] = inbox
-        return InMemoryTransport(self, name, inbox)
-
-    def _deliver(self, sender: str, receiver: str, frames: Sequence[bytes]) -> None:
-        """Put a copy of `frames` in `receiver`'s inbox and, if recording, in `sent`."""
-        body = [bytes(frame) for frame in frames]
-        with self._lock:
-            inbox = self._queues.get(receiver)
-            if inbox is None:
-                raise ConfigError(f"{sender!r} has no peer {receiver!r} on this hub")
-            if self.record:
-                self.sent.append(Sent(sender, receiver, list(body)))
-        inbox.put((sender, body))
-
-    def _detach(self, name: str, inbox: queue.Queue[tuple[str, list[bytes]]]) -> None:
-        with self._lock:
-            if self._queues.get(name) is inbox:
-                del self._queues[name]
-
-
-class InMemoryTransport(_Closeable):
-    """A Transport whose 'network' is an InMemoryHub; same send/recv semantics as ZmqTransport."""
-
-    def __init__(
-        self, hub: InMemoryHub, name: str, inbox: queue.Queue[tuple[str, list[bytes]]]
-    ) -> None:
-        self.name = name
-        self._hub = hub
-        self._inbox = inbox
-        self._closed = False
-
-    def send(self, peer: str, frames: Sequence[bytes]) -> None:
-        """Deliver one multipart message to `peer`; ConfigError if it has no transport."""
-        self._check_open()
-        if not frames:
-            raise ValueError("a message needs at least one frame")
-        self._hub._deliver(self.name, peer, frames)
-
-    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
-        """Return (sender, frames) of the next message, or None after `timeout` seconds."""
-        self._check_open()
-        try:
-            return self._inbox.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            return None
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise PrivflError(f"transport {self.name!r} is closed; create a new one")
-
-    def close(self) -> None:
-        """Leave the hub; later sends to this name raise ConfigError."""
-        if not self._closed:
-            self._closed = True
-            self._hub._detach(self.name, self._inbox)
 
 
 def free_tcp_endpoints(count: int, host: str = "127.0.0.1") -> list[str]:
@@ -445,3 +318,12 @@ def free_tcp_endpoints(count: int, host: str = "127.0.0.1") -> list[str]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def __getattr__(name: str) -> Any:
+    """Keep ``from privfl.protocol.transport import InMemoryHub`` working (moved to memory.py)."""
+    if name in _IN_MEMORY:
+        from privfl.protocol import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

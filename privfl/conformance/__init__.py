@@ -1,0 +1,83 @@
+"""``privfl conformance``: a scripted peer that checks a running party against the protocol.
+
+The party under test runs with its ordinary command. This tool plays every
+party that one talks to (binding their endpoints with their keys from the kit),
+walks it through the protocol (docs/protocol.md), sends it invalid messages that
+must be refused without effect, checks every answer, and ends either with a
+Finish (the party must exit cleanly) or with a fatal protocol violation (the
+party must Abort, naming it). Every role can be checked; the host needs a job
+with demo columns (the tool must know each guest's row counts).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from privfl.config import JobConfig, load_job
+from privfl.conformance.host import host_script
+from privfl.conformance.peer import Report
+from privfl.conformance.roles import guest_script, server_script
+from privfl.errors import ConfigError
+
+SCRIPTS: dict[str, Callable[[JobConfig, str, str, Report], None]] = {
+    "guest": guest_script,
+    "host": host_script,
+    "server": server_script,
+}
+
+
+def run(job: JobConfig, role: str, party: str, ending: str) -> Report:
+    """Run the scripted peer for ``role`` against the running ``party``."""
+    spec = job.party(party)
+    if spec.role != role:
+        raise ConfigError(f"party {party} is a {spec.role}, not a {role}")
+    if role not in SCRIPTS:
+        raise ConfigError(f"no conformance script for role {role!r}")
+    report = Report()
+    SCRIPTS[role](job, party, ending, report)
+    return report
+
+
+@click.command("conformance")
+@click.option("--role", type=click.Choice(sorted(SCRIPTS)), required=True, help="Role under test.")
+@click.option(
+    "--job",
+    "job_file",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The kit's job file (the tool needs the other parties' keys from its keys folder).",
+)
+@click.option("--party", required=True, help="Name of the running party under test.")
+@click.option(
+    "--ending",
+    type=click.Choice(["finish", "violation"]),
+    default="finish",
+    help="End with a Finish (party must exit 0) or a fatal violation (party must Abort).",
+)
+def command(role: str, job_file: Path, party: str, ending: str) -> None:
+    """Check a running party against the protocol by playing every party it talks to.
+
+    Start the party under test first, with its usual command and the same kit;
+    this tool then binds the other parties' endpoints. Prints PASS/FAIL per check;
+    exits 0 only if every check passed. See docs/protocol.md.
+
+    \b
+    Example:
+      privfl vfl guest --job kit/job.toml --party guest-1 --out run/g &
+      privfl conformance --role guest --job kit/job.toml --party guest-1
+    """
+    from privfl.cli import friendly_errors
+
+    @friendly_errors
+    def go() -> None:
+        report = run(load_job(job_file), role, party, ending)
+        passed = sum(ok for _, ok, _ in report.checks)
+        click.echo(f"{passed}/{len(report.checks)} checks passed")
+        if not report.passed:
+            sys.exit(1)
+
+    go()

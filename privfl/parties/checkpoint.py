@@ -1,0 +1,274 @@
+"""Checkpoint / resume: every party's state at each epoch boundary, and agreeing where to resume.
+
+Each party writes ``OUT/checkpoints/epoch-NNNNN.json`` (NNNNN = completed epochs)
+atomically (temporary file, fsync, rename; mode 0600) and keeps the last few.
+After the handshake every party offers the Host the epochs it holds (nothing
+without ``--resume``); the Host picks the latest epoch *all* parties hold and
+broadcasts it, and each party reloads that checkpoint. The state saved is all
+that makes the plaintext results: weights, flipped labels, RNG state, caches,
+losses and metrics. Paillier randomness and masks are not saved: they cancel
+exactly, so the resumed model equals the uninterrupted one.
+
+The Server's Paillier key pair is saved once per run (``paillier-key.json``,
+mode 0600, deleted when the run finishes) so that ciphertexts the Host kept in
+its checkpoint stay decryptable; a Server without it offers no checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from privfl.crypto.paillier import PrivateKey, PublicKey, private_primes
+from privfl.errors import ConfigError, ProtocolError
+from privfl.protocol.messages import Checkpoints, Decrypted, EpochResult, Kind, Message, Resume
+
+if TYPE_CHECKING:
+    from privfl.parties.common import PartyContext
+    from privfl.parties.guest import GuestState
+    from privfl.parties.host import HostState
+    from privfl.parties.server import ServerState
+
+log = logging.getLogger("privfl.checkpoint")
+FOLDER = "checkpoints"
+KEY_FILE = "paillier-key.json"
+KEEP = 3  # a party killed mid-epoch may lack the newest epoch another party has
+FORMAT = 1
+_NAME = re.compile(r"^epoch-(\d{5})\.json$")
+
+
+def folder(ctx: PartyContext) -> Path:
+    """Where this party keeps its checkpoints."""
+    return ctx.out / FOLDER
+
+
+def write_private_json(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON durably and atomically, readable by the owner only (mkstemp makes it 0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def save(ctx: PartyContext, completed: int, state: dict[str, Any]) -> Path:
+    """Write the state after ``completed`` epochs; drop all but the newest KEEP checkpoints."""
+    path = folder(ctx) / f"epoch-{completed:05d}.json"
+    record = {
+        "format": FORMAT,
+        "party": ctx.name,
+        "job": ctx.job.fingerprint(),
+        "completed": completed,
+        "state": state,
+    }
+    write_private_json(path, record)
+    for old in available(ctx)[:-KEEP]:
+        _remove(ctx, old)
+    return path
+
+
+def _files(ctx: PartyContext) -> dict[int, Path]:
+    found: dict[int, Path] = {}
+    if folder(ctx).is_dir():
+        for path in folder(ctx).iterdir():
+            match = _NAME.match(path.name)
+            if match:
+                found[int(match.group(1))] = path
+    return found
+
+
+def _read(ctx: PartyContext, path: Path) -> dict[str, Any] | None:
+    """A checkpoint of this party and this job, or None if unreadable or foreign."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        log.warning("ignoring unreadable checkpoint %s", path)
+        return None
+    ours = (
+        isinstance(record, dict)
+        and record.get("format") == FORMAT
+        and record.get("party") == ctx.name
+        and record.get("job") == ctx.job.fingerprint()
+    )
+    if not ours:
+        log.warning("ignoring checkpoint %s: it is of another party, job or format", path)
+        return None
+    ours_record: dict[str, Any] = record
+    return ours_record
+
+
+def available(ctx: PartyContext) -> list[int]:
+    """Completed-epoch counts of the usable checkpoints, ascending."""
+    return sorted(c for c, path in _files(ctx).items() if c >= 1 and _read(ctx, path) is not None)
+
+
+def load(ctx: PartyContext, completed: int) -> dict[str, Any]:
+    """The saved state after ``completed`` epochs."""
+    path = _files(ctx).get(completed)
+    record = _read(ctx, path) if path else None
+    if record is None:
+        raise ConfigError(f"checkpoint of epoch {completed} is missing from {folder(ctx)}")
+    state: dict[str, Any] = record["state"]
+    return state
+
+
+def _remove(ctx: PartyContext, completed: int) -> None:
+    path = _files(ctx).get(completed)
+    if path is not None:
+        path.unlink(missing_ok=True)
+
+
+def agree(ctx: PartyContext, offered: list[int] | None = None) -> int:
+    """Agree with every party on the epochs to resume after (0 = from scratch); see module doc."""
+    if offered is None:
+        offered = available(ctx) if ctx.resume else []
+    offered = offered[-64:]
+    job = ctx.job
+    if ctx.name == job.host:
+        offers = ctx.channel.gather(Kind.CHECKPOINTS, ctx.peers)
+        common = set(offered)
+        for offer in offers.values():
+            assert isinstance(offer, Checkpoints)
+            common &= set(offer.completed.tolist())
+        completed = max(common, default=0)
+        ctx.channel.broadcast(ctx.peers, Resume(completed=completed))
+    else:
+        ctx.channel.send(job.host, Checkpoints(completed=np.array(offered, dtype=np.int64)))
+        body = ctx.channel.expect({Kind.RESUME}, {job.host}).body
+        assert isinstance(body, Resume)
+        completed = body.completed
+        if completed and completed not in offered:
+            raise ProtocolError(f"the host resumes after epoch {completed}, which we never offered")
+    for stale in available(ctx):
+        if stale > completed:  # another timeline now; never offer it again
+            _remove(ctx, stale)
+    if completed:
+        log.info("resuming after %d completed epochs", completed)
+    elif ctx.resume:
+        log.warning("no checkpoint is common to all parties; starting from the first epoch")
+    return completed
+
+
+# --- the Host ---------------------------------------------------------------------
+
+
+def resume_host(
+    ctx: PartyContext, state: HostState, rng: np.random.Generator
+) -> list[dict[str, Any]]:
+    """Agree, restore the Host's state and its metrics so far; returns the epoch records."""
+    completed = agree(ctx)
+    metrics = ctx.out / "metrics.jsonl"
+    if not completed:
+        metrics.unlink(missing_ok=True)
+        return []
+    saved = load(ctx, completed)
+    state.theta = np.array(saved["theta"], dtype=np.float64)
+    state.labels = np.array(saved["labels"], dtype=state.labels.dtype)
+    state.z_cache = [int(v) for v in saved["z_cache"]]
+    state.zh_cache = np.array(saved["zh_cache"], dtype=np.float64)
+    state.flipped_back = int(saved["flipped_back"])
+    rng.bit_generator.state = saved["rng"]
+    records: list[dict[str, Any]] = saved["records"]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return records
+
+
+def save_host(
+    ctx: PartyContext, state: HostState, rng: np.random.Generator, records: list[dict[str, Any]]
+) -> None:
+    """The Host's state after ``len(records)`` epochs."""
+    save(
+        ctx,
+        len(records),
+        {
+            "theta": state.theta.tolist(),
+            "labels": state.labels.tolist(),
+            "z_cache": [str(v) for v in state.z_cache],
+            "zh_cache": state.zh_cache.tolist(),
+            "flipped_back": state.flipped_back,
+            "rng": rng.bit_generator.state,
+            "records": records,
+        },
+    )
+
+
+# --- a Guest ----------------------------------------------------------------------
+
+
+def resume_guest(ctx: PartyContext, state: GuestState) -> None:
+    """Agree, and restore the guest's weights."""
+    completed = agree(ctx)
+    if completed:
+        state.theta = np.array(load(ctx, completed)["theta"], dtype=np.float64)
+
+
+def after_guest_step(ctx: PartyContext, state: GuestState, body: Message) -> None:
+    """Checkpoint once the gradient of an epoch's last batch is applied."""
+    batch = state.batch
+    if isinstance(body, Decrypted) and batch is not None and batch.batch == batch.n_batches - 1:
+        save(ctx, batch.epoch + 1, {"theta": state.theta.tolist()})
+
+
+# --- the Server -------------------------------------------------------------------
+
+
+def server_key(
+    ctx: PartyContext, generate: Callable[[int], tuple[PublicKey, PrivateKey]]
+) -> tuple[PublicKey, PrivateKey, bool]:
+    """The run's Paillier key pair: reloaded on resume if saved, else new (and saved).
+
+    ``generate`` makes a new pair from a bit size. Returns ``(public, private, reloaded)``.
+    """
+    path = folder(ctx) / KEY_FILE
+    if ctx.resume and path.exists():
+        try:
+            saved = json.loads(path.read_text())
+            public = PublicKey.from_n(int(saved["n"]))
+            private = PrivateKey(public, int(saved["p"]), int(saved["q"]))
+            if public.bits >= ctx.job.key_bits:
+                return public, private, True
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring unreadable key file %s: %s", path, exc)
+    public, private = generate(ctx.job.key_bits)
+    p, q = private_primes(private)
+    write_private_json(path, {"n": str(public.n), "p": str(p), "q": str(q)})
+    return public, private, False
+
+
+def resume_server(ctx: PartyContext, state: ServerState, reloaded_key: bool) -> None:
+    """Agree (offering checkpoints only under the reloaded key), restore the loss history."""
+    completed = agree(ctx, None if reloaded_key else [])
+    if completed:
+        state.losses = [float(v) for v in load(ctx, completed)["losses"]]
+        state.next_loss = (completed, 0)
+
+
+def save_server(ctx: PartyContext, state: ServerState, result: EpochResult) -> None:
+    """The Server's loss history after an epoch's verdict."""
+    save(ctx, result.epoch + 1, {"losses": state.losses})
+
+
+def forget_server_key(ctx: PartyContext) -> None:
+    """The run finished: nothing is left to resume, so the private key leaves the disk."""
+    (folder(ctx) / KEY_FILE).unlink(missing_ok=True)

@@ -1,0 +1,122 @@
+"""Golden vectors: one fixed example of every message kind, and of the link layer.
+
+``python tests/conformance/vectors.py`` rewrites ``golden.json`` from these
+examples; do that only for a deliberate wire-format change (and bump VERSION).
+The test (test_golden.py) checks, byte for byte, that encoding these examples
+gives the checked-in frames and that decoding the frames gives them back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.protocol import codec
+from privfl.protocol.messages import (
+    PROTOCOL,
+    VERSION,
+    Abort,
+    Batch,
+    BigInts,
+    Checkpoints,
+    CrossTerm,
+    Decrypted,
+    DecryptRequest,
+    EpochResult,
+    Finish,
+    Forward,
+    Header,
+    Hello,
+    Loss,
+    Message,
+    PublicKey,
+    Residual,
+    Resume,
+    ScoreRequest,
+    Scores,
+    kind_of,
+)
+from privfl.protocol.reliable import ACK, DATA, link_header, pack_frames
+
+GOLDEN = Path(__file__).with_name("golden.json")
+SESSION = "golden-session"
+# Any odd 256-bit number will do (no one factors it here); > 2**64, so it takes the
+# big-integer extension on the wire.
+N = 0xC7F1A5D3B9E2F0A1C3D5E7F9A1B3C5D7E9F1A3B5C7D9E1F3A5B7C9D1E3F5A7B9
+CIPHER = (N * N - 12345, 1, 2**70 + 3)
+
+
+def _messages() -> list[tuple[str, str, str, int, Message]]:
+    """(name, sender, receiver, round, body) of every example."""
+    rows = np.array([0, 5, 9], dtype=np.int64)
+    return [
+        ("hello", "guest-1", "server", 0, Hello("guest", "ab" * 32, 426, 20)),
+        ("public_key", "server", "host", 0, PublicKey(n=N, bits=256)),
+        ("batch_full", "host", "guest-1", 2, Batch(2, 0, 1, None)),
+        ("batch_rows", "host", "guest-1", 3, Batch(3, 1, 4, rows)),
+        ("forward", "guest-1", "host", 1, Forward(1, 0, BigInts(CIPHER), BigInts((7,)))),
+        ("residual", "host", "guest-1", 1, Residual(1, 0, BigInts(CIPHER), None)),
+        ("residual_others", "host", "guest-2", 1, Residual(1, 0, BigInts(CIPHER), BigInts((9,)))),
+        ("cross_term", "guest-2", "host", 1, CrossTerm(1, 0, BigInts((N,)))),
+        (
+            "decrypt_request",
+            "guest-1",
+            "server",
+            1,
+            DecryptRequest(1, 0, "gradient", BigInts(CIPHER)),
+        ),
+        ("decrypted", "server", "guest-1", 1, Decrypted(1, 0, "gradient", BigInts((0, 1, N - 1)))),
+        ("loss", "host", "server", 1, Loss(1, 0, 1, BigInts((N + 1,)), 3408, 80)),
+        ("epoch_result", "server", "host", 1, EpochResult(1, 0.6931471805599453, False, "")),
+        ("score_request", "host", "guest-1", 4, ScoreRequest(4, "test")),
+        ("scores", "guest-1", "host", 4, Scores(4, "test", BigInts(CIPHER))),
+        ("finish", "host", "server", 0, Finish(30, "max_epochs")),
+        ("abort", "guest-1", "host", 0, Abort("guest-1: disk full")),
+        ("checkpoints", "server", "host", 0, Checkpoints(np.array([3, 4, 5], dtype=np.int64))),
+        ("checkpoints_none", "guest-1", "host", 0, Checkpoints(np.zeros(0, dtype=np.int64))),
+        ("resume", "host", "guest-1", 0, Resume(4)),
+    ]
+
+
+def examples() -> list[tuple[str, Header, Message]]:
+    """Every example with its envelope (message ids count from 1 in list order)."""
+    out = []
+    for msg_id, (name, sender, receiver, round_, body) in enumerate(_messages(), start=1):
+        header = Header(PROTOCOL, VERSION, SESSION, sender, receiver, round_, msg_id, kind_of(body))
+        out.append((name, header, body))
+    return out
+
+
+def link_examples() -> dict[str, bytes]:
+    """Link-layer frames: a DATA header, an ACK header, a packed payload."""
+    return {
+        "data_header": link_header(DATA, 0x0102030405060708, 1, 0, 2),
+        "ack_header": link_header(ACK, 0x0102030405060708, 1),
+        "packed_frames": pack_frames([b"head", b"", b"body"]),
+    }
+
+
+def render() -> dict[str, Any]:
+    """The golden file's content."""
+    return {
+        "protocol": PROTOCOL,
+        "version": VERSION,
+        "messages": [
+            {
+                "name": name,
+                "kind": str(header.kind),
+                "frames": [frame.hex() for frame in codec.encode(header, body)],
+            }
+            for name, header, body in examples()
+        ],
+        "link": {name: blob.hex() for name, blob in link_examples().items()},
+    }
+
+
+if __name__ == "__main__":
+    GOLDEN.write_text(json.dumps(render(), indent=1) + "\n")
+    print(f"wrote {GOLDEN}", file=sys.stderr)
