@@ -16,6 +16,16 @@ from typing import Any
 import numpy as np
 
 from privfl.protocol import codec
+from privfl.protocol.hfl_messages import (
+    JoinRequest,
+    RoundDone,
+    RoundEnd,
+    RoundStart,
+    Sealed,
+    Shuffled,
+    ShuffleWindow,
+    Update,
+)
 from privfl.protocol.messages import (
     PROTOCOL,
     VERSION,
@@ -33,6 +43,10 @@ from privfl.protocol.messages import (
     Hello,
     Loss,
     Message,
+    PsiAnswer,
+    PsiHello,
+    PsiQuery,
+    PsiResult,
     PublicKey,
     Residual,
     Resume,
@@ -48,11 +62,28 @@ SESSION = "golden-session"
 # big-integer extension on the wire.
 N = 0xC7F1A5D3B9E2F0A1C3D5E7F9A1B3C5D7E9F1A3B5C7D9E1F3A5B7C9D1E3F5A7B9
 CIPHER = (N * N - 12345, 1, 2**70 + 3)
+# PSI: an odd 1024-bit stand-in for a guest's RSA modulus (the Host refuses shorter ones),
+# values in Z_N, and 256-bit tags (SHA-256 outputs).
+RSA_N = 2**1023 + N
+PSI_VALUES = (RSA_N - 2, 1, 2**200 + 1)
+PSI_TAGS = (2**255 + 1, 7, 2**256 - 1)
+# Horizontal mode: a 4-weight model; a sealed report is 60 + 32 + 4·4 = 108 bytes.
+HFL_JOB = "0123456789abcdef"
+TOKEN = bytes(range(32))
+REPORT_KEY = bytes(range(32, 64))
+SEALED = bytes((7 * i) % 256 for i in range(108))
+SEALED_2 = bytes((11 * i + 5) % 256 for i in range(108))
 
 
 def _messages() -> list[tuple[str, str, str, int, Message]]:
     """(name, sender, receiver, round, body) of every example."""
     rows = np.array([0, 5, 9], dtype=np.int64)
+    ids = np.array([0, 1, 2, 3], dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    weights = np.array([0.5, -0.25, 0.0, 1.0], dtype=np.float32)
+    selected = np.array([0, 2], dtype=np.int64)
+    topk = np.array([1, 3], dtype=np.int64)
+    report = np.array([0.75, -1.5, 0.125, 2.0], dtype=np.float32)
     return [
         ("hello", "guest-1", "server", 0, Hello("guest", "ab" * 32, 426, 20)),
         ("public_key", "server", "host", 0, PublicKey(n=N, bits=256)),
@@ -79,6 +110,42 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ("checkpoints", "server", "host", 0, Checkpoints(np.array([3, 4, 5], dtype=np.int64))),
         ("checkpoints_none", "guest-1", "host", 0, Checkpoints(np.zeros(0, dtype=np.int64))),
         ("resume", "host", "guest-1", 0, Resume(4)),
+        # PSI and prediction
+        ("psi_hello_rsa", "guest-1", "host", 0, PsiHello("rsa", RSA_N, 65537, 3)),
+        ("psi_hello_ecdh", "guest-2", "host", 0, PsiHello("ecdh", 0, 0, 3)),
+        ("psi_query", "host", "guest-1", 0, PsiQuery(BigInts(PSI_VALUES))),
+        ("psi_answer", "guest-1", "host", 0, PsiAnswer(BigInts(PSI_VALUES), BigInts(PSI_TAGS))),
+        ("psi_result", "host", "guest-1", 0, PsiResult(np.array([2, 0], dtype=np.int64))),
+        ("psi_result_none", "host", "guest-2", 0, PsiResult(np.zeros(0, dtype=np.int64))),
+        # horizontal mode
+        ("join", "clients-1", "aggregator", 0, JoinRequest(0, "clients", HFL_JOB, ids)),
+        ("join_shuffler", "shuffler", "aggregator", 0, JoinRequest(0, "shuffler", HFL_JOB, none)),
+        (
+            "round_start",
+            "aggregator",
+            "clients-1",
+            1,
+            RoundStart(1, weights, selected, topk, TOKEN, REPORT_KEY),
+        ),
+        (
+            "round_start_direct",
+            "aggregator",
+            "clients-1",
+            1,
+            RoundStart(1, weights, selected, topk, b"", b""),
+        ),
+        ("update", "clients-1", "aggregator", 1, Update(1, 2, report)),
+        ("round_done", "clients-1", "aggregator", 1, RoundDone(1, 2)),
+        ("sealed", "clients-1", "shuffler", 1, Sealed(1, SEALED)),
+        (
+            "shuffle_window",
+            "aggregator",
+            "shuffler",
+            1,
+            ShuffleWindow(1, 2, 1, 0.5, 1.0, np.zeros(4, dtype=np.float32), REPORT_KEY),
+        ),
+        ("shuffled", "shuffler", "aggregator", 1, Shuffled(1, 2, 108, SEALED_2 + SEALED, 1)),
+        ("round_end", "aggregator", "clients-1", 10, RoundEnd(10, 0.9375, True, "rounds")),
     ]
 
 
