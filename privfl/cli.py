@@ -119,6 +119,13 @@ def kit_options(func: F) -> F:
         ),
         click.option("--seed", type=int, default=None, help="Seed of the training RNG. [0]"),
         click.option(
+            "--obfuscation",
+            type=click.Choice(["standard", "djn"]),
+            default=None,
+            help="Paillier obfuscation: standard r^n, or DJN's faster short-exponent h_s^a "
+            "(an extra hardness assumption; see docs/performance.md). [standard]",
+        ),
+        click.option(
             "--timeout",
             type=click.FloatRange(min=0.1),
             default=None,
@@ -155,6 +162,8 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
         job = replace(job, label_dp=replace(job.label_dp, epsilon=opts["label_epsilon"]))
     if opts["seed"] is not None:
         job = replace(job, seed=opts["seed"])
+    if opts.get("obfuscation") is not None:
+        job = replace(job, obfuscation=opts["obfuscation"])
     if opts["timeout"] is not None:
         job = replace(job, timeout_seconds=opts["timeout"])
     return job

@@ -1,4 +1,4 @@
-"""Paillier obfuscators ``r^n mod n²`` computed ahead of time by worker processes.
+"""Paillier obfuscators (``r^n`` or DJN ``h_s^a`` mod n²) computed ahead of time by workers.
 
 An obfuscation is 96 % of an encryption's cost and needs no plaintext, so a party
 can compute them on every core, and while it waits for its peers. Workers draw r
@@ -13,9 +13,13 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
-from privfl.crypto.paillier import obfuscators
+import numpy as np
+import numpy.typing as npt
+
+from privfl.crypto.paillier import PublicKey, obfuscators
 
 CHUNK = 32  # obfuscators per task: large enough to amortise IPC, small enough to balance
 
@@ -35,11 +39,20 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-class NoisePool:
-    """A queue of obfuscators filled by ``workers`` processes (inline when workers <= 1)."""
+def _matvec_block(n: int, x: npt.NDArray[np.int64], c: list[int]) -> list[int]:
+    """Worker task: one block of columns of ``Xᵀ[[d]]``."""
+    return PublicKey(n).matvec_t(x, c)
 
-    def __init__(self, n: int, workers: int = 0) -> None:
+
+class NoisePool:
+    """A queue of obfuscators filled by ``workers`` processes (inline when workers <= 1).
+
+    The same workers also split a party's ``Xᵀ[[d]]`` by columns (:meth:`matvec_t`).
+    """
+
+    def __init__(self, n: int, workers: int = 0, h_s: int = 0) -> None:
         self.n = n
+        self.h_s = h_s  # non-zero: DJN short-exponent obfuscators (see crypto.djn)
         self.workers = workers or os.cpu_count() or 1
         self._ready: deque[int] = deque()
         self._pending: deque[Future[list[int]]] = deque()
@@ -61,7 +74,7 @@ class NoisePool:
             return
         for start in range(0, count, CHUNK):
             size = min(CHUNK, count - start)
-            self._pending.append(self._executor.submit(obfuscators, self.n, size))
+            self._pending.append(self._executor.submit(obfuscators, self.n, size, self.h_s))
             self._pending_count += size
 
     def take(self, count: int) -> list[int]:
@@ -69,7 +82,7 @@ class NoisePool:
         missing = count - len(self._ready) - self._pending_count
         if missing > 0:
             if self._executor is None:
-                self._ready.extend(obfuscators(self.n, missing))
+                self._ready.extend(obfuscators(self.n, missing, self.h_s))
             else:
                 self.prefetch(missing)
         while len(self._ready) < count:
@@ -77,6 +90,25 @@ class NoisePool:
             self._pending_count -= len(chunk)
             self._ready.extend(chunk)
         return [self._ready.popleft() for _ in range(count)]
+
+    def matvec_t(self, key: PublicKey, x: npt.NDArray[np.int64], c: Sequence[int]) -> list[int]:
+        """``key.matvec_t(x, c)`` with its columns split over the workers (inline with one).
+
+        Each worker gets the ciphertexts once per call (``|c|`` × 512 bytes at 2048 bits)
+        and a block of columns; the blocks come back in order, so the result is the
+        same list :meth:`PublicKey.matvec_t` returns.
+        """
+        columns = x.shape[1] if x.ndim == 2 else 0
+        if self._executor is None or columns < 2:
+            return key.matvec_t(x, c)
+        blocks = np.array_split(np.arange(columns), min(self.workers, columns))
+        ciphertexts = [int(v) for v in c]
+        futures = [
+            self._executor.submit(_matvec_block, key.n, np.ascontiguousarray(x[:, b]), ciphertexts)
+            for b in blocks
+            if len(b)
+        ]
+        return [value for future in futures for value in future.result()]
 
     def close(self) -> None:
         """Stop the workers (pending work is dropped)."""

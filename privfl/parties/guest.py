@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.noise import NoisePool
 from privfl.crypto.paillier import PublicKey, unmask
@@ -93,7 +94,7 @@ def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTer
     x = state.x_exp[state.rows()]
     if len(msg.residual) != x.shape[0]:
         raise ProtocolError(f"residual has {len(msg.residual)} rows, the batch {x.shape[0]}")
-    grad = state.key.matvec_t(x, msg.residual.values)
+    grad = packing.pack(state.key, state.noise.matvec_t(state.key, x, msg.residual.values))
     grad = state.key.rerandomize(grad, state.noise.take(len(grad)))
     masked, state.masks = state.key.mask(grad)
     request = DecryptRequest(
@@ -113,7 +114,8 @@ def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTer
 def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
     """Remove our mask, add our own L2 term, take one SGD step."""
     assert state.z is not None
-    plain = unmask(msg.values.values, state.masks, state.key.n)
+    n = state.key.n
+    plain = packing.unpack(unmask(msg.values.values, state.masks, n), len(state.theta), n)
     x_t_4d = decode(plain, LOSS_BITS, state.key.n)
     penalised = np.ones_like(state.theta)
     state.theta = state.theta - lr * gradient(
@@ -143,7 +145,7 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
     host, server = job.host, job.server
     announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host])
     key = receive_public_key(ctx)
-    noise = NoisePool(key.n, workers)
+    noise = NoisePool(key.n, workers, key.h_s)
     # The first forward pass and evaluation need this many; the workers start now.
     noise.prefetch(data.rows + data.x_train.shape[1] + 2)
     state = GuestState(

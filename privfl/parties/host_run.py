@@ -169,7 +169,7 @@ def masked_scores(
     channel.send(ctx.job.server, request, epoch)
     reply = channel.expect({Kind.DECRYPTED}, {ctx.job.server}).body
     assert isinstance(reply, Decrypted)
-    return steps.unmask_scores(state, reply, masks)
+    return steps.unmask_scores(state, reply, masks, rows)
 
 
 def maybe_flipback(ctx: PartyContext, state: HostState, epoch: int, last: bool) -> int:

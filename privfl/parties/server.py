@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from privfl.crypto.encoding import decode
+from privfl.crypto.packing import packed_length
 from privfl.crypto.paillier import PrivateKey, generate_keypair
 from privfl.errors import ProtocolError
 from privfl.parties.common import PartyContext, big, check_hello
@@ -51,7 +52,8 @@ def on_decrypt(state: ServerState, sender: str, host: str, msg: DecryptRequest) 
     """Decrypt a masked vector after checking the sender may ask for it (one per batch)."""
     if msg.purpose == "gradient":
         key = (sender, msg.epoch, msg.batch)
-        if key in state.gradient_requests or len(msg.values) != state.features[sender]:
+        expected = packed_length(state.features[sender], state.key.public_key.n)
+        if key in state.gradient_requests or len(msg.values) != expected:
             raise ProtocolError(f"{sender} asked for an unexpected gradient decryption {key}")
         state.gradient_requests.add(key)
     else:
@@ -100,8 +102,12 @@ def verdict(state: ServerState) -> tuple[bool, str]:
 def handshake(ctx: PartyContext) -> ServerState:
     """Make the key pair, hear every party's Hello, send each the public key."""
     job = ctx.job
-    public, private = generate_keypair(job.key_bits)
-    log.info("generated a %d-bit Paillier key pair (private key stays here)", public.bits)
+    public, private = generate_keypair(job.key_bits, job.obfuscation)
+    log.info(
+        "generated a %d-bit Paillier key pair (%s obfuscation; private key stays here)",
+        public.bits,
+        public.obfuscation,
+    )
     hellos = ctx.channel.gather(Kind.HELLO, ctx.peers)
     features: dict[str, int] = {}
     rows = 0
@@ -110,7 +116,7 @@ def handshake(ctx: PartyContext) -> ServerState:
         check_hello(ctx, sender, hello)
         features[sender] = hello.features
         rows = max(rows, hello.rows)
-    ctx.channel.broadcast(ctx.peers, PublicKeyMsg(n=public.n, bits=public.bits))
+    ctx.channel.broadcast(ctx.peers, PublicKeyMsg(n=public.n, bits=public.bits, h_s=public.h_s))
     t = job.training
     return ServerState(
         key=private,

@@ -122,7 +122,12 @@ def encode(header: Header, body: Message) -> list[bytes]:
         raise ProtocolError(f"header kind {header.kind} does not match {type(body).__name__}")
     head = {k: getattr(header, k) for k in _HEADER_KEYS}
     head["kind"] = str(header.kind)
-    fields = {f.name: getattr(body, f.name) for f in dataclasses.fields(body)}
+    # A field still at its default is left out, so adding one keeps old frames unchanged.
+    fields = {
+        f.name: getattr(body, f.name)
+        for f in dataclasses.fields(body)
+        if f.default is dataclasses.MISSING or getattr(body, f.name) != f.default
+    }
     return [_pack(head), _pack(fields)]
 
 
@@ -165,7 +170,9 @@ def decode_body(kind: Kind, frame: bytes) -> Message:
     cls = MESSAGE_TYPES[kind]
     data = _unpack(frame, MAX_FRAME_BYTES)
     hints = typing.get_type_hints(cls)
-    if not isinstance(data, dict) or set(data) != set(hints):
+    # A field with a default may be missing (sent by a peer that predates it).
+    required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
+    if not isinstance(data, dict) or not required <= set(data) <= set(hints):
         raise ProtocolError(f"{kind} body must have exactly the fields {sorted(hints)}")
     for name, value in data.items():
         if not _matches(value, hints[name]):
