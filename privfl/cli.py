@@ -383,3 +383,12 @@ def keys_gen(party: str, out: Path, force: bool) -> None:
     public, secret = generate_keypair(out, party, overwrite=force)
     click.echo(f"public key {public}\nsecret key {secret} (mode 0600, never share it)")
     click.echo(f"fingerprint {fingerprint(load_public_key(public))} (compare it out of band)")
+
+
+def _bench() -> click.Group:
+    from privfl.bench.cli import bench  # imports friendly_errors from this module
+
+    return bench
+
+
+main.add_command(_bench())

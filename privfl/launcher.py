@@ -33,8 +33,13 @@ class PartyProcess:
     handle: IO[bytes]
 
 
-def start_parties(job: JobConfig, job_path: Path, out: Path) -> list[PartyProcess]:
-    """Spawn one ``privfl vfl <role>`` process per party (Server first, so it listens early)."""
+def start_parties(
+    job: JobConfig, job_path: Path, out: Path, extra: dict[str, list[str]] | None = None
+) -> list[PartyProcess]:
+    """Spawn one ``privfl vfl <role>`` process per party (Server first, so it listens early).
+
+    ``extra`` appends arguments per party name (e.g. ``--data`` for the benchmark).
+    """
     order = sorted(job.parties.values(), key=lambda p: ("server", "host", "guest").index(p.role))
     started = []
     for spec in order:
@@ -55,6 +60,7 @@ def start_parties(job: JobConfig, job_path: Path, out: Path) -> list[PartyProces
             "--out",
             str(folder),
             "--no-progress",
+            *(extra or {}).get(spec.name, []),
         ]
         process = subprocess.Popen(
             command,

@@ -151,3 +151,23 @@ def test_unpack_refuses_values_outside_the_bound(djn_keys: tuple[PublicKey, Priv
         packing.unpack(private.decrypt(packed), 2, n)
     with pytest.raises(CryptoError, match="cannot hold"):
         packing.unpack([0, 0], 2, n)
+
+
+def test_packed_scores_of_several_guests_sum_slot_by_slot(
+    djn_keys: tuple[PublicKey, PrivateKey],
+) -> None:
+    # Prepare: three guests' scores, each packed before encryption as a guest does.
+    public, private = djn_keys
+    n = public.n
+    rng = np.random.default_rng(5)
+    scores = [rng.normal(scale=50, size=13) for _ in range(3)]
+    packed = [public.encrypt(packing.pack_plain(encode(z, VALUE_BITS, n), n)) for z in scores]
+
+    # Act: the Host sums the packed vectors, masks, has them decrypted, unmasks, unpacks.
+    total = public.add(public.add(packed[0], packed[1]), packed[2])
+    masked, masks = public.mask(total)
+    plain = packing.unpack(unmask(private.decrypt(masked), masks, n), 13, n, terms=3)
+
+    # Assert: 13 rows in 3 ciphertexts; the sum equals numpy's.
+    assert len(total) == 3
+    np.testing.assert_allclose(decode(plain, VALUE_BITS, n), sum(scores), atol=1e-8)

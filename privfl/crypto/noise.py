@@ -22,14 +22,19 @@ import numpy.typing as npt
 from privfl.crypto.paillier import PublicKey, obfuscators
 
 CHUNK = 32  # obfuscators per task: large enough to amortise IPC, small enough to balance
+BACKGROUND_NICE = 5
+"""Prefetching obfuscators is background work: the work a peer waits for (``Xᵀ[[d]]``,
+the Host's and Server's steps on the same machine) goes first, prefetching fills idle time."""
 
 
-def _exit_with_parent(parent: int) -> None:
+def _exit_with_parent(parent: int, nice: int = 0) -> None:
     """Worker initializer: end this worker when the party process is gone.
 
     A party killed with SIGKILL cannot shut its pool down; without this watch its
-    workers would wait for work forever.
+    workers would wait for work forever. ``nice`` lowers the worker's priority.
     """
+    if nice:
+        os.nice(nice)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -44,13 +49,30 @@ def _matvec_block(n: int, x: npt.NDArray[np.int64], c: list[int]) -> list[int]:
     return PublicKey(n).matvec_t(x, c)
 
 
+def _spawn_pool(workers: int, nice: int) -> ProcessPoolExecutor:
+    """Worker processes that exit with their party; spawned, since the party runs ZeroMQ
+    threads that must not be forked. All of them start now, in the background, so the
+    first real task does not pay for starting an interpreter."""
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(), nice),
+    )
+    for _ in range(workers):
+        pool.submit(os.getpid)  # the executor starts one more process per pending task
+    return pool
+
+
 class NoisePool:
     """A queue of obfuscators filled by ``workers`` processes (inline when workers <= 1).
 
     The same workers also split a party's ``Xᵀ[[d]]`` by columns (:meth:`matvec_t`).
     """
 
-    def __init__(self, n: int, workers: int = 0, h_s: int = 0) -> None:
+    def __init__(
+        self, n: int, workers: int = 0, h_s: int = 0, nice: int = BACKGROUND_NICE
+    ) -> None:
         self.n = n
         self.h_s = h_s  # non-zero: DJN short-exponent obfuscators (see crypto.djn)
         self.workers = workers or os.cpu_count() or 1
@@ -58,15 +80,10 @@ class NoisePool:
         self._pending: deque[Future[list[int]]] = deque()
         self._pending_count = 0
         self._executor: ProcessPoolExecutor | None = None
+        self._compute: ProcessPoolExecutor | None = None  # Xᵀ[[d]], never queued behind noise
         if self.workers > 1:
-            # spawn, not fork: the parent runs ZeroMQ threads that must not be forked.
-            context = multiprocessing.get_context("spawn")
-            self._executor = ProcessPoolExecutor(
-                self.workers,
-                mp_context=context,
-                initializer=_exit_with_parent,
-                initargs=(os.getpid(),),
-            )
+            self._executor = _spawn_pool(self.workers, nice)
+            self._compute = _spawn_pool(self.workers, 0)
 
     def prefetch(self, count: int) -> None:
         """Start computing ``count`` more obfuscators in the background."""
@@ -99,12 +116,12 @@ class NoisePool:
         same list :meth:`PublicKey.matvec_t` returns.
         """
         columns = x.shape[1] if x.ndim == 2 else 0
-        if self._executor is None or columns < 2:
+        if self._compute is None or columns < 2:
             return key.matvec_t(x, c)
         blocks = np.array_split(np.arange(columns), min(self.workers, columns))
         ciphertexts = [int(v) for v in c]
         futures = [
-            self._executor.submit(_matvec_block, key.n, np.ascontiguousarray(x[:, b]), ciphertexts)
+            self._compute.submit(_matvec_block, key.n, np.ascontiguousarray(x[:, b]), ciphertexts)
             for b in blocks
             if len(b)
         ]
@@ -112,6 +129,7 @@ class NoisePool:
 
     def close(self) -> None:
         """Stop the workers (pending work is dropped)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+        for pool in (self._executor, self._compute):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._executor = self._compute = None

@@ -125,10 +125,11 @@ def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
 
 
 def scores(state: GuestState, msg: ScoreRequest) -> Scores:
-    """Encrypted partial scores for every row of a split (the Host learns only their sum)."""
+    """Encrypted partial scores for every row of a split, packed (the Host learns only sums)."""
     x = state.data.x_test if msg.split == "test" else state.data.x_train
     z = x @ state.theta
-    values = encrypt(state, encode(z, VALUE_BITS, state.key.n))
+    n = state.key.n
+    values = encrypt(state, packing.pack_plain(encode(z, VALUE_BITS, n), n))
     return Scores(epoch=msg.epoch, split=msg.split, scores=big(values))
 
 

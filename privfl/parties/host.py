@@ -217,32 +217,41 @@ def apply_flipback(state: HostState, guest_scores: np.ndarray, fraction: float) 
 
 
 def masked_request(
-    state: HostState, ciphertexts: list[int], epoch: int
+    state: HostState, ciphertexts: list[int], epoch: int, packed: bool = False
 ) -> tuple[DecryptRequest, list[int]]:
     """Ask the Server for ``[[v]]`` packed, under a fresh uniform mask (it learns nothing of v).
 
     No re-randomisation: these are sums of the guests' fresh encryptions, whose
     randomness is independent of the data, and the Server has never seen them.
     """
-    masked, masks = state.key.mask(packing.pack(state.key, ciphertexts))
+    if not packed:
+        ciphertexts = packing.pack(state.key, ciphertexts)
+    masked, masks = state.key.mask(ciphertexts)
     return DecryptRequest(epoch=epoch, batch=0, purpose="scores", values=big(masked)), masks
 
 
 def unmask_scores(
-    state: HostState, decrypted: Decrypted, masks: list[int], rows: int
+    state: HostState, decrypted: Decrypted, masks: list[int], rows: int, terms: int = 1
 ) -> np.ndarray:
-    """The plain ``Σ_g z_g`` of ``rows`` rows behind a masked, packed score request."""
+    """The plain ``Σ_g z_g`` of ``rows`` rows behind a masked, packed score request.
+
+    ``terms``: how many packed vectors were summed (the guests' Scores), 1 if the Host
+    packed the summed ciphertexts itself.
+    """
     n = state.key.n
-    plain = packing.unpack(unmask(decrypted.values.values, masks, n), rows, n)
+    plain = packing.unpack(unmask(decrypted.values.values, masks, n), rows, n, terms)
     return decode(plain, VALUE_BITS, n)
 
 
 def sum_scores(state: HostState, replies: dict[str, Scores], rows: int) -> list[int]:
-    """``Σ_g [[z_g]]`` over every guest's Scores reply, checking their lengths."""
+    """``Σ_g [[z_g]]`` over every guest's packed Scores reply, checking their lengths."""
     vectors = []
+    expected = packing.packed_length(rows, state.key.n)
     for guest, reply in replies.items():
-        if len(reply.scores) != rows:
-            raise ProtocolError(f"{guest} sent {len(reply.scores)} scores, expected {rows}")
+        if len(reply.scores) != expected:
+            raise ProtocolError(
+                f"{guest} sent {len(reply.scores)} packed scores, expected {expected}"
+            )
         vectors.append(reply.scores.values)
     return add_all(state.key, vectors)
 

@@ -218,7 +218,10 @@ class ScoreRequest:
 
 @dataclass(frozen=True, slots=True)
 class Scores:
-    """A guest's encrypted partial scores ``[[z_g]]`` on every row of a split."""
+    """A guest's encrypted partial scores ``[[z_g]]`` on every row of a split, packed.
+
+    ``privfl.crypto.packing.pack_plain`` puts several rows in each plaintext.
+    """
 
     epoch: int
     split: str
