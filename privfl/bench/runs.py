@@ -8,6 +8,7 @@ party process and of its worker processes, sampled while it runs.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import threading
 import time
@@ -25,12 +26,12 @@ POLL_SECONDS = 0.2
 
 @dataclass
 class RunResult:
-    """One real run: seconds per epoch and peak resident memory per party (MiB)."""
+    """One real run: seconds per epoch; peak memory (MiB) and CPU seconds per party."""
 
     obfuscation: str
     epoch_seconds: list[float]
     wall_seconds: float
-    peak_mib: dict[str, dict[str, float]] = field(default_factory=dict)
+    per_party: dict[str, dict[str, float]] = field(default_factory=dict)  # MiB, CPU s
     accuracy: float | None = None
 
     @property
@@ -45,7 +46,7 @@ class RunResult:
             "epoch_seconds": self.epoch_seconds,
             "steady_epoch_seconds": self.steady_epoch,
             "wall_seconds": self.wall_seconds,
-            "peak_mib": self.peak_mib,
+            "per_party": self.per_party,
             "accuracy": self.accuracy,
         }
 
@@ -59,6 +60,15 @@ def _hwm_kib(pid: int) -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used so far; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _children(pid: int) -> list[int]:
@@ -79,6 +89,7 @@ class MemoryWatch:
         self.pids = pids
         self.party: dict[str, int] = dict.fromkeys(pids, 0)
         self.workers: dict[str, dict[int, int]] = {name: {} for name in pids}
+        self.cpu: dict[str, dict[int, float]] = {name: {} for name in pids}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -87,12 +98,16 @@ class MemoryWatch:
         while not self._stop.is_set():
             for name, pid in self.pids.items():
                 self.party[name] = max(self.party[name], _hwm_kib(pid))
-                for child in _children(pid):
-                    seen = self.workers[name].get(child, 0)
-                    self.workers[name][child] = max(seen, _hwm_kib(child))
+                cpu = self.cpu[name]
+                for proc in [pid, *_children(pid)]:
+                    cpu[proc] = max(cpu.get(proc, 0.0), _cpu_seconds(proc))
+                    if proc != pid:
+                        seen = self.workers[name].get(proc, 0)
+                        self.workers[name][proc] = max(seen, _hwm_kib(proc))
             self._stop.wait(POLL_SECONDS)
 
     def stop(self) -> dict[str, dict[str, float]]:
+        """Per party: peak MiB of the party process, of it plus its workers, CPU seconds."""
         self._stop.set()
         self._thread.join()
         return {
@@ -101,6 +116,7 @@ class MemoryWatch:
                 "with_workers": round(
                     (self.party[name] + sum(self.workers[name].values())) / 1024, 1
                 ),
+                "cpu_seconds": round(sum(self.cpu[name].values()), 2),
             }
             for name in self.pids
         }
