@@ -1,6 +1,6 @@
 """DJN short-exponent obfuscation: ``h_s^a mod n²`` with a fixed-base table instead of ``r^n``.
 
-Damgård, Jurik and Nielsen (2010, §4.1 "a faster variant"; also Damgård–Jurik, PKC 2001)
+Damgård, Jurik and Nielsen (Int. J. Inf. Security 2010; also Damgård–Jurik, PKC 2001)
 encrypt as ``(1 + n)^m · h_s^a mod n²`` where ``h_s = h^n mod n²`` for one public
 ``h = −x² mod n`` (``x`` a random unit) and ``a`` is uniform on ``[0, 2^⌈|n|/2⌉)``.
 The result is a valid Paillier ciphertext (``h_s^a = (h^a)^n`` is an n-th power), so the
@@ -50,8 +50,7 @@ def exponent_bits(n: int) -> int:
 def make_generator(n: int) -> int:
     """A fresh public ``h_s = (−x²)^n mod n²`` for a CSPRNG unit ``x`` (the key holder calls this).
 
-    ``−x²`` is a unit with Jacobi symbol 1; squaring keeps it inside the quadratic
-    residues, where the short exponent ranges over a group of order ≈ n/4.
+    ``h = −x² mod n`` is DJN's choice of base; ``x`` is secret and discarded.
     """
     while True:
         x = secrets.randbelow(n - 2) + 2
