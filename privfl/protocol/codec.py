@@ -126,9 +126,15 @@ def encode(header: Header, body: Message) -> list[bytes]:
     fields = {
         f.name: getattr(body, f.name)
         for f in dataclasses.fields(body)
-        if f.default is dataclasses.MISSING or getattr(body, f.name) != f.default
+        if not _at_default(getattr(body, f.name), f.default)
     }
     return [_pack(head), _pack(fields)]
+
+
+def _at_default(value: object, default: object) -> bool:
+    """Whether a field holds its (scalar) default; arrays and containers are always sent."""
+    scalar = (int, float, str, bool, type(None))
+    return type(value) is type(default) and isinstance(value, scalar) and value == default
 
 
 def _pack(fields: dict[str, Any]) -> bytes:
