@@ -206,7 +206,7 @@ def run_local_cmd(job_file: Path | None, out: Path | None, no_progress: bool, **
     job = relocate(build_job(base, **opts))
     out = out or run_dir_default()
     click.echo(
-        f"privfl: {len(job.guests)} guest(s), {job.key_bits}-bit keys, "
+        f"privfl: {len(job.guests)} guest(s), {job.key_bits}-bit keys ({job.obfuscation}), "
         f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs -> {out}",
         err=True,
     )

@@ -284,6 +284,7 @@ def summary_of(
         },
         "privacy": ledger(job, state),
         "key_bits": job.key_bits,
+        "obfuscation": job.obfuscation,
         "epochs": len(records),
         "max_epochs": job.training.epochs,
         "stop_reason": reason,
