@@ -70,9 +70,7 @@ class NoisePool:
     The same workers also split a party's ``Xᵀ[[d]]`` by columns (:meth:`matvec_t`).
     """
 
-    def __init__(
-        self, n: int, workers: int = 0, h_s: int = 0, nice: int = BACKGROUND_NICE
-    ) -> None:
+    def __init__(self, n: int, workers: int = 0, h_s: int = 0, nice: int = BACKGROUND_NICE) -> None:
         self.n = n
         self.h_s = h_s  # non-zero: DJN short-exponent obfuscators (see crypto.djn)
         self.workers = workers or os.cpu_count() or 1
