@@ -84,3 +84,12 @@ def test_init_writes_the_obfuscation_flag(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     job = tomllib.loads((tmp_path / "kit" / "job.toml").read_text())
     assert job["obfuscation"] == "djn"
+
+
+def test_fate_utils_is_skipped_cleanly_when_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privfl.bench import stages
+
+    # A None entry in sys.modules makes `import fate_utils` raise ImportError.
+    monkeypatch.setitem(sys.modules, "fate_utils", None)
+    monkeypatch.setitem(sys.modules, "fate_utils.paillier", None)
+    assert stages.fate_epoch(synthetic(20, 4), 256, 10) is None

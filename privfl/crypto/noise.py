@@ -3,7 +3,9 @@
 An obfuscation is 96 % of an encryption's cost and needs no plaintext, so a party
 can compute them on every core, and while it waits for its peers. Workers draw r
 from their own CSPRNG (``secrets``); only the resulting integers come back, over
-local process pipes (never over the network).
+local process pipes (never over the network). A second set of workers splits the
+party's ``Xᵀ[[d]]`` by columns: its own feature exponents and the ciphertexts go to
+them over the same local pipes.
 """
 
 from __future__ import annotations
