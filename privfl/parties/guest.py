@@ -147,8 +147,11 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
     announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host])
     key = receive_public_key(ctx)
     noise = NoisePool(key.n, workers, key.h_s)
-    # The first forward pass and evaluation need this many; the workers start now.
-    noise.prefetch(data.rows + data.x_train.shape[1] + 2)
+    # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,
+    # the packed test scores); the workers start on them now.
+    gradient = packing.packed_length(data.x_train.shape[1], key.n)
+    test = packing.packed_length(len(data.x_test), key.n)
+    noise.prefetch(len(data.x_train) + 2 + gradient + test)
     state = GuestState(
         data=data, key=key, theta=np.zeros(data.x_train.shape[1]), l2=job.training.l2, noise=noise
     )
