@@ -58,7 +58,9 @@ def on_decrypt(state: ServerState, sender: str, host: str, msg: DecryptRequest) 
         state.gradient_requests.add(key)
     else:
         used = state.score_requests.get(msg.epoch, 0)
-        if sender != host or used >= SCORE_REQUESTS_PER_EPOCH or len(msg.values) > state.rows:
+        # Score requests are packed: at most one split's rows, slots(n) per residue.
+        most = packed_length(state.rows, state.key.public_key.n)
+        if sender != host or used >= SCORE_REQUESTS_PER_EPOCH or len(msg.values) > most:
             raise ProtocolError(f"{sender} asked for an unexpected score decryption")
         state.score_requests[msg.epoch] = used + 1
     plain = state.key.decrypt(msg.values.values)
