@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import functools
-import logging
 import math
 import sys
-import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -14,39 +11,15 @@ from typing import Any, TypeVar
 
 import click
 
+from privfl.bench.cli import bench
+from privfl.cli_errors import friendly_errors
 from privfl.config import JobConfig, check_key_bits, load_job, with_overrides
-from privfl.errors import PrivflError
+from privfl.conformance import command as conformance_command
+from privfl.hfl.cli import hfl
+from privfl.predict_cli import predict_cmd
+from privfl.site_cli import keys_fingerprint, keys_import
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT_ERROR = 1
-EXIT_INTERNAL = 70
-
-
-def friendly_errors(func: F) -> F:
-    """Turn our errors into one line on stderr and a non-zero exit; never a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except PrivflError as exc:
-            click.echo(f"privfl: error: {exc}", err=True)
-            sys.exit(EXIT_ERROR)
-        except KeyboardInterrupt:
-            click.echo("privfl: interrupted", err=True)
-            sys.exit(130)
-        except click.ClickException:
-            raise  # usage errors: click prints them with the usage line
-        except Exception as exc:
-            logging.getLogger("privfl").error("internal error\n%s", traceback.format_exc())
-            click.echo(
-                f"privfl: internal error: {type(exc).__name__}: {exc} "
-                "(the party log has the traceback; please report it)",
-                err=True,
-            )
-            sys.exit(EXIT_INTERNAL)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def parse_epsilon(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
@@ -121,6 +94,13 @@ def kit_options(func: F) -> F:
         ),
         click.option("--seed", type=int, default=None, help="Seed of the training RNG. [0]"),
         click.option(
+            "--obfuscation",
+            type=click.Choice(["standard", "djn"]),
+            default=None,
+            help="Paillier obfuscation: standard r^n, or DJN's faster short-exponent h_s^a "
+            "(an extra hardness assumption; see docs/performance.md). [standard]",
+        ),
+        click.option(
             "--timeout",
             type=click.FloatRange(min=0.1),
             default=None,
@@ -157,6 +137,8 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
         job = replace(job, label_dp=replace(job.label_dp, epsilon=opts["label_epsilon"]))
     if opts["seed"] is not None:
         job = replace(job, seed=opts["seed"])
+    if opts.get("obfuscation") is not None:
+        job = replace(job, obfuscation=opts["obfuscation"])
     if opts["timeout"] is not None:
         job = replace(job, timeout_seconds=opts["timeout"])
     return job
@@ -213,7 +195,7 @@ def run_local_cmd(
         job = relocate(build_job(base, **opts))
     out = out or run_dir_default()
     click.echo(
-        f"privfl: {len(job.guests)} guest(s), {job.key_bits}-bit keys, "
+        f"privfl: {len(job.guests)} guest(s), {job.key_bits}-bit keys ({job.obfuscation}), "
         f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs -> {out}",
         err=True,
     )
@@ -300,7 +282,7 @@ def party_command(role: str) -> click.Command:
         "--workers",
         type=click.IntRange(0),
         default=0,
-        help="Processes for Paillier encryption (Guest); 0 = one per core. [0]",
+        help="Processes for Paillier encryption and Xᵀ[[d]] (Guest); 0 = one per core. [0]",
     )
     @click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
     @click.option(
@@ -454,14 +436,10 @@ def keys_gen(party: str, out: Path, force: bool) -> None:
     click.echo(f"fingerprint {fingerprint(load_public_key(public))} (compare it out of band)")
 
 
-# Commands that live in their own modules (imported last: they use the helpers above).
-from privfl.conformance import command as conformance_command  # noqa: E402
-from privfl.hfl.cli import hfl  # noqa: E402  (horizontal mode; it imports torch only when run)
-from privfl.predict_cli import predict_cmd  # noqa: E402
-from privfl.site_cli import keys_fingerprint, keys_import  # noqa: E402
-
+# Commands that live in their own modules.
 vfl.add_command(predict_cmd)
 keys.add_command(keys_import)
 keys.add_command(keys_fingerprint)
 main.add_command(hfl)
 main.add_command(conformance_command)
+main.add_command(bench)

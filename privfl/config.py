@@ -19,6 +19,7 @@ PSI_METHODS = ("rsa", "ecdh")
 LOCAL_KEYS = ("data", "id_column", "label_column", "features")  # may differ between sites
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256
+OBFUSCATIONS = ("standard", "djn")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,7 @@ class JobConfig:
     timeout_seconds: float = 120.0
     seed: int = 0
     keys_dir: str = "keys"
+    obfuscation: str = "standard"  # "djn": short-exponent obfuscation (docs/performance.md)
     training: TrainingConfig = field(default_factory=TrainingConfig)
     label_dp: LabelDPConfig = field(default_factory=LabelDPConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -140,6 +142,10 @@ def check_key_bits(bits: int, allow_weak: bool) -> None:
 def validate(job: JobConfig) -> None:
     """Check the roles, numbers and ranges of a job; raise ConfigError naming the field."""
     check_key_bits(job.key_bits, job.allow_weak_keys)
+    if job.obfuscation not in OBFUSCATIONS:
+        raise ConfigError(
+            f"obfuscation must be one of {', '.join(OBFUSCATIONS)}, got {job.obfuscation!r}"
+        )
     roles = [p.role for p in job.parties.values()]
     for p in job.parties.values():
         if p.role not in ROLES:
@@ -173,6 +179,7 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         "timeout_seconds": job.timeout_seconds,
         "seed": job.seed,
         "keys_dir": job.keys_dir,
+        "obfuscation": job.obfuscation,
         "training": asdict(job.training),
         "label_dp": asdict(job.label_dp),
         "data": asdict(job.data),

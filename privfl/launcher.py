@@ -34,9 +34,12 @@ class PartyProcess:
 
 
 def start_parties(
-    job: JobConfig, job_path: Path, out: Path, extra: tuple[str, ...] = ()
+    job: JobConfig, job_path: Path, out: Path, extra: dict[str, list[str]] | None = None
 ) -> list[PartyProcess]:
-    """Spawn one ``privfl vfl <role>`` process per party (Server first, so it listens early)."""
+    """Spawn one ``privfl vfl <role>`` process per party (Server first, so it listens early).
+
+    ``extra`` appends arguments per party name (e.g. ``--data`` for the benchmark).
+    """
     order = sorted(job.parties.values(), key=lambda p: ("server", "host", "guest").index(p.role))
     started = []
     for spec in order:
@@ -57,7 +60,7 @@ def start_parties(
             "--out",
             str(folder),
             "--no-progress",
-            *extra,
+            *(extra or {}).get(spec.name, []),
         ]
         process = subprocess.Popen(
             command,
@@ -156,7 +159,9 @@ def run_local(
     """
     start = time.monotonic()
     job_path = out / "kit" / "job.toml" if resume else write_kit(job, out / "kit")
-    parties = start_parties(job, job_path, out, ("--resume",) if resume else ())
+    parties = start_parties(
+        job, job_path, out, {name: ["--resume"] for name in job.parties} if resume else None
+    )
     watch(parties, EpochProgress(out / job.host / "metrics.jsonl", job.training.epochs, progress))
     summary: dict[str, Any] = json.loads((out / job.host / "summary.json").read_text())
     summary["host_wall_seconds"] = summary["wall_seconds"]

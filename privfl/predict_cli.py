@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from privfl.cli import friendly_errors
+from privfl.cli_errors import friendly_errors
 from privfl.config import load_job
 
 

@@ -119,7 +119,7 @@ def keys_import(files: tuple[Path, ...], into: Path, force: bool) -> None:
     `privfl keys gen` printed, over a channel you trust (phone, video call).
     Secret key files are refused.
     """
-    from privfl.cli import friendly_errors
+    from privfl.cli_errors import friendly_errors
     from privfl.site_kit import import_public_key
 
     @friendly_errors
@@ -135,7 +135,7 @@ def keys_import(files: tuple[Path, ...], into: Path, force: bool) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def keys_fingerprint(files: tuple[Path, ...]) -> None:
     """Print the fingerprint of each public key file, to compare out of band."""
-    from privfl.cli import friendly_errors
+    from privfl.cli_errors import friendly_errors
     from privfl.protocol.keys import fingerprint, load_public_key
 
     @friendly_errors

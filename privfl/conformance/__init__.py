@@ -70,7 +70,7 @@ def command(role: str, job_file: Path, party: str, ending: str) -> None:
       privfl vfl guest --job kit/job.toml --party guest-1 --out run/g &
       privfl conformance --role guest --job kit/job.toml --party guest-1
     """
-    from privfl.cli import friendly_errors
+    from privfl.cli_errors import friendly_errors
 
     @friendly_errors
     def go() -> None:

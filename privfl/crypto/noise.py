@@ -1,9 +1,11 @@
-"""Paillier obfuscators ``r^n mod n²`` computed ahead of time by worker processes.
+"""Paillier obfuscators (``r^n`` or DJN ``h_s^a`` mod n²) computed ahead of time by workers.
 
 An obfuscation is 96 % of an encryption's cost and needs no plaintext, so a party
 can compute them on every core, and while it waits for its peers. Workers draw r
 from their own CSPRNG (``secrets``); only the resulting integers come back, over
-local process pipes (never over the network).
+local process pipes (never over the network). A second set of workers splits the
+party's ``Xᵀ[[d]]`` by columns: its own feature exponents and the ciphertexts go to
+them over the same local pipes.
 """
 
 from __future__ import annotations
@@ -13,19 +15,28 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
-from privfl.crypto.paillier import obfuscators
+import numpy as np
+import numpy.typing as npt
+
+from privfl.crypto.paillier import PublicKey, obfuscators
 
 CHUNK = 32  # obfuscators per task: large enough to amortise IPC, small enough to balance
+BACKGROUND_NICE = 5
+"""Prefetching obfuscators is background work: the work a peer waits for (``Xᵀ[[d]]``,
+the Host's and Server's steps on the same machine) goes first, prefetching fills idle time."""
 
 
-def _exit_with_parent(parent: int) -> None:
+def _exit_with_parent(parent: int, nice: int = 0) -> None:
     """Worker initializer: end this worker when the party process is gone.
 
     A party killed with SIGKILL cannot shut its pool down; without this watch its
-    workers would wait for work forever.
+    workers would wait for work forever. ``nice`` lowers the worker's priority.
     """
+    if nice:
+        os.nice(nice)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -35,25 +46,44 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-class NoisePool:
-    """A queue of obfuscators filled by ``workers`` processes (inline when workers <= 1)."""
+def _matvec_block(n: int, x: npt.NDArray[np.int64], c: list[int]) -> list[int]:
+    """Worker task: one block of columns of ``Xᵀ[[d]]``."""
+    return PublicKey(n).matvec_t(x, c)
 
-    def __init__(self, n: int, workers: int = 0) -> None:
+
+def _spawn_pool(workers: int, nice: int) -> ProcessPoolExecutor:
+    """Worker processes that exit with their party; spawned, since the party runs ZeroMQ
+    threads that must not be forked. All of them start now, in the background, so the
+    first real task does not pay for starting an interpreter."""
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(), nice),
+    )
+    for _ in range(workers):
+        pool.submit(os.getpid)  # the executor starts one more process per pending task
+    return pool
+
+
+class NoisePool:
+    """A queue of obfuscators filled by ``workers`` processes (inline when workers <= 1).
+
+    The same workers also split a party's ``Xᵀ[[d]]`` by columns (:meth:`matvec_t`).
+    """
+
+    def __init__(self, n: int, workers: int = 0, h_s: int = 0, nice: int = BACKGROUND_NICE) -> None:
         self.n = n
+        self.h_s = h_s  # non-zero: DJN short-exponent obfuscators (see crypto.djn)
         self.workers = workers or os.cpu_count() or 1
         self._ready: deque[int] = deque()
         self._pending: deque[Future[list[int]]] = deque()
         self._pending_count = 0
         self._executor: ProcessPoolExecutor | None = None
+        self._compute: ProcessPoolExecutor | None = None  # Xᵀ[[d]], never queued behind noise
         if self.workers > 1:
-            # spawn, not fork: the parent runs ZeroMQ threads that must not be forked.
-            context = multiprocessing.get_context("spawn")
-            self._executor = ProcessPoolExecutor(
-                self.workers,
-                mp_context=context,
-                initializer=_exit_with_parent,
-                initargs=(os.getpid(),),
-            )
+            self._executor = _spawn_pool(self.workers, nice)
+            self._compute = _spawn_pool(self.workers, 0)
 
     def prefetch(self, count: int) -> None:
         """Start computing ``count`` more obfuscators in the background."""
@@ -61,7 +91,7 @@ class NoisePool:
             return
         for start in range(0, count, CHUNK):
             size = min(CHUNK, count - start)
-            self._pending.append(self._executor.submit(obfuscators, self.n, size))
+            self._pending.append(self._executor.submit(obfuscators, self.n, size, self.h_s))
             self._pending_count += size
 
     def take(self, count: int) -> list[int]:
@@ -69,7 +99,7 @@ class NoisePool:
         missing = count - len(self._ready) - self._pending_count
         if missing > 0:
             if self._executor is None:
-                self._ready.extend(obfuscators(self.n, missing))
+                self._ready.extend(obfuscators(self.n, missing, self.h_s))
             else:
                 self.prefetch(missing)
         while len(self._ready) < count:
@@ -78,8 +108,28 @@ class NoisePool:
             self._ready.extend(chunk)
         return [self._ready.popleft() for _ in range(count)]
 
+    def matvec_t(self, key: PublicKey, x: npt.NDArray[np.int64], c: Sequence[int]) -> list[int]:
+        """``key.matvec_t(x, c)`` with its columns split over the workers (inline with one).
+
+        Each worker gets the ciphertexts once per call (``|c|`` × 512 bytes at 2048 bits)
+        and a block of columns; the blocks come back in order, so the result is the
+        same list :meth:`PublicKey.matvec_t` returns.
+        """
+        columns = x.shape[1] if x.ndim == 2 else 0
+        if self._compute is None or columns < 2:
+            return key.matvec_t(x, c)
+        blocks = np.array_split(np.arange(columns), min(self.workers, columns))
+        ciphertexts = [int(v) for v in c]
+        futures = [
+            self._compute.submit(_matvec_block, key.n, np.ascontiguousarray(x[:, b]), ciphertexts)
+            for b in blocks
+            if len(b)
+        ]
+        return [value for future in futures for value in future.result()]
+
     def close(self) -> None:
         """Stop the workers (pending work is dropped)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+        for pool in (self._executor, self._compute):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._executor = self._compute = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import sys
 from collections.abc import Callable
@@ -11,38 +10,10 @@ from typing import Any, TypeVar
 
 import click
 
+from privfl.cli_errors import friendly_errors
 from privfl.hfl.config import DATASETS, DEVICES, MECHANISMS, HflConfig, load_hfl_job, with_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _ClickPassthrough(BaseException):
-    """Carries click's own usage errors past friendly_errors, so click reports them (exit 2)."""
-
-    def __init__(self, error: click.ClickException) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def friendly(func: F) -> F:
-    """privfl.cli.friendly_errors, looked up at call time (privfl.cli imports this module)."""
-
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except click.ClickException as exc:
-            raise _ClickPassthrough(exc) from exc
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from privfl.cli import friendly_errors
-
-        try:
-            return friendly_errors(guarded)(*args, **kwargs)
-        except _ClickPassthrough as passthrough:
-            raise passthrough.error from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 @click.group()
@@ -204,7 +175,7 @@ def build_config(job_file: Path | None, opts: dict[str, Any]) -> HflConfig:
     "--out", type=click.Path(path_type=Path), default=None, help="Run directory. [runs/<timestamp>]"
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-@friendly
+@friendly_errors
 def run_local_cmd(
     job_file: Path | None, client_processes: int, out: Path | None, no_progress: bool, **opts: Any
 ) -> None:
@@ -282,7 +253,7 @@ def role_command(role: str) -> click.Command:
         help="Test aid: delay each report.",
     )
     @click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
-    @friendly
+    @friendly_errors
     def command(
         job_file: Path, party: str, out: Path | None, no_progress: bool, slow: float, verbose: bool
     ) -> None:
@@ -354,7 +325,7 @@ for _role in ("aggregator", "client", "shuffler"):
     show_default=True,
     help="Client hosts.",
 )
-@friendly
+@friendly_errors
 def init_cmd(out: Path, job_file: Path | None, client_processes: int, **opts: Any) -> None:
     """Write OUT/job.toml and CURVE keys for running each party as its own command.
 
@@ -398,7 +369,7 @@ def init_cmd(out: Path, job_file: Path | None, client_processes: int, **opts: An
     show_default=True,
     help="Markdown file to write.",
 )
-@friendly
+@friendly_errors
 def compare_cmd(
     mechanisms: str, epsilons: str, client_counts: str, rounds: int, seed: int, out: Path
 ) -> None:

@@ -244,15 +244,17 @@ def server_key(
     if ctx.resume and path.exists():
         try:
             saved = json.loads(path.read_text())
-            public = PublicKey.from_n(int(saved["n"]))
+            public = PublicKey.from_n(int(saved["n"]), int(saved.get("h_s", 0)))
             private = PrivateKey(public, int(saved["p"]), int(saved["q"]))
-            if public.bits >= ctx.job.key_bits:
+            if public.bits >= ctx.job.key_bits and public.obfuscation == ctx.job.obfuscation:
                 return public, private, True
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable key file %s: %s", path, exc)
     public, private = generate(ctx.job.key_bits)
     p, q = private_primes(private)
-    write_private_json(path, {"n": str(public.n), "p": str(p), "q": str(q)})
+    write_private_json(
+        path, {"n": str(public.n), "h_s": str(public.h_s), "p": str(p), "q": str(q)}
+    )
     return public, private, False
 
 

@@ -67,10 +67,15 @@ def receive_public_key(ctx: PartyContext) -> PublicKey:
     # is missing, times out first and names that party in its Abort.
     env = ctx.channel.expect({Kind.PUBLIC_KEY}, {ctx.job.server}, 2 * ctx.job.timeout_seconds)
     assert isinstance(env.body, PublicKeyMsg)
-    key = PublicKey.from_n(env.body.n)
+    key = PublicKey.from_n(env.body.n, env.body.h_s)
     if key.bits < ctx.job.key_bits:
         raise ProtocolError(
             f"server sent a {key.bits}-bit key; the job asks for {ctx.job.key_bits}"
+        )
+    if key.obfuscation != ctx.job.obfuscation:
+        raise ProtocolError(
+            f"server sent a key for {key.obfuscation} obfuscation; the job asks for "
+            f"{ctx.job.obfuscation}"
         )
     log.info("received the server's %d-bit Paillier public key", key.bits)
     return key

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.noise import NoisePool
 from privfl.crypto.paillier import PublicKey, unmask
@@ -94,7 +95,7 @@ def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTer
     x = state.x_exp[state.rows()]
     if len(msg.residual) != x.shape[0]:
         raise ProtocolError(f"residual has {len(msg.residual)} rows, the batch {x.shape[0]}")
-    grad = state.key.matvec_t(x, msg.residual.values)
+    grad = packing.pack(state.key, state.noise.matvec_t(state.key, x, msg.residual.values))
     grad = state.key.rerandomize(grad, state.noise.take(len(grad)))
     masked, state.masks = state.key.mask(grad)
     request = DecryptRequest(
@@ -114,7 +115,8 @@ def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTer
 def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
     """Remove our mask, add our own L2 term, take one SGD step."""
     assert state.z is not None
-    plain = unmask(msg.values.values, state.masks, state.key.n)
+    n = state.key.n
+    plain = packing.unpack(unmask(msg.values.values, state.masks, n), len(state.theta), n)
     x_t_4d = decode(plain, LOSS_BITS, state.key.n)
     penalised = np.ones_like(state.theta)
     state.theta = state.theta - lr * gradient(
@@ -124,10 +126,11 @@ def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
 
 
 def scores(state: GuestState, msg: ScoreRequest) -> Scores:
-    """Encrypted partial scores for every row of a split (the Host learns only their sum)."""
+    """Encrypted partial scores for every row of a split, packed (the Host learns only sums)."""
     x = state.data.x_test if msg.split == "test" else state.data.x_train
     z = x @ state.theta
-    values = encrypt(state, encode(z, VALUE_BITS, state.key.n))
+    n = state.key.n
+    values = encrypt(state, packing.pack_plain(encode(z, VALUE_BITS, n), n))
     return Scores(epoch=msg.epoch, split=msg.split, scores=big(values))
 
 
@@ -144,9 +147,12 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
     host, server = job.host, job.server
     announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host])
     key = receive_public_key(ctx)
-    noise = NoisePool(key.n, workers)
-    # The first forward pass and evaluation need this many; the workers start now.
-    noise.prefetch(data.rows + data.x_train.shape[1] + 2)
+    noise = NoisePool(key.n, workers, key.h_s)
+    # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,
+    # the packed test scores); the workers start on them now.
+    gradient = packing.packed_length(data.x_train.shape[1], key.n)
+    test = packing.packed_length(len(data.x_test), key.n)
+    noise.prefetch(len(data.x_train) + 2 + gradient + test)
     state = GuestState(
         data=data, key=key, theta=np.zeros(data.x_train.shape[1]), l2=job.training.l2, noise=noise
     )

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from privfl.config import JobConfig
+from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.data.views import PartyData
@@ -186,15 +187,17 @@ def own_gradient(
     state: HostState, rows: slice | np.ndarray, residual: list[int]
 ) -> tuple[list[int], list[int]]:
     """``[[X_Hᵀ 4d + R]]`` (re-randomised) and the mask ``R`` kept to remove it later."""
-    grad = state.key.rerandomize(state.key.matvec_t(state.x_exp[rows], residual))
-    return state.key.mask(grad)
+    grad = packing.pack(state.key, state.key.matvec_t(state.x_exp[rows], residual))
+    return state.key.mask(state.key.rerandomize(grad))
 
 
 def apply_gradient(
     state: HostState, decrypted: Decrypted, masks: list[int], lr: float, b: int
 ) -> None:
     """Unmask, add the L2 term (not on the bias), one SGD step."""
-    x_t_4d = decode(unmask(decrypted.values.values, masks, state.key.n), LOSS_BITS, state.key.n)
+    n = state.key.n
+    plain = packing.unpack(unmask(decrypted.values.values, masks, n), len(state.theta), n)
+    x_t_4d = decode(plain, LOSS_BITS, n)
     state.theta = state.theta - lr * gradient(x_t_4d, state.theta, b, state.l2, state.penalised)
 
 
@@ -214,28 +217,41 @@ def apply_flipback(state: HostState, guest_scores: np.ndarray, fraction: float) 
 
 
 def masked_request(
-    state: HostState, ciphertexts: list[int], epoch: int
+    state: HostState, ciphertexts: list[int], epoch: int, packed: bool = False
 ) -> tuple[DecryptRequest, list[int]]:
-    """Ask the Server for ``[[v]]`` under a fresh uniform mask (it learns nothing of v).
+    """Ask the Server for ``[[v]]`` packed, under a fresh uniform mask (it learns nothing of v).
 
     No re-randomisation: these are sums of the guests' fresh encryptions, whose
     randomness is independent of the data, and the Server has never seen them.
     """
+    if not packed:
+        ciphertexts = packing.pack(state.key, ciphertexts)
     masked, masks = state.key.mask(ciphertexts)
     return DecryptRequest(epoch=epoch, batch=0, purpose="scores", values=big(masked)), masks
 
 
-def unmask_scores(state: HostState, decrypted: Decrypted, masks: list[int]) -> np.ndarray:
-    """The plain ``Σ_g z_g`` behind a masked score request."""
-    return decode(unmask(decrypted.values.values, masks, state.key.n), VALUE_BITS, state.key.n)
+def unmask_scores(
+    state: HostState, decrypted: Decrypted, masks: list[int], rows: int, terms: int = 1
+) -> np.ndarray:
+    """The plain ``Σ_g z_g`` of ``rows`` rows behind a masked, packed score request.
+
+    ``terms``: how many packed vectors were summed (the guests' Scores), 1 if the Host
+    packed the summed ciphertexts itself.
+    """
+    n = state.key.n
+    plain = packing.unpack(unmask(decrypted.values.values, masks, n), rows, n, terms)
+    return decode(plain, VALUE_BITS, n)
 
 
 def sum_scores(state: HostState, replies: dict[str, Scores], rows: int) -> list[int]:
-    """``Σ_g [[z_g]]`` over every guest's Scores reply, checking their lengths."""
+    """``Σ_g [[z_g]]`` over every guest's packed Scores reply, checking their lengths."""
     vectors = []
+    expected = packing.packed_length(rows, state.key.n)
     for guest, reply in replies.items():
-        if len(reply.scores) != rows:
-            raise ProtocolError(f"{guest} sent {len(reply.scores)} scores, expected {rows}")
+        if len(reply.scores) != expected:
+            raise ProtocolError(
+                f"{guest} sent {len(reply.scores)} packed scores, expected {expected}"
+            )
         vectors.append(reply.scores.values)
     return add_all(state.key, vectors)
 
@@ -268,6 +284,7 @@ def summary_of(
         },
         "privacy": ledger(job, state),
         "key_bits": job.key_bits,
+        "obfuscation": job.obfuscation,
         "epochs": len(records),
         "max_epochs": job.training.epochs,
         "stop_reason": reason,

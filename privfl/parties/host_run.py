@@ -162,15 +162,17 @@ def masked_scores(
 ) -> np.ndarray:
     """``Σ_g z_g`` for a split, decrypted by the Server under a mask only the Host knows."""
     channel = ctx.channel
+    packed = ciphertexts is None  # the guests pack their Scores; the cache is per row
     if ciphertexts is None:
         channel.broadcast(state.guests, ScoreRequest(epoch=epoch, split=split), epoch)
         replies = typed(channel.gather(Kind.SCORES, state.guests), Scores)
         ciphertexts = steps.sum_scores(state, replies, rows)
-    request, masks = steps.masked_request(state, ciphertexts, epoch)
+    request, masks = steps.masked_request(state, ciphertexts, epoch, packed)
     channel.send(ctx.job.server, request, epoch)
     reply = channel.expect({Kind.DECRYPTED}, {ctx.job.server}).body
     assert isinstance(reply, Decrypted)
-    return steps.unmask_scores(state, reply, masks)
+    terms = len(state.guests) if packed else 1
+    return steps.unmask_scores(state, reply, masks, rows, terms)
 
 
 def maybe_flipback(ctx: PartyContext, state: HostState, epoch: int, last: bool) -> int:

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from privfl.crypto.encoding import decode
+from privfl.crypto.packing import packed_length
 from privfl.crypto.paillier import PrivateKey, generate_keypair
 from privfl.errors import ProtocolError
 from privfl.parties import checkpoint
@@ -52,12 +53,15 @@ def on_decrypt(state: ServerState, sender: str, host: str, msg: DecryptRequest) 
     """Decrypt a masked vector after checking the sender may ask for it (one per batch)."""
     if msg.purpose == "gradient":
         key = (sender, msg.epoch, msg.batch)
-        if key in state.gradient_requests or len(msg.values) != state.features[sender]:
+        expected = packed_length(state.features[sender], state.key.public_key.n)
+        if key in state.gradient_requests or len(msg.values) != expected:
             raise ProtocolError(f"{sender} asked for an unexpected gradient decryption {key}")
         state.gradient_requests.add(key)
     else:
         used = state.score_requests.get(msg.epoch, 0)
-        if sender != host or used >= SCORE_REQUESTS_PER_EPOCH or len(msg.values) > state.rows:
+        # Score requests are packed: at most one split's rows, slots(n) per residue.
+        most = packed_length(state.rows, state.key.public_key.n)
+        if sender != host or used >= SCORE_REQUESTS_PER_EPOCH or len(msg.values) > most:
             raise ProtocolError(f"{sender} asked for an unexpected score decryption")
         state.score_requests[msg.epoch] = used + 1
     plain = state.key.decrypt(msg.values.values)
@@ -101,11 +105,14 @@ def verdict(state: ServerState) -> tuple[bool, str]:
 def handshake(ctx: PartyContext) -> ServerState:
     """Make the key pair, hear every party's Hello, send each the public key."""
     job = ctx.job
-    public, private, reloaded = checkpoint.server_key(ctx, generate_keypair)
+    public, private, reloaded = checkpoint.server_key(
+        ctx, lambda bits: generate_keypair(bits, job.obfuscation)
+    )
     log.info(
-        "%s a %d-bit Paillier key pair (private key stays here)",
+        "%s a %d-bit Paillier key pair (%s obfuscation; private key stays here)",
         "reloaded" if reloaded else "generated",
         public.bits,
+        public.obfuscation,
     )
     hellos = ctx.channel.gather(Kind.HELLO, ctx.peers)
     features: dict[str, int] = {}
@@ -115,7 +122,7 @@ def handshake(ctx: PartyContext) -> ServerState:
         check_hello(ctx, sender, hello)
         features[sender] = hello.features
         rows = max(rows, hello.rows)
-    ctx.channel.broadcast(ctx.peers, PublicKeyMsg(n=public.n, bits=public.bits))
+    ctx.channel.broadcast(ctx.peers, PublicKeyMsg(n=public.n, bits=public.bits, h_s=public.h_s))
     t = job.training
     state = ServerState(
         key=private,

@@ -122,8 +122,19 @@ def encode(header: Header, body: Message) -> list[bytes]:
         raise ProtocolError(f"header kind {header.kind} does not match {type(body).__name__}")
     head = {k: getattr(header, k) for k in _HEADER_KEYS}
     head["kind"] = str(header.kind)
-    fields = {f.name: getattr(body, f.name) for f in dataclasses.fields(body)}
+    # A field still at its default is left out, so adding one keeps old frames unchanged.
+    fields = {
+        f.name: getattr(body, f.name)
+        for f in dataclasses.fields(body)
+        if not _at_default(getattr(body, f.name), f.default)
+    }
     return [_pack(head), _pack(fields)]
+
+
+def _at_default(value: object, default: object) -> bool:
+    """Whether a field holds its (scalar) default; arrays and containers are always sent."""
+    scalar = (int, float, str, bool, type(None))
+    return type(value) is type(default) and isinstance(value, scalar) and value == default
 
 
 def _pack(fields: dict[str, Any]) -> bytes:
@@ -165,7 +176,9 @@ def decode_body(kind: Kind, frame: bytes) -> Message:
     cls = MESSAGE_TYPES[kind]
     data = _unpack(frame, MAX_FRAME_BYTES)
     hints = typing.get_type_hints(cls)
-    if not isinstance(data, dict) or set(data) != set(hints):
+    # A field with a default may be missing (sent by a peer that predates it).
+    required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
+    if not isinstance(data, dict) or not required <= set(data) <= set(hints):
         raise ProtocolError(f"{kind} body must have exactly the fields {sorted(hints)}")
     for name, value in data.items():
         if not _matches(value, hints[name]):

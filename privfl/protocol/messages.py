@@ -111,14 +111,20 @@ class Hello:
 
 @dataclass(frozen=True, slots=True)
 class PublicKey:
-    """The Server's Paillier public key (the private key never leaves the Server)."""
+    """The Server's Paillier public key (the private key never leaves the Server).
+
+    ``h_s`` is the DJN generator every party must use for ``obfuscation = "djn"``;
+    0 (the default, and what a sender without DJN omits) means standard ``r^n``.
+    """
 
     n: int
     bits: int
+    h_s: int = 0  # performance (issue 4): DJN short-exponent obfuscation
 
     def __post_init__(self) -> None:
         _require(self.n > 0 and self.n % 2 == 1, "a Paillier modulus is a positive odd number")
         _require(self.n.bit_length() >= self.bits - 1, "modulus shorter than announced")
+        _require(0 <= self.h_s < self.n * self.n, "the DJN generator h_s must lie in [0, n^2)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +245,10 @@ class ScoreRequest:
 
 @dataclass(frozen=True, slots=True)
 class Scores:
-    """A guest's encrypted partial scores ``[[z_g]]`` on every row of a split."""
+    """A guest's encrypted partial scores ``[[z_g]]`` on every row of a split, packed.
+
+    ``privfl.crypto.packing.pack_plain`` puts several rows in each plaintext.
+    """
 
     epoch: int
     split: str

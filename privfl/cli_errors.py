@@ -1,0 +1,45 @@
+"""How every command reports failure: one line on stderr, a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from privfl.errors import PrivflError
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT_ERROR = 1
+EXIT_INTERNAL = 70
+
+
+def friendly_errors(func: F) -> F:
+    """Turn our errors into one line on stderr and a non-zero exit; never a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except PrivflError as exc:
+            click.echo(f"privfl: error: {exc}", err=True)
+            sys.exit(EXIT_ERROR)
+        except KeyboardInterrupt:
+            click.echo("privfl: interrupted", err=True)
+            sys.exit(130)
+        except click.ClickException:
+            raise  # usage errors: click prints them with the usage line
+        except Exception as exc:
+            logging.getLogger("privfl").error("internal error\n%s", traceback.format_exc())
+            click.echo(
+                f"privfl: internal error: {type(exc).__name__}: {exc} "
+                "(the party log has the traceback; please report it)",
+                err=True,
+            )
+            sys.exit(EXIT_INTERNAL)
+
+    return wrapper  # type: ignore[return-value]
