@@ -48,6 +48,8 @@ def strategy_for(hint: Any) -> st.SearchStrategy[Any]:
         return st.floats(allow_nan=False)
     if hint is str:
         return st.sampled_from(WORDS) | st.text(max_size=12)
+    if hint is bytes:
+        return st.binary(max_size=64)
     if hint is BigInts:
         return st.lists(st.integers(0, 2**300), max_size=3).map(lambda v: BigInts(tuple(v)))
     if hint is np.ndarray:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from privfl.config import DataConfig, JobConfig, PartySpec
 from privfl.crypto.encoding import VALUE_BITS, encode
+from privfl.crypto.packing import pack_plain, packed_length
 from privfl.data.tables import IdTable
 from privfl.parties.predict import Model, predict_party
 from privfl.parties.taylor import sigmoid
@@ -94,10 +95,10 @@ def test_the_host_gets_the_joint_scores_through_one_masked_sum(tmp_path: Path) -
     decrypted = [body for _, body in to_host if isinstance(body, Decrypted)]
     # One decryption for the Host, of the summed scores only — masked, so the Server
     # saw noise, and never of one guest's scores alone.
-    assert len(decrypted) == 1 and len(decrypted[0].values) == len(ids)
-    total = encode(parts["guest-1"] + parts["guest-2"], VALUE_BITS, n)
-    single = encode(parts["guest-1"], VALUE_BITS, n)
-    assert not set(decrypted[0].values.values) & (set(total) | set(single))
+    assert len(decrypted) == 1 and len(decrypted[0].values) == packed_length(len(ids), n)
+    one, two = (pack_plain(encode(parts[g], VALUE_BITS, n), n) for g in ("guest-1", "guest-2"))
+    total = [a + b for a, b in zip(one, two, strict=True)]  # the packed sum the Server would see
+    assert not set(decrypted[0].values.values) & (set(total) | set(one))
     kinds = {header.kind for _, receiver, header, _ in traffic if receiver == "host"}
     assert kinds <= {
         Kind.HELLO, Kind.PUBLIC_KEY, Kind.PSI_HELLO, Kind.PSI_ANSWER, Kind.SCORES, Kind.DECRYPTED,

@@ -240,6 +240,9 @@ def server_key(
 
     ``generate`` makes a new pair from a bit size. Returns ``(public, private, reloaded)``.
     """
+    if not ctx.checkpoints:
+        public, private = generate(ctx.job.key_bits)
+        return public, private, False
     path = folder(ctx) / KEY_FILE
     if ctx.resume and path.exists():
         try:
@@ -260,6 +263,8 @@ def server_key(
 
 def resume_server(ctx: PartyContext, state: ServerState, reloaded_key: bool) -> None:
     """Agree (offering checkpoints only under the reloaded key), restore the loss history."""
+    if not ctx.checkpoints:
+        return
     completed = agree(ctx, None if reloaded_key else [])
     if completed:
         state.losses = [float(v) for v in load(ctx, completed)["losses"]]
@@ -268,6 +273,8 @@ def resume_server(ctx: PartyContext, state: ServerState, reloaded_key: bool) -> 
 
 def save_server(ctx: PartyContext, state: ServerState, result: EpochResult) -> None:
     """The Server's loss history after an epoch's verdict."""
+    if not ctx.checkpoints:
+        return
     save(ctx, result.epoch + 1, {"losses": state.losses})
 
 

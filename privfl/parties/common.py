@@ -32,6 +32,7 @@ class PartyContext:
     channel: Channel
     out: Path
     resume: bool = False  # continue from the last checkpoint all parties hold
+    checkpoints: bool = True  # False for sessions with nothing to resume (prediction)
 
     @property
     def peers(self) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from privfl.config import JobConfig
+from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import unmask
 from privfl.data.tables import IdTable, read_id_csv, standardise_with
@@ -93,7 +94,7 @@ def predict_party(
 ) -> dict[str, Any]:
     """Run one party's side of a prediction session; the Host returns where it wrote."""
     channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
-    ctx = PartyContext(name=name, job=job, channel=channel, out=out.parent)
+    ctx = PartyContext(name=name, job=job, channel=channel, out=out.parent, checkpoints=False)
     role = job.party(name).role
     try:
         if role == "server":
@@ -119,7 +120,7 @@ def guest_scores(ctx: PartyContext, z: np.ndarray) -> dict[str, Any]:
     key = receive_public_key(ctx)
     request = channel.expect({Kind.SCORE_REQUEST}, {job.host}).body
     assert isinstance(request, ScoreRequest)
-    values = key.encrypt(encode(z, VALUE_BITS, key.n))
+    values = key.encrypt(packing.pack_plain(encode(z, VALUE_BITS, key.n), key.n))
     channel.send(job.host, Scores(epoch=request.epoch, split=request.split, scores=big(values)))
     done = channel.expect({Kind.FINISH}, {job.host}).body
     assert isinstance(done, Finish)
@@ -142,14 +143,18 @@ def host_predict(ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path
     typed = {g: r for g, r in replies.items() if isinstance(r, Scores)}
     if len(typed) != len(replies):
         raise ProtocolError("a guest answered the score request with something else")
-    total = host_steps.add_all(key, [typed[g].scores.values for g in job.guests])
-    if len(total) != len(z_host) or any(len(r.scores) != len(z_host) for r in typed.values()):
+    # The guests pack their scores (as in evaluation): one slot per row, summed slot-wise.
+    expected = packing.packed_length(len(z_host), key.n)
+    if any(len(r.scores) != expected for r in typed.values()):
         raise ProtocolError(f"a guest sent scores for another number of rows than {len(z_host)}")
+    total = host_steps.add_all(key, [typed[g].scores.values for g in job.guests])
     masked, masks = key.mask(total)
     channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=big(masked)))
     reply = channel.expect({Kind.DECRYPTED}, {job.server}).body
     assert isinstance(reply, Decrypted)
-    guests = decode(unmask(reply.values.values, masks, key.n), VALUE_BITS, key.n)
+    unmasked = unmask(reply.values.values, masks, key.n)
+    plain = packing.unpack(unmasked, len(z_host), key.n, len(typed))
+    guests = decode(plain, VALUE_BITS, key.n)
     channel.broadcast([*job.guests, job.server], Finish(epochs=0, reason="predicted"))
     probability = sigmoid(z_host + guests)
     write_predictions(out, rows.ids, probability)
