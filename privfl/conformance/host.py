@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from privfl.config import JobConfig
-from privfl.conformance.peer import Peer, Report, expect, quiet
-from privfl.crypto.encoding import VALUE_BITS, decode
-from privfl.crypto.paillier import PrivateKey, generate_keypair
+from privfl.conformance.peer import Peer, Report, expect, quiet, server_key
+from privfl.crypto import packing
+from privfl.crypto.encoding import VALUE_BITS, decode, encode
+from privfl.crypto.paillier import PrivateKey
 from privfl.errors import ConfigError, PeerAborted
 from privfl.protocol.messages import (
     Batch,
@@ -26,7 +28,6 @@ from privfl.protocol.messages import (
     Hello,
     Kind,
     Loss,
-    PublicKey,
     Residual,
     Resume,
     ScoreRequest,
@@ -53,8 +54,8 @@ def host_script(job: JobConfig, party: str, ending: str, report: Report) -> None
         for name, peer in guests.items():
             features = shapes[name].x_train.shape[1]
             peer.channel.send(party, Hello("guest", job.fingerprint(), env.body.rows, features))
-        public, private = generate_keypair(job.key_bits)
-        server.channel.send(party, PublicKey(n=public.n, bits=public.bits))
+        message, private = server_key(job)
+        server.channel.send(party, message)
         # While it waits for every Checkpoints offer, the host must ignore this one:
         first = next(iter(guests.values()))
         first.raw(party, Checkpoints(np.array([1], dtype=np.int64)), session="another-session")
@@ -67,11 +68,64 @@ def host_script(job: JobConfig, party: str, ending: str, report: Report) -> None
                 return
             assert isinstance(got.body, Resume)
             report.check("resume from scratch", got.body.completed == 0)
-        _serve_host(job, party, ending, report, server, guests, private, shapes)
+        rules = ServerRules(job, env.body.features, shapes)
+        _serve_host(job, party, ending, report, server, guests, private, rules)
     finally:
         server.close()
         for peer in guests.values():
             peer.close()
+
+
+@dataclass
+class ServerRules:
+    """What the played Server expects of the host's decryption requests (§6.2, §6.0).
+
+    Gradients: ⌈features / slots(n)⌉ values, once per batch. Scores: at most two per
+    epoch, ⌈test rows / slots(n)⌉ for evaluation (after a ``score_request``) and
+    ⌈training rows / slots(n)⌉ for flipback (the Host packs its cached sums itself).
+    """
+
+    job: JobConfig
+    features: int  # the host's Hello: its columns + the bias
+    shapes: dict[str, Any]
+    gradients: set[tuple[int, int]] = field(default_factory=set)
+    losses: set[tuple[int, int]] = field(default_factory=set)
+    asked_test: set[int] = field(default_factory=set)  # epochs with a score_request(test)
+    scores: dict[int, list[str]] = field(default_factory=dict)  # epoch → splits decrypted
+    problems: list[str] = field(default_factory=list)
+
+    def check(self, body: DecryptRequest, epoch: int, n: int) -> None:
+        """Note every way ``body`` differs from what a correct host sends."""
+        if epoch != body.epoch:
+            self.problems.append(f"round {epoch} for a request of epoch {body.epoch}")
+        if body.purpose == "gradient":
+            key = (body.epoch, body.batch)
+            want = packing.packed_length(self.features, n)
+            if key in self.gradients or len(body.values) != want:
+                self.problems.append(
+                    f"gradient {key}: {len(body.values)} values (expected {want}), "
+                    f"{'repeated' if key in self.gradients else 'first'}"
+                )
+            self.gradients.add(key)
+            return
+        data = next(iter(self.shapes.values()))
+        split = "test" if body.epoch in self.asked_test else "train"
+        rows = len(data.x_test if split == "test" else data.x_train)
+        want = packing.packed_length(rows, n)
+        done = self.scores.setdefault(body.epoch, [])
+        if body.purpose != "scores" or len(body.values) != want or split in done:
+            self.problems.append(
+                f"{body.purpose} request in epoch {body.epoch} ({split} split, {rows} rows): "
+                f"{len(body.values)} values, expected {want}"
+            )
+        done.append(split)
+
+    def flipbacks_due(self, epochs: int) -> int:
+        """Epochs after which the host must ask for the training rows' scores (flipback)."""
+        cfg = self.job.label_dp
+        if not cfg.flipback_every or not math.isfinite(cfg.epsilon):
+            return 0
+        return sum((e + 1) % cfg.flipback_every == 0 for e in range(epochs - 1))
 
 
 def _serve_host(
@@ -82,10 +136,15 @@ def _serve_host(
     server: Peer,
     guests: dict[str, Peer],
     private: PrivateKey,
-    shapes: dict[str, Any],
+    rules: ServerRules,
 ) -> None:
-    """Answer the host as Server and Guests until it finishes (or, on purpose, breaks it)."""
+    """Answer the host as Server and Guests until it finishes (or, on purpose, breaks it).
+
+    The played Guests keep θ_g = 0: every Forward and Scores encrypts zeros (Scores
+    packed as a guest packs them), so the first epoch's loss is known.
+    """
     key, n = private.public_key, private.public_key.n
+    shapes = rules.shapes
     zero = [0]
     losses: list[tuple[float, int]] = []
     epochs = 0
@@ -112,7 +171,7 @@ def _serve_host(
                 rows = len(body.indices) if body.indices is not None else train
                 if ending == "violation":
                     rows += 1
-                scores = BigInts(tuple(key.encrypt([0] * rows)))
+                scores = BigInts(tuple(key.encrypt([0] * rows)))  # one per row, not packed
                 peer.channel.send(party, Forward(epoch, body.batch, scores, BigInts(tuple(
                     key.encrypt(zero)))), epoch)  # fmt: skip
             elif isinstance(body, Residual):
@@ -124,25 +183,30 @@ def _serve_host(
                     value = BigInts(tuple(key.encrypt(zero)))
                     peer.channel.send(party, CrossTerm(epoch, body.batch, value), epoch)
             elif isinstance(body, ScoreRequest):
+                if body.split == "test":
+                    rules.asked_test.add(body.epoch)
                 data = shapes[peer.name]
                 rows = len(data.x_test if body.split == "test" else data.x_train)
-                values = BigInts(tuple(key.encrypt([0] * rows)))
+                packed = packing.pack_plain(encode(np.zeros(rows), VALUE_BITS, n), n)
+                values = BigInts(tuple(key.encrypt(packed)))
                 peer.channel.send(party, Scores(epoch, body.split, values), epoch)
             elif isinstance(body, DecryptRequest):
+                rules.check(body, epoch, n)
                 plain = private.decrypt(body.values.values)
                 reply = Decrypted(body.epoch, body.batch, body.purpose, BigInts(tuple(plain)))
                 server.channel.send(party, reply, epoch)
             elif isinstance(body, Loss):
+                rules.losses.add((body.epoch, body.batch))
                 (residue,) = private.decrypt(body.value.values)
                 loss = float(decode([residue], body.scale_bits, n)[0]) / body.denominator
                 rows_in_batch = body.denominator // 8  # the Host sends [[8·b·L]]
                 losses.append((loss * rows_in_batch, rows_in_batch))
+                if (epoch, body.batch) == (0, 0):  # θ_H moves after each batch; θ_g stays 0
+                    ok = abs(loss - math.log(2)) < 1e-6
+                    report.check("first batch's Taylor loss is log 2 (z = 0)", ok, str(loss))
                 if body.batch + 1 == body.n_batches:
                     mean = sum(v for v, _ in losses) / sum(r for _, r in losses)
                     losses.clear()
-                    if epoch == 0:
-                        ok = abs(mean - math.log(2)) < 1e-6
-                        report.check("first epoch's Taylor loss is log 2 (z = 0)", ok, str(mean))
                     epochs += 1
                     stop = epochs >= job.training.epochs
                     result = EpochResult(epoch, mean, stop, "max_epochs" if stop else "")
@@ -152,5 +216,26 @@ def _serve_host(
         return
     report.check("Finish reached the server and every guest", len(finished) == len(peers))
     report.check("the host trained every epoch", epochs == job.training.epochs, str(epochs))
+    _report_requests(report, rules, epochs)
 
 
+def _report_requests(report: Report, rules: ServerRules, epochs: int) -> None:
+    """The host's decryption requests against the Server's rules, once the run is over."""
+    report.check(
+        "every decryption request is packed and allowed (⌈count / slots(n)⌉ values)",
+        not rules.problems,
+        "; ".join(rules.problems[:3]),
+    )
+    report.check(
+        "one packed gradient decryption per batch",
+        rules.gradients == rules.losses,
+        f"{len(rules.gradients)} gradients for {len(rules.losses)} batches",
+    )
+    tests = sum(splits.count("test") for splits in rules.scores.values())
+    flips = sum(splits.count("train") for splits in rules.scores.values())
+    due = rules.flipbacks_due(epochs)
+    report.check(
+        "packed test scores every epoch, training scores at each flipback",
+        (tests, flips) == (epochs, due),
+        f"{tests} test and {flips} flipback requests, expected {epochs} and {due}",
+    )

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 import click
 
 from privfl.config import JobConfig
-from privfl.errors import PeerAborted, PeerUnavailable, PrivflError
+from privfl.crypto.djn import check_generator
+from privfl.crypto.paillier import PrivateKey, generate_keypair
+from privfl.errors import CryptoError, PeerAborted, PeerUnavailable, PrivflError
 from privfl.parties.channel import Channel, Envelope
 from privfl.parties.runner import open_transport
 from privfl.protocol import codec
@@ -19,6 +21,7 @@ from privfl.protocol.messages import (
     Header,
     Kind,
     Message,
+    PublicKey,
     kind_of,
 )
 
@@ -110,3 +113,30 @@ def expect_abort(report: Report, peer: Peer, sender: str, what: str) -> None:
         report.check(what, False, f"no Abort: {exc}")
 
 
+def server_key(job: JobConfig) -> tuple[PublicKey, PrivateKey]:
+    """A played Server's key pair in the job's obfuscation mode, and its public key message.
+
+    With ``obfuscation = "djn"`` the message carries the DJN generator ``h_s``, and the
+    key's own fresh encryptions (the played parties' ciphertexts) use it, as every
+    party of a DJN session must.
+    """
+    public, private = generate_keypair(job.key_bits, job.obfuscation)
+    return PublicKey(n=public.n, bits=public.bits, h_s=public.h_s), private
+
+
+def check_public_key(report: Report, job: JobConfig, msg: PublicKey) -> bool:
+    """What a Host or Guest checks of the Server's public key (docs/protocol.md §6.0)."""
+    ok = report.check("key is as large as the job asks", msg.bits >= job.key_bits, str(msg.bits))
+    mode = "djn" if msg.h_s else "standard"
+    ok &= report.check(
+        "key's obfuscation is the job's (h_s ≠ 0 exactly for djn)",
+        mode == job.obfuscation,
+        f"{mode}, the job asks for {job.obfuscation}",
+    )
+    if msg.h_s:
+        try:
+            check_generator(msg.n, msg.h_s)
+            ok &= report.check("h_s is a unit in (1, n²)", True)
+        except CryptoError as exc:
+            ok &= report.check("h_s is a unit in (1, n²)", False, str(exc))
+    return ok

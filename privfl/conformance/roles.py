@@ -5,11 +5,22 @@ from __future__ import annotations
 import numpy as np
 
 from privfl.config import JobConfig
-from privfl.conformance.peer import Peer, Report, expect, expect_abort, quiet
+from privfl.conformance.peer import (
+    Peer,
+    Report,
+    check_public_key,
+    expect,
+    expect_abort,
+    quiet,
+    server_key,
+)
+from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
-from privfl.crypto.paillier import PrivateKey, generate_keypair
+from privfl.crypto.paillier import PrivateKey, unmask
 from privfl.crypto.paillier import PublicKey as PaillierKey
-from privfl.errors import ConfigError
+from privfl.data.views import PartyData
+from privfl.errors import ConfigError, CryptoError
+from privfl.parties.taylor import gradient, learning_rate
 from privfl.protocol.messages import (
     Batch,
     BigInts,
@@ -31,24 +42,44 @@ from privfl.protocol.messages import (
 
 def handshake_with(
     report: Report, job: JobConfig, party: str, server: Peer, host: Peer
-) -> PrivateKey | None:
+) -> tuple[PrivateKey, Hello] | None:
     """Hellos in, the public key out, the resume agreement (from scratch)."""
+    hellos: list[Hello] = []
     for peer in (server, host):
         env = expect(report, peer, Kind.HELLO, party, f"Hello from {party} to {peer.name}")
         if env is not None:
             hello = env.body
             assert isinstance(hello, Hello)
+            hellos.append(hello)
             report.check(
                 "Hello carries the job fingerprint and role",
                 hello.job_fingerprint == job.fingerprint() and hello.role == "guest",
                 f"{hello.role} {hello.job_fingerprint[:12]}",
             )
-    public, private = generate_keypair(job.key_bits)
-    server.channel.send(party, PublicKey(n=public.n, bits=public.bits))
+    if not hellos:
+        return None
+    message, private = server_key(job)
+    server.channel.send(party, message)
     if expect(report, host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host") is None:
         return None
     host.channel.send(party, Resume(completed=0))
-    return private
+    return private, hellos[0]
+
+
+def four_d(rows: int) -> np.ndarray:
+    """The played Host's first residual ``4d``: it varies by row, so the step it causes
+    is not zero (standardised columns sum to 0, so a constant residual would be)."""
+    return np.linspace(-2.0, 2.0, rows)
+
+
+def demo_data(job: JobConfig, party: str) -> PartyData | None:
+    """The party's demo columns, for known answers; None for a job with data files."""
+    from privfl.parties.runner import load_data
+
+    try:
+        return load_data(job, party, None, None)
+    except ConfigError:
+        return None
 
 
 def guest_script(job: JobConfig, party: str, ending: str, report: Report) -> None:
@@ -56,9 +87,10 @@ def guest_script(job: JobConfig, party: str, ending: str, report: Report) -> Non
     server = Peer(job, job.server, job.timeout_seconds)
     host = Peer(job, job.host, job.timeout_seconds)
     try:
-        private = handshake_with(report, job, party, server, host)
-        if private is None:
+        agreed = handshake_with(report, job, party, server, host)
+        if agreed is None:
             return
+        private, hello = agreed
         n = private.public_key.n
         host.raw(party, Batch(0, 0, 1, None), session="another-session")
         quiet(report, [host, server], party, "a Batch from another session is refused")
@@ -70,16 +102,16 @@ def guest_script(job: JobConfig, party: str, ending: str, report: Report) -> Non
             return
         fwd = env.body
         assert isinstance(fwd, Forward)
-        rows = len(fwd.scores)
+        rows = len(fwd.scores)  # one ciphertext per batch row: Forward is never packed
         scores = decode(private.decrypt(fwd.scores.values), VALUE_BITS, n)
-        zero = bool(np.all(scores == 0))
-        report.check("first Forward encrypts z = Xθ = 0", zero, str(scores[:3]))
+        zero = bool(np.all(scores == 0)) and private.decrypt(fwd.sum_squares.values) == [0]
+        report.check("first Forward encrypts z = Xθ = 0 and Σz² = 0", zero, str(scores[:3]))
         if ending == "violation":
             bad = private.public_key.encrypt(encode(np.zeros(rows + 1), VALUE_BITS, n))
             host.channel.send(party, Residual(0, 0, BigInts(tuple(bad)), None), 0)
             expect_abort(report, host, party, "a Residual of the wrong length makes it Abort")
             return
-        residual = private.public_key.encrypt(encode(np.full(rows, 0.5), VALUE_BITS, n))
+        residual = private.public_key.encrypt(encode(four_d(rows), VALUE_BITS, n))
         host.channel.send(party, Residual(0, 0, BigInts(tuple(residual)), None), 0)
         env = expect(report, server, Kind.DECRYPT_REQUEST, party, "Residual → DecryptRequest")
         if env is None:
@@ -87,6 +119,12 @@ def guest_script(job: JobConfig, party: str, ending: str, report: Report) -> Non
         request = env.body
         assert isinstance(request, DecryptRequest)
         report.check("DecryptRequest is for a gradient", request.purpose == "gradient")
+        packed = packing.packed_length(hello.features, n)
+        report.check(
+            "the gradient is packed: ⌈features / slots(n)⌉ ciphertexts",
+            len(request.values) == packed,
+            f"{len(request.values)} for {hello.features} features, expected {packed}",
+        )
         plain = private.decrypt(request.values.values)
         reply = Decrypted(request.epoch, request.batch, request.purpose, BigInts(tuple(plain)))
         server.channel.send(party, reply, 0)
@@ -95,13 +133,63 @@ def guest_script(job: JobConfig, party: str, ending: str, report: Report) -> Non
         env = expect(report, host, Kind.SCORES, party, "ScoreRequest is answered with Scores")
         if env is not None:
             assert isinstance(env.body, Scores)
-            report.check("Scores cover the split", len(env.body.scores) > 0)
+            _check_scores(report, job, party, private, hello, rows, env.body)
         quiet(report, [host], party, "a repeated message id is refused")
         host.channel.send(party, Finish(epochs=1, reason="conformance"))
         report.check("Finish sent; the guest must now exit 0", True)
     finally:
         host.close()
         server.close()
+
+
+def _check_scores(
+    report: Report,
+    job: JobConfig,
+    party: str,
+    private: PrivateKey,
+    hello: Hello,
+    train_rows: int,
+    got: Scores,
+) -> None:
+    """Packed test scores: the right count, every slot in range, and (demo data) the values.
+
+    Hello's ``rows`` counts training and test rows; the full-batch Forward had one
+    ciphertext per training row. The guest took one step from θ = 0 with the residual
+    :func:`four_d`, so when it runs on the job's demo columns its test scores are known:
+    ``X_test θ`` with ``θ = −lr·(X_trainᵀ·4d)/(4·rows)`` (no L2 term at θ = 0).
+    """
+    n = private.public_key.n
+    test_rows = hello.rows - train_rows
+    expected = packing.packed_length(test_rows, n)
+    ok = report.check(
+        "Scores are packed: ⌈test rows / slots(n)⌉ ciphertexts",
+        got.split == "test" and len(got.scores) == expected,
+        f"{len(got.scores)} for {test_rows} test rows, expected {expected}",
+    )
+    if not ok:
+        return
+    try:
+        values = decode(
+            packing.unpack(private.decrypt(got.scores.values), test_rows, n), VALUE_BITS, n
+        )
+    except CryptoError as exc:
+        report.check("every packed slot holds v + 2^88 with |v| < 2^88", False, str(exc))
+        return
+    data = demo_data(job, party)
+    shape = (hello.rows, hello.features, train_rows)
+    if data is None or shape != (data.rows, data.x_train.shape[1], len(data.x_train)):
+        report.check("every packed slot holds v + 2^88 with |v| < 2^88", True)
+        return
+    x_t_4d = data.x_train.T @ four_d(train_rows)
+    theta0 = np.zeros(data.x_train.shape[1])
+    step = gradient(x_t_4d, theta0, len(data.x_train), job.training.l2, np.ones_like(theta0))
+    want = data.x_test @ (-learning_rate(job.training, 0) * step)
+    error = float(np.max(np.abs(values - want), initial=0.0))
+    report.check(
+        "unpacked test scores are X_test θ after the known first step",
+        error < 1e-4,
+        f"max error {error:.3g} on scores up to {float(np.max(np.abs(want), initial=0.0)):.3g}",
+    )
 
 
 def server_script(job: JobConfig, party: str, ending: str, report: Report) -> None:
@@ -112,37 +200,42 @@ def server_script(job: JobConfig, party: str, ending: str, report: Report) -> No
     host = Peer(job, job.host, job.timeout_seconds)
     guest = Peer(job, guest_name, job.timeout_seconds)
     fingerprint = job.fingerprint()
+    rows, host_features, guest_features = 100, 4, 3
     try:
-        host.channel.send(party, Hello("host", fingerprint, 100, 4))
-        guest.channel.send(party, Hello("guest", fingerprint, 100, 3))
+        host.channel.send(party, Hello("host", fingerprint, rows, host_features))
+        guest.channel.send(party, Hello("guest", fingerprint, rows, guest_features))
         keys = {}
         for peer in (host, guest):
             env = expect(report, peer, Kind.PUBLIC_KEY, party, f"public key sent to {peer.name}")
             if env is None:
                 return
             assert isinstance(env.body, PublicKey)
-            keys[peer.name] = env.body.n
-            report.check("key is as large as the job asks", env.body.bits >= job.key_bits)
-        report.check("every party gets the same key", len(set(keys.values())) == 1)
-        key = PaillierKey.from_n(keys[host.name])
+            keys[peer.name] = (env.body.n, env.body.h_s)
+            if not check_public_key(report, job, env.body):
+                return
+        report.check("every party gets the same key (n and h_s)", len(set(keys.values())) == 1)
+        key = PaillierKey.from_n(*keys[host.name])
         if expect(report, host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host") is None:
             return
         host.channel.send(party, Resume(completed=0))
-        values = [5, 0, key.n - 1]
-        request = DecryptRequest(0, 0, "gradient", BigInts(tuple(key.encrypt(values))))
+        # A guest's gradient as a correct guest sends it: packed, re-randomised, masked.
+        values = [5, 0, key.n - 1]  # 5, 0 and −1 as residues mod n
+        packed = key.rerandomize(packing.pack(key, key.encrypt(values)))
+        masked, masks = key.mask(packed)
+        request = DecryptRequest(0, 0, "gradient", BigInts(tuple(masked)))
         guest.raw(party, request, session="another-session")
         quiet(report, [guest, host], party, "a request from another session is refused")
         guest.channel.send(party, request, 0)
         env = expect(report, guest, Kind.DECRYPTED, party, "DecryptRequest → Decrypted")
-        if env is not None and hasattr(env.body, "values"):
-            got = list(env.body.values.values)
-            report.check("decryption is correct", got == values, str(got))
+        if env is not None and isinstance(env.body, Decrypted):
+            _check_decrypted(report, env.body, request, masks, values, key.n)
         loss = encode([8 * 10 * 0.25], VALUE_BITS, key.n)
         host.channel.send(party, Loss(0, 0, 1, BigInts(tuple(key.encrypt(loss))), 80, VALUE_BITS))
         env = expect(report, host, Kind.EPOCH_RESULT, party, "Loss → EpochResult")
         if env is not None:
             assert isinstance(env.body, EpochResult)
             report.check("loss is decrypted and averaged", abs(env.body.loss - 0.25) < 1e-9)
+        _score_requests(report, party, host, key, rows)
         if ending == "violation":
             guest.channel.send(party, request, 0)  # the same gradient twice: not allowed
             expect_abort(report, guest, party, "a repeated gradient decryption makes it Abort")
@@ -154,3 +247,47 @@ def server_script(job: JobConfig, party: str, ending: str, report: Report) -> No
         guest.close()
 
 
+def _score_requests(report: Report, party: str, host: Peer, key: PaillierKey, rows: int) -> None:
+    """The Host's two score decryptions of an epoch, packed as a correct Host packs them.
+
+    Flipback: every training row, packed by the Host under encryption (the longest
+    request the Server allows, ⌈rows / slots(n)⌉). Evaluation: the test rows, packed by
+    the guests before encryption.
+    """
+    n = key.n
+    train = encode(np.linspace(-3.0, 3.0, rows), VALUE_BITS, n)
+    test = encode(np.linspace(2.0, -1.0, rows // 4), VALUE_BITS, n)
+    flipback = packing.pack(key, key.encrypt(train))
+    evaluation = key.encrypt(packing.pack_plain(test, n))
+    for what, ciphertexts, values in (("flipback", flipback, train), ("test", evaluation, test)):
+        masked, masks = key.mask(ciphertexts)
+        request = DecryptRequest(0, 0, "scores", BigInts(tuple(masked)))
+        host.channel.send(party, request, 0)
+        env = expect(report, host, Kind.DECRYPTED, party, f"packed {what} scores → Decrypted")
+        if env is None or not isinstance(env.body, Decrypted):
+            return
+        _check_decrypted(report, env.body, request, masks, values, n)
+
+
+def _check_decrypted(
+    report: Report,
+    got: Decrypted,
+    request: DecryptRequest,
+    masks: list[int],
+    values: list[int],
+    n: int,
+) -> None:
+    """The echo, one plaintext per packed ciphertext, and the values behind mask and packing."""
+    echo = (got.epoch, got.batch, got.purpose) == (request.epoch, request.batch, request.purpose)
+    if not report.check(
+        f"{request.purpose} decryption echoes the request, one plaintext per ciphertext",
+        echo and len(got.values) == len(request.values),
+        f"{len(got.values)} values for {len(request.values)}",
+    ):
+        return
+    try:
+        plain = packing.unpack(unmask(got.values.values, masks, n), len(values), n)
+    except CryptoError as exc:
+        report.check(f"{request.purpose} decryption is correct", False, str(exc))
+        return
+    report.check(f"{request.purpose} decryption is correct", plain == values, str(plain[:3]))

@@ -20,17 +20,41 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "privfl", *args]
 
 
-@pytest.fixture(scope="module")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("kit")
+def make_kit(folder: Path, *extra: str) -> Path:
+    """A demo kit with 512-bit keys, 3 epochs, mini-batches and a flipback after epoch 2.
+
+    Three batches of 150 rows per epoch (426 training rows, more than any party's
+    features) and ``flipback_every = 2`` make the host send every kind of packed
+    decryption request: per-batch gradients, test scores and flipback's training scores.
+    """
     made = subprocess.run(
-        cli("init", "vfl", "--out", str(folder), *WEAK, "--epochs", "3", "--timeout", "10"),
+        cli("init", "vfl", "--out", str(folder), *WEAK, "--epochs", "3", "--timeout", "10", *extra),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert made.returncode == 0, made.stderr
-    return folder / "job.toml"
+    job = folder / "job.toml"
+    text = job.read_text()
+    for old, new in (
+        ("batch_size = 0", "batch_size = 150"),
+        ("flipback_every = 5", "flipback_every = 2"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    job.write_text(text)
+    return job
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_kit(tmp_path_factory.mktemp("kit"))
+
+
+@pytest.fixture(scope="module")
+def djn_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same kit with DJN obfuscation: the public key carries h_s."""
+    return make_kit(tmp_path_factory.mktemp("djn-kit"), "--obfuscation", "djn")
 
 
 @pytest.mark.parametrize(
@@ -45,6 +69,18 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
 )
 def test_our_party_conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> None:
+    conforms(kit, tmp_path, role, party, ending)
+
+
+@pytest.mark.parametrize(
+    ("role", "party"), [("guest", "guest-1"), ("server", "server"), ("host", "host")]
+)
+def test_our_party_conforms_with_djn(djn_kit: Path, tmp_path: Path, role: str, party: str) -> None:
+    conforms(djn_kit, tmp_path, role, party, "finish")
+
+
+def conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> None:
+    """Run the party under test and the scripted peer; both must end as ``ending`` says."""
     out = tmp_path / party
     log = (tmp_path / "party.log").open("wb")
     under_test = subprocess.Popen(

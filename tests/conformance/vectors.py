@@ -62,6 +62,8 @@ SESSION = "golden-session"
 # big-integer extension on the wire.
 N = 0xC7F1A5D3B9E2F0A1C3D5E7F9A1B3C5D7E9F1A3B5C7D9E1F3A5B7C9D1E3F5A7B9
 CIPHER = (N * N - 12345, 1, 2**70 + 3)
+# DJN: the generator h_s = (−x²)^N mod N² for x = 2 (a party would draw x at random).
+H_S = pow(N - 4, N, N * N)
 # PSI: an odd 1024-bit stand-in for a guest's RSA modulus (the Host refuses shorter ones),
 # values in Z_N, and 256-bit tags (SHA-256 outputs).
 RSA_N = 2**1023 + N
@@ -146,6 +148,9 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ),
         ("shuffled", "shuffler", "aggregator", 1, Shuffled(1, 2, 108, SEALED_2 + SEALED, 1)),
         ("round_end", "aggregator", "clients-1", 10, RoundEnd(10, 0.9375, True, "rounds")),
+        # performance (issue 4): a DJN key; appended so that every earlier example keeps
+        # its message id and bytes (a standard key leaves h_s = 0 out: "public_key" above)
+        ("public_key_djn", "server", "host", 0, PublicKey(n=N, bits=256, h_s=H_S)),
     ]
 
 
