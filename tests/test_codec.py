@@ -556,7 +556,7 @@ def test_malformed_bigints_are_refused(value: msgpack.ExtType) -> None:
 @pytest.mark.parametrize(
     "n",
     [
-        msgpack.ExtType(codec._EXT_BIGINT, b"\x01" * (codec.MAX_INT_BYTES + 1)),
+        msgpack.ExtType(codec._EXT_BIGINT, b"\x01" * (codec.MAX_INT_BYTES + 2)),
         msgpack.ExtType(9, b""),  # an extension code we never defined
     ],
     ids=["int-too-large", "unknown-ext"],
@@ -707,3 +707,13 @@ def test_structured_garbage_raises_only_protocol_errors(kind: Kind, data: st.Dat
     # Act / assert
     _only_protocol_errors(lambda: codec.decode_body(kind, _pack(body)))
     _only_protocol_errors(lambda: codec.decode_header(_pack(head)))
+
+
+def test_a_full_width_8192_bit_integer_round_trips() -> None:
+    # A DJN generator h_s < n² of a 4096-bit key may have all 8,192 bits set at the top.
+    header = Header(PROTOCOL, VERSION, "s", "server", "host", 0, 1, Kind.PUBLIC_KEY)
+    body = PublicKey(n=(1 << 4096) - 1, bits=4096, h_s=(1 << 8191) + 3)
+
+    _, got = codec.decode(codec.encode(header, body))
+
+    assert got == body

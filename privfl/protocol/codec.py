@@ -73,7 +73,7 @@ def _ext_hook(code: int, data: bytes) -> object:
             tuple(int.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width))
         )
     if code == _EXT_BIGINT:
-        if len(data) > MAX_INT_BYTES:
+        if len(data) > MAX_INT_BYTES + 1:  # signed: a full-width value needs a sign byte
             raise ProtocolError("integer too large")
         return int.from_bytes(data, "big", signed=True)
     raise ProtocolError(f"unknown extension type {code}")
