@@ -9,10 +9,10 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import spawn
 
 from privfl.data.views import GUEST_DEMO_COLUMNS, central_baseline, demo_columns
 
@@ -41,30 +41,6 @@ def privfl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     return subprocess.run(
         [sys.executable, "-m", "privfl", *args], capture_output=True, text=True, timeout=timeout
     )
-
-
-STARTED: list[subprocess.Popen[bytes]] = []
-
-
-@pytest.fixture(autouse=True)
-def _reap_parties() -> Iterator[None]:
-    """Whatever a test started is stopped and reaped, even when the test fails."""
-    yield
-    while STARTED:
-        process = STARTED.pop()
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-
-
-def spawn(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    """Start a party in the background; its output goes to ``log``."""
-    with log.open("wb") as handle:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen(
-            [sys.executable, "-m", "privfl", *args], stdout=handle, stderr=handle
-        )
-    STARTED.append(process)
-    return process
 
 
 def feature_names(columns: tuple[int, ...]) -> set[str]:

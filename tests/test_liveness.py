@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli import WEAK, privfl, spawn
+from processes import spawn
+from test_cli import WEAK, privfl
 
 TIMEOUT = 5
 PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]

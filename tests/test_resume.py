@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import tomli_w
 from helpers import memory_job, read_model, read_summary
-from test_cli import WEAK, privfl, spawn
+from processes import spawn
+from test_cli import WEAK, privfl
 
 from privfl.config import JobConfig
 from privfl.errors import PrivflError

@@ -21,7 +21,7 @@ from privfl.protocol.hfl_messages import (
 )
 
 PROTOCOL = "privfl"
-VERSION = 1
+VERSION = 2
 PURPOSES = ("gradient", "scores")
 SPLITS = ("train", "test")
 

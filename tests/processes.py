@@ -1,0 +1,28 @@
+"""Party processes started by tests; tests/conftest.py stops and reaps them after each test."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
+def spawn(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    """Start ``privfl ARGS`` in the background; its output goes to ``log``."""
+    with log.open("wb") as handle:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "privfl", *args], stdout=handle, stderr=handle
+        )
+    STARTED.append(process)
+    return process
+
+
+def reap() -> None:
+    """Kill whatever is still running (a frozen party too) and wait for every process."""
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+        process.wait()
