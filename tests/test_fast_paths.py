@@ -14,7 +14,7 @@ from privfl.crypto.noise import NoisePool
 from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair, unmask
 from privfl.errors import CryptoError
 from privfl.protocol import codec
-from privfl.protocol.messages import Header, Kind
+from privfl.protocol.messages import PROTOCOL, VERSION, Header, Kind
 from privfl.protocol.messages import PublicKey as PublicKeyMsg
 
 
@@ -77,12 +77,12 @@ def test_peer_generators_are_checked(djn_keys: tuple[PublicKey, PrivateKey]) -> 
             PublicKey.from_n(public.n, bad)
 
 
-def test_public_key_message_carries_h_s_and_old_frames_still_decode(
+def test_public_key_message_carries_h_s_only_when_set(
     djn_keys: tuple[PublicKey, PrivateKey],
 ) -> None:
     # Prepare
     public, _ = djn_keys
-    header = Header("privfl", 1, "s", "server", "host", 0, 1, Kind.PUBLIC_KEY)
+    header = Header(PROTOCOL, VERSION, "s", "server", "host", 0, 1, Kind.PUBLIC_KEY)
     with_h = PublicKeyMsg(n=public.n, bits=public.bits, h_s=public.h_s)
     standard = PublicKeyMsg(n=public.n, bits=public.bits)
 
@@ -91,7 +91,7 @@ def test_public_key_message_carries_h_s_and_old_frames_still_decode(
     frames = codec.encode(header, standard)
 
     # Assert: h_s round-trips; the standard key's frame has no h_s field at all
-    # (byte-identical to a sender that predates DJN) and decodes to h_s = 0.
+    # (a field at its default is left out) and decodes to h_s = 0.
     assert got == with_h
     assert b"h_s" not in frames[1]
     assert codec.decode(frames)[1] == standard
