@@ -10,7 +10,7 @@ from helpers import failures, memory_job, run_in_threads
 from privfl.config import with_overrides
 from privfl.errors import ConfigError
 from privfl.parties.host_run import check_batch_size
-from privfl.protocol.transport import InMemoryHub
+from privfl.protocol.memory import InMemoryHub
 
 
 @pytest.mark.parametrize("size", [1, 19, 20])

@@ -10,8 +10,8 @@ from privfl.errors import PeerUnavailable
 from privfl.parties import channel as channel_module
 from privfl.parties.channel import Channel
 from privfl.parties.progress import party_progress
+from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import PROTOCOL, VERSION, Finish, Header, Kind
-from privfl.protocol.transport import InMemoryHub
 
 
 def test_a_long_wait_is_logged_naming_the_silent_peer(

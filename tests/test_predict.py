@@ -17,8 +17,8 @@ from privfl.data.tables import IdTable
 from privfl.parties.predict import Model, predict_party
 from privfl.parties.taylor import sigmoid
 from privfl.protocol import codec
+from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Decrypted, Kind, PublicKey
-from privfl.protocol.transport import InMemoryHub
 
 NAMES = ["server", "host", "guest-1", "guest-2"]
 

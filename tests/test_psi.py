@@ -15,8 +15,8 @@ from privfl.data.tables import IdTable
 from privfl.parties.channel import Channel
 from privfl.parties.common import PartyContext
 from privfl.protocol import codec
+from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import PsiAnswer, PsiQuery
-from privfl.protocol.transport import InMemoryHub
 from privfl.psi import ecdh, rsa
 from privfl.psi.stage import align
 

@@ -15,7 +15,7 @@ import socket
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Protocol, Self
 
 import zmq
 
@@ -35,7 +35,6 @@ HEARTBEAT_TIMEOUT_MS = 5000
 # Larger frames make libzmq drop the connection before buffering them: the
 # reliable layer (protocol/reliable.py) never sends a frame over 1 MiB.
 MAX_WIRE_FRAME = 1024 * 1024 + 64
-_IN_MEMORY = frozenset({"InMemoryHub", "InMemoryTransport", "Sent"})
 
 
 class Transport(Protocol):
@@ -318,12 +317,3 @@ def free_tcp_endpoints(count: int, host: str = "127.0.0.1") -> list[str]:
     finally:
         for sock in sockets:
             sock.close()
-
-
-def __getattr__(name: str) -> Any:
-    """Keep ``from privfl.protocol.transport import InMemoryHub`` working (moved to memory.py)."""
-    if name in _IN_MEMORY:
-        from privfl.protocol import memory
-
-        return getattr(memory, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
