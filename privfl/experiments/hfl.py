@@ -6,6 +6,7 @@ networked roles, in one process) on the chosen dataset.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 from typing import Any
@@ -112,9 +113,10 @@ def hfl_mechanisms(settings: Settings) -> ExperimentResult:
         ours="Test accuracy:\n\n"
         + table(ours, ["clients", "ε", "pnpm", "duchi", "pm", "gaussian", "no noise"]),
         comparison=(
-            f"PNPM is at least as good as both Duchi and PM in {wins} of {len(ours)} settings, "
-            "which matches the seed's claim that PNPM wins with few clients at small ε. The "
-            "reason is structural and worth stating plainly: PNPM randomises only the *sign* "
+            f"PNPM is at least as good as both Duchi and PM in {wins} of {len(ours)} settings "
+            f"({'consistent with' if wins >= len(ours) * 0.75 else 'only partly matching'} the "
+            "seed's claim that PNPM wins with few clients at small ε). The reason is "
+            "structural and worth stating plainly: PNPM randomises only the *sign* "
             "of each weight and keeps |w| (scaled by a factor in [1, C]), so its output "
             "variance does not depend on the weight range, while Duchi and PM must map each "
             "layer to [−1, 1] and pay variance ∝ range². Per-weight ε is the seed's unit; "
@@ -177,6 +179,8 @@ def hfl_nbafl(settings: Settings) -> ExperimentResult:
         sweep: min((r for r in rows if r["sweep"] == sweep), key=lambda r: r["loss"])["value"]
         for sweep in ("clip C", "rounds T", "sampled K (N = 50)")
     }
+    eps_losses = [r["loss"] for r in rows if r["sweep"] == "epsilon"]
+    monotone = all(a >= b for a, b in itertools.pairwise(eps_losses))
     return ExperimentResult(
         rows=rows,
         figures=figures,
@@ -199,8 +203,10 @@ def hfl_nbafl(settings: Settings) -> ExperimentResult:
         ),
         comparison=(
             f"Best C here: {best['clip C']:g}; best T: {best['rounds T']:g}; best K: "
-            f"{best['sampled K (N = 50)']:g}. Monotone-in-ε loss is the direct consequence of "
-            "σ ∝ 1/ε and reproduces. An interior optimum for C, T and K exists in theory (noise "
+            f"{best['sampled K (N = 50)']:g}. Final loss is "
+            f"{'monotone decreasing' if monotone else 'not monotone'} in ε here (the seed's "
+            "figs 2–4: decreasing, since σ ∝ 1/ε). An interior optimum for C, T and K "
+            "exists in theory (noise "
             "∝ C·L against clipping bias and progress per round); whether it shows inside the "
             "swept grid depends on the dataset scale — digits has ≈ 67 rows per client with "
             "N = 20, so Δs = 2C/m is large and noise dominates early. Where our best value sits "
@@ -222,7 +228,7 @@ def hfl_shuffle(settings: Settings) -> ExperimentResult:
     rows = []
     for split, dirichlet in splits:
         b = replace(base, dirichlet=dirichlet)
-        for eps_l in [50.0, 500.0] if settings.quick else [20.0, 50.0, 200.0, 500.0]:
+        for eps_l in [500.0, 5000.0] if settings.quick else [50.0, 500.0, 5000.0, 20000.0]:
             rss = _run(
                 replace(
                     b, mechanism="laplace-topk", topk_fraction=alpha, epsilon=eps_l, shuffler=True
