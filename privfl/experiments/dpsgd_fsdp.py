@@ -45,7 +45,7 @@ def dpsgd_fsdp(settings: Settings) -> ExperimentResult:
     dataset = "mnist" if settings.data_dir else "digits"
     data = load_dataset(dataset, settings.data_dir, seed=settings.seed)
     quick = settings.quick
-    epochs = 2 if quick else 10
+    epochs = 2 if quick else 8
     epsilons = [2.0, 8.0] if quick else [2.0, 4.0, 8.0]
     ranks = [10] if quick else [10, 50, 200]
     variants = ["DP-SGD", "FSDP"] if quick else list(VARIANTS)

@@ -144,9 +144,9 @@ def _mean_rows(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[s
     return out
 
 
-def _sizes(settings: Settings) -> tuple[int, list[int]]:
+def _sizes(settings: Settings, full_seeds: int = 5) -> tuple[int, list[int]]:
     epochs = 10 if settings.quick else 40
-    seeds = [settings.seed] if settings.quick else [settings.seed + i for i in range(5)]
+    seeds = [settings.seed] if settings.quick else [settings.seed + i for i in range(full_seeds)]
     return epochs, seeds
 
 
@@ -303,7 +303,7 @@ def vfl_lambda(settings: Settings) -> ExperimentResult:
 
 @register("vfl-flipback", SEED_FILE, "Seed 004: does flipback help? (on/off at each ε)")
 def vfl_flipback(settings: Settings) -> ExperimentResult:
-    epochs, seeds = _sizes(settings)
+    epochs, seeds = _sizes(settings, full_seeds=3)
     eps_list = [8.0, 4.0, 2.0, 1.0]
     rows = _sweep(
         [VflRun(e, 2.0, fb, epochs, s) for s in seeds for e in eps_list for fb in (True, False)]
