@@ -352,7 +352,7 @@ def vfl_flipback(settings: Settings) -> ExperimentResult:
             "here. Per ε: "
             + "; ".join(
                 f"ε = {r['epsilon']:g}: {r['gain']:+.3f} (flip rate "
-                f"{100 / (1 + math.exp(r['epsilon'])):.2g}% vs flipback 2% per round)"
+                f"{100 / (1 + math.exp(r['epsilon'])):.2g}% vs 2% re-flipped every 5 epochs)"
                 for r in diff_rows
             )
             + ". Flipback is post-processing (no ε cost). It re-flips a fixed 2% of rows "
