@@ -28,7 +28,8 @@ def test_quick_experiment_writes_csv_png_and_report(name: str, tmp_path: Path) -
     result = CliRunner().invoke(main, ["experiment", name, "--quick", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     folder = tmp_path / name
-    rows = list(csv.DictReader((folder / "results.csv").open()))
+    with (folder / "results.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
     min_rows, quoted, column = EXPECTED[name]
     assert len(rows) >= min_rows
     values = [float(r[column]) for r in rows]
