@@ -19,6 +19,7 @@ MECHANISMS = ("none", "pnpm", "duchi", "pm", "gaussian", "laplace-topk", "gaussi
 PURE_LDP = ("pnpm", "duchi", "pm", "laplace-topk")
 DELTA_REPORTS = ("laplace-topk", "gaussian-topk")  # report the update on k coordinates
 DEVICES = ("auto", "cpu", "cuda")
+LOCAL_DP = ("none", "dpsgd", "fsdp")  # private local training (sample-level DP of a client's rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,11 @@ class HflConfig:
     round_timeout: float = 60.0  # a client that misses it is dropped for the round
     timeout_seconds: float = 60.0  # longest wait for a silent peer outside rounds
     test_size: float = 0.25
+    # private local training (issue 7): DP-SGD or FSDP instead of plain SGD on the client
+    local_dp: str = "none"
+    local_noise: float = 1.0  # noise multiplier z of each local step
+    local_clip: float = 1.0  # per-sample clip C (FSDP: used when its adaptive clip is off)
+    fsdp_rank: int = 50  # FSDP's Funk-SVD rank k
 
     def __post_init__(self) -> None:
         _check(self.dataset in DATASETS, f"dataset must be one of {', '.join(DATASETS)}")
@@ -78,6 +84,15 @@ class HflConfig:
         )
         _check(
             self.fedprox_mu >= 0 and self.dirichlet >= 0, "fedprox_mu and dirichlet must be >= 0"
+        )
+        _check(self.local_dp in LOCAL_DP, f"local_dp must be one of {', '.join(LOCAL_DP)}")
+        _check(
+            self.local_noise > 0 and self.local_clip > 0 and self.fsdp_rank >= 1,
+            "local_noise, local_clip > 0 and fsdp_rank >= 1",
+        )
+        _check(
+            self.local_dp == "none" or self.fedprox_mu == 0,
+            "local_dp cannot be combined with fedprox_mu (the prox term is not clipped)",
         )
         _check(self.epsilon_budget > 0, "epsilon_budget must be > 0 (inf = no cap)")
         _check(

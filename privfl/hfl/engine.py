@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from privfl.dpsgd.local import private_local_train
 from privfl.hfl.config import DELTA_REPORTS, HflConfig
 from privfl.hfl.data import Dataset, load_dataset, split_clients
 from privfl.hfl.models import build_model, get_flat, layer_slices, pick_device, set_flat
@@ -99,6 +100,13 @@ def local_train(
     x = torch.from_numpy(setup.data.x_train[rows]).to(setup.device)
     y = torch.from_numpy(setup.data.y_train[rows]).to(setup.device)
     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + round_ * 1009 + client)
+    if cfg.local_dp != "none":  # DP-SGD / FSDP local training (privfl.dpsgd)
+        private_local_train(
+            model, x, y, method=cfg.local_dp, epochs=cfg.local_epochs, batch_size=cfg.batch_size,
+            lr=cfg.lr, noise_multiplier=cfg.local_noise, clip=cfg.local_clip,
+            rank=cfg.fsdp_rank, gen=gen,
+        )  # fmt: skip
+        return get_flat(model)
     optimiser = torch.optim.SGD(model.parameters(), lr=cfg.lr)
     anchor = [p.detach().clone() for p in model.parameters()]
     loss_fn = nn.CrossEntropyLoss()

@@ -28,7 +28,10 @@ def make_ledger(setup: engine.Setup) -> PrivacyLedger:
     multiplier = 0.0
     if cfg.mechanism == "gaussian":
         multiplier = setup.calib.sigma / (2 * cfg.clip_norm / min(len(s) for s in setup.shards))
-    return PrivacyLedger(cfg, setup.dims, setup.calib.k, noise_multiplier=multiplier)
+    return PrivacyLedger(
+        cfg, setup.dims, setup.calib.k, noise_multiplier=multiplier,
+        local_rows=min(len(s) for s in setup.shards),
+    )  # fmt: skip
 
 
 def round_clients(config: HflConfig, round_: int) -> list[int]:
