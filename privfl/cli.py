@@ -15,6 +15,7 @@ from privfl.bench.cli import bench
 from privfl.cli_errors import friendly_errors
 from privfl.config import JobConfig, check_key_bits, load_job, with_overrides
 from privfl.conformance import command as conformance_command
+from privfl.experiments.cli import experiment
 from privfl.hfl.cli import hfl
 from privfl.predict_cli import predict_cmd
 from privfl.site_cli import keys_fingerprint, keys_import
@@ -443,4 +444,4 @@ keys.add_command(keys_fingerprint)
 main.add_command(hfl)
 main.add_command(conformance_command)
 main.add_command(bench)
-main.add_command(__import__("privfl.experiments.cli", fromlist=["experiment"]).experiment)
+main.add_command(experiment)
