@@ -9,6 +9,7 @@ the transport's recv yields nothing, and a Channel on top never sees a message.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -100,7 +101,11 @@ def test_plain_text_client_is_refused_and_logged(
     # libzmq may close a plain-text socket before its peer address can be read;
     # then the log names the endpoint it knocked on.
     assert "127.0.0.1:" in line and "key -" in line and "plain text" in line
-    assert len(lines) <= 2, [r.getMessage() for r in lines]  # once per address, not per retry
+    # Once per (address, reason), not once per retry: the client reconnects from a new
+    # port every ~100 ms, and libzmq reports a drop either as a handshake failure or as
+    # a disconnect, with or without the peer address.
+    seen = [re.sub(r"from 127\.0\.0\.1:\d+", "from 127.0.0.1", r.getMessage()) for r in lines]
+    assert len(seen) == len(set(seen)) and len(seen) <= 4, seen
 
 
 def test_unknown_key_is_refused_with_its_fingerprint(
