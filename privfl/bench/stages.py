@@ -62,6 +62,39 @@ def _with_bias(x: np.ndarray) -> np.ndarray:
     return np.hstack([x, np.ones((x.shape[0], 1))])
 
 
+@dataclass(frozen=True)
+class _Subsample:
+    """At most ``max_rows`` training rows (and as many test rows in proportion), scaled up."""
+
+    rows: int
+    test: int
+    scale: float
+    test_scale: float
+    theta_h: np.ndarray
+    theta_g: np.ndarray
+    x_h: np.ndarray
+    x_g: np.ndarray
+    y: np.ndarray
+
+
+def _subsample(workload: Workload, max_rows: int) -> _Subsample:
+    rows = min(workload.rows, max_rows)
+    test = min(workload.test_rows, max(1, math.ceil(max_rows * workload.test_rows / workload.rows)))
+    theta_h, theta_g = _weights(workload)
+    assert workload.host.y_train is not None
+    return _Subsample(
+        rows=rows,
+        test=test,
+        scale=workload.rows / rows,
+        test_scale=workload.test_rows / test,
+        theta_h=theta_h,
+        theta_g=theta_g,
+        x_h=_with_bias(workload.host.x_train[:rows]),
+        x_g=workload.guest.x_train[:rows],
+        y=workload.host.y_train[:rows],
+    )
+
+
 def naive_epoch(workload: Workload, bits: int, max_rows: int) -> EpochTimes:
     """The seed's epoch with phe floats in one process, on at most ``max_rows`` rows.
 
@@ -70,14 +103,9 @@ def naive_epoch(workload: Workload, bits: int, max_rows: int) -> EpochTimes:
     import phe
 
     public, private = phe.generate_paillier_keypair(n_length=bits)
-    rows = min(workload.rows, max_rows)
-    test = min(workload.test_rows, max(1, math.ceil(max_rows * workload.test_rows / workload.rows)))
-    scale, test_scale = workload.rows / rows, workload.test_rows / test
-    theta_h, theta_g = _weights(workload)
-    x_h = _with_bias(workload.host.x_train[:rows])
-    x_g = workload.guest.x_train[:rows]
-    assert workload.host.y_train is not None
-    y = workload.host.y_train[:rows]
+    sub = _subsample(workload, max_rows)
+    rows, test, scale, test_scale = sub.rows, sub.test, sub.scale, sub.test_scale
+    theta_h, theta_g, x_h, x_g, y = sub.theta_h, sub.theta_g, sub.x_h, sub.x_g, sub.y
     out = EpochTimes("naive phe", rows_measured=rows, extrapolated=rows < workload.rows)
     with out.stage("encrypt", scale):
         enc_g = [public.encrypt(0.25 * float(v)) for v in x_g @ theta_g]
@@ -144,14 +172,9 @@ def fate_epoch(workload: Workload, bits: int, max_rows: int) -> EpochTimes | Non
     except ImportError:
         return None
     secret, public, coder = fate.keygen(bits)
-    rows = min(workload.rows, max_rows)
-    test = min(workload.test_rows, max(1, math.ceil(max_rows * workload.test_rows / workload.rows)))
-    scale, test_scale = workload.rows / rows, workload.test_rows / test
-    theta_h, theta_g = _weights(workload)
-    x_h = _with_bias(workload.host.x_train[:rows])
-    x_g = workload.guest.x_train[:rows]
-    assert workload.host.y_train is not None
-    y = workload.host.y_train[:rows]
+    sub = _subsample(workload, max_rows)
+    rows, test, scale, test_scale = sub.rows, sub.test, sub.scale, sub.test_scale
+    theta_h, theta_g, x_h, x_g, y = sub.theta_h, sub.theta_g, sub.x_h, sub.x_g, sub.y
     out = EpochTimes("fate_utils", rows_measured=rows, extrapolated=rows < workload.rows)
     with out.stage("encrypt", scale):
         enc = public.encrypt_encoded(coder.encode_f64_vec(x_g @ theta_g), True)
