@@ -27,16 +27,9 @@ import math
 import secrets
 from typing import Any
 
+from privfl.crypto.gmp import mpz as _mpz
+from privfl.crypto.gmp import powmod as _powmod
 from privfl.errors import CryptoError
-
-try:
-    import gmpy2
-
-    _mpz: Any = gmpy2.mpz
-    _powmod: Any = gmpy2.powmod
-except ImportError:  # pragma: no cover - paillier.require_gmpy2 reports it
-    _mpz = int
-    _powmod = pow
 
 WINDOW = 6
 """Table window in bits: 2^6 entries per window; 6 measured fastest (8 is 3x the memory)."""

@@ -20,19 +20,11 @@ by :func:`unpack`, which raises instead of returning a wrong number.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from privfl.crypto.gmp import mpz as _mpz
+from privfl.crypto.gmp import powmod as _powmod
 from privfl.crypto.paillier import PublicKey
 from privfl.errors import CryptoError
-
-try:
-    import gmpy2
-
-    _mpz: Any = gmpy2.mpz
-    _powmod: Any = gmpy2.powmod
-except ImportError:  # pragma: no cover - paillier.require_gmpy2 reports it
-    _mpz = int
-    _powmod = pow
 
 BOUND_BITS = 88
 """Every packed value satisfies ``|v| < 2^88``: a gradient at 2^-48 up to 2^40 ≈ 1e12."""

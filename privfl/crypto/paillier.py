@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -20,16 +20,9 @@ import phe.paillier
 import phe.util
 
 from privfl.crypto import djn
+from privfl.crypto.gmp import mpz as _mpz
+from privfl.crypto.gmp import powmod as _powmod
 from privfl.errors import CryptoError
-
-try:
-    import gmpy2
-
-    _mpz: Callable[[int], Any] = gmpy2.mpz
-    _powmod: Callable[[Any, int, Any], Any] = gmpy2.powmod
-except ImportError:  # pragma: no cover - keeps the module importable; require_gmpy2 reports it
-    _mpz = int
-    _powmod = pow
 
 OBFUSCATIONS = ("standard", "djn")
 """How fresh encryptions of 0 are made: ``r**n`` (default) or DJN's ``h_s**a``."""
