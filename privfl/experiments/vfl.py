@@ -61,6 +61,18 @@ class VflRun:
     seed: int
 
 
+_ACCURACY_COLUMNS = (
+    "joint_accuracy",
+    "host_accuracy",
+    "host_accuracy_sd",
+    "guest_accuracy",
+    "guest_accuracy_sd",
+    "seed_host(B)",
+    "seed_guest(A)",
+)
+"""The 'ours' table of vfl-epsilon and vfl-lambda, after the swept parameter."""
+
+
 def run_vertical(run: VflRun, timeout: float = 120.0) -> dict[str, Any]:
     """One encrypted training run in-process; the Host's summary."""
     columns = demo_columns(1)
@@ -205,16 +217,7 @@ def vfl_epsilon(settings: Settings) -> ExperimentResult:
         ours=f"{epochs} epochs, mean (sd) over {len(seeds)} seed(s):\n\n"
         + table(
             means,
-            [
-                "epsilon",
-                "joint_accuracy",
-                "host_accuracy",
-                "host_accuracy_sd",
-                "guest_accuracy",
-                "guest_accuracy_sd",
-                "seed_host(B)",
-                "seed_guest(A)",
-            ],
+            ["epsilon", *_ACCURACY_COLUMNS],
         ),
         comparison=_compare_epsilon(ordered),
         setup=SETUP,
@@ -278,16 +281,7 @@ def vfl_lambda(settings: Settings) -> ExperimentResult:
         ours=f"{epochs} epochs, mean (sd) over {len(seeds)} seed(s):\n\n"
         + table(
             means,
-            [
-                "lambda",
-                "joint_accuracy",
-                "host_accuracy",
-                "host_accuracy_sd",
-                "guest_accuracy",
-                "guest_accuracy_sd",
-                "seed_host(B)",
-                "seed_guest(A)",
-            ],
+            ["lambda", *_ACCURACY_COLUMNS],
         ),
         comparison=(
             f"Our best mean joint accuracy is at λ = {best['lambda']:g} "
