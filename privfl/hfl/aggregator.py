@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from privfl.hfl.models import get_flat
 from privfl.hfl.outputs import Recorder
 from privfl.hfl.roles_common import make_channel, open_listener, try_expect
 from privfl.hfl.sealing import new_report_key, open_sealed
-from privfl.hfl.simulate import make_ledger
+from privfl.hfl.simulate import RoundHook, close_round, make_ledger
 from privfl.parties.channel import Channel
 from privfl.protocol.hfl_messages import (
     JoinRequest,
@@ -40,7 +39,6 @@ from privfl.protocol.hfl_messages import (
 from privfl.protocol.messages import Kind
 
 log = logging.getLogger("privfl.hfl.aggregator")
-RoundHook = Callable[[dict[str, Any]], None]
 MAX_MISSES = 2
 
 
@@ -295,21 +293,18 @@ def train(
             roster.missed(missed, set(asked))
             reports = [torch.from_numpy(got[c]).to(setup.device) for c in sorted(got)]
             participants, dropped = sorted(got), 0
-        new = engine.aggregate(setup, weights, reports, round_)
+        new, record = close_round(
+            setup,
+            weights,
+            reports,
+            round_,
+            participants,
+            ledger,
+            recorder,
+            on_round,
+            invalid_reports=dropped,
+            hosts=len(roster.alive()),
+        )
         last_update, weights = new - weights, new
-        accuracy, loss = engine.evaluate(setup, weights)
-        entry = ledger.record(participants, len(reports))
-        record = {
-            "round": round_,
-            "accuracy": accuracy,
-            "loss": loss,
-            "reports": len(reports),
-            "invalid_reports": dropped,
-            "hosts": len(roster.alive()),
-            **entry,
-        }
-        recorder.round(record, weights, ledger)
-        log.info("round %d: %d report(s), accuracy %.4f", round_, len(reports), accuracy)
-        if on_round:
-            on_round(record)
+        log.info("round %d: %d report(s), accuracy %.4f", round_, len(reports), record["accuracy"])
     return "rounds"

@@ -39,6 +39,40 @@ def round_clients(config: HflConfig, round_: int) -> list[int]:
     return [c for c in engine.sample_clients(config, round_) if engine.joins(config, c, round_)]
 
 
+def close_round(
+    setup: engine.Setup,
+    weights: torch.Tensor,
+    reports: list[torch.Tensor],
+    round_: int,
+    participants: list[int],
+    ledger: PrivacyLedger,
+    recorder: Recorder,
+    on_round: RoundHook | None,
+    **extra: Any,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Aggregate a round's reports, evaluate, book it in the ledger and record it.
+
+    The one end-of-round step of the in-process simulator and the networked aggregator
+    (``extra`` adds the aggregator's transport figures to the round's record). Returns
+    the new global weights and the round's record.
+    """
+    new = engine.aggregate(setup, weights, reports, round_)
+    accuracy, loss = engine.evaluate(setup, new)
+    entry = ledger.record(participants, len(reports))
+    record = {
+        "round": round_,
+        "accuracy": accuracy,
+        "loss": loss,
+        "reports": len(reports),
+        **extra,
+        **entry,
+    }
+    recorder.round(record, new, ledger)
+    if on_round:
+        on_round(record)
+    return new, record
+
+
 def run_experiment(
     config: HflConfig, out: Path | None = None, on_round: RoundHook | None = None
 ) -> dict[str, Any]:
@@ -59,20 +93,8 @@ def run_experiment(
         clients = round_clients(config, round_)
         indices = engine.report_indices(setup, last_update, round_)
         reports = [engine.client_report(setup, c, weights, indices, round_) for c in clients]
-        new = engine.aggregate(setup, weights, reports, round_)
+        new, _ = close_round(setup, weights, reports, round_, clients, ledger, recorder, on_round)
         last_update, weights = new - weights, new
-        accuracy, loss = engine.evaluate(setup, weights)
-        entry = ledger.record(clients, len(reports))
-        record = {
-            "round": round_,
-            "accuracy": accuracy,
-            "loss": loss,
-            "reports": len(reports),
-            **entry,
-        }
-        recorder.round(record, weights, ledger)
-        if on_round:
-            on_round(record)
     return recorder.summary(
         ledger, stop_reason, {"device": str(setup.device), "transport": "in-process"}
     )
