@@ -80,15 +80,22 @@ def last_error(console: Path) -> str:
 
 
 class EpochProgress:
-    """A progress bar fed by the Host's metrics.jsonl as epochs complete."""
+    """A progress bar fed by a metrics.jsonl file as epochs (or rounds) complete."""
 
-    def __init__(self, metrics: Path, epochs: int, enabled: bool) -> None:
+    def __init__(
+        self,
+        metrics: Path,
+        epochs: int,
+        enabled: bool,
+        desc: str = "encrypted training",
+        unit: str = "epoch",
+    ) -> None:
         self.metrics = metrics
         self.seen = 0
         self.bar = tqdm(
             total=epochs,
-            desc="encrypted training",
-            unit="epoch",
+            desc=desc,
+            unit=unit,
             disable=not enabled,
             file=sys.stderr,
             dynamic_ncols=True,

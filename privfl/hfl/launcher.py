@@ -16,8 +16,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from privfl.errors import ConfigError, PrivflError
 from privfl.hfl.config import HflConfig, HflJob, HflParty, save_hfl_job
 from privfl.launcher import POLL_SECONDS, EpochProgress, PartyProcess, last_error, stop_all
@@ -26,22 +24,6 @@ from privfl.protocol.keys import generate_keypair
 from privfl.protocol.transport import free_tcp_endpoints
 
 AGGREGATOR, SHUFFLER = "aggregator", "shuffler"
-
-
-class RoundProgress(EpochProgress):
-    """The vertical mode's metrics-fed progress bar, counting rounds."""
-
-    def __init__(self, metrics: Path, rounds: int, enabled: bool) -> None:
-        self.metrics = metrics
-        self.seen = 0
-        self.bar = tqdm(
-            total=rounds,
-            desc="federated rounds",
-            unit="round",
-            disable=not enabled,
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
 
 
 def local_job(config: HflConfig, client_processes: int = 2, host: str = "127.0.0.1") -> HflJob:
@@ -130,7 +112,13 @@ def run_local(job: HflJob, out: Path, *, progress: bool = True) -> dict[str, Any
     start = time.monotonic()
     job_path = write_hfl_kit(job, out / "kit")
     parties = start_all(job, job_path, out)
-    bar = RoundProgress(out / AGGREGATOR / "metrics.jsonl", job.config.rounds, progress)
+    bar = EpochProgress(
+        out / AGGREGATOR / "metrics.jsonl",
+        job.config.rounds,
+        progress,
+        desc="federated rounds",
+        unit="round",
+    )
     watch(parties, bar, grace=10.0)
     summary: dict[str, Any] = json.loads((out / AGGREGATOR / "summary.json").read_text())
     summary["aggregator_wall_seconds"] = summary["wall_seconds"]
