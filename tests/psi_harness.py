@@ -65,10 +65,10 @@ def context_of(job: JobConfig, name: str, hub: InMemoryHub) -> PartyContext:
     return PartyContext(name=name, job=job, channel=channel, out=Path("."))
 
 
-def send_as(job: JobConfig, hub: InMemoryHub, name: str, body: Message) -> Channel:
-    """A (possibly deviating) party sends ``body`` to the Host; its channel, to read replies."""
+def send_as(job: JobConfig, hub: InMemoryHub, name: str, body: Message, to: str = "") -> Channel:
+    """A (deviating) party sends ``body`` (to the Host by default); its channel, for replies."""
     channel = context_of(job, name, hub).channel
-    channel.send(job.host, body)
+    channel.send(to or job.host, body)
     return channel
 
 
