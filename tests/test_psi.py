@@ -50,11 +50,11 @@ def test_rsa_keys_have_a_prime_exponent_larger_than_the_modulus() -> None:
     ("change", "why"),
     [
         (lambda n, e: (n, 65537), "prime larger than N"),  # the old exponent
-        (lambda n, e: (n, e + 1 if (e + 1) % 2 else e + 2), "not prime"),
+        (lambda n, e: (n, 3 * e), "not prime"),
         (lambda n, e: (n, n - 2), "prime larger than N"),
         (lambda n, e: (n, (1 << 1200) + 1), "prime larger than N"),  # too costly to blind
         (lambda n, e: (n * 3, e), "bits"),
-        (lambda n, e: ((n >> 8 << 8) + 3 * 5 * 7, e), "small prime factor"),
+        (lambda n, e: (3 * (n // 3 | 1), e), "small prime factor"),
     ],
 )
 def test_a_key_that_may_not_permute_z_n_is_refused(change: Any, why: str) -> None:
