@@ -19,6 +19,8 @@ PSI_METHODS = ("rsa", "ecdh")
 LOCAL_KEYS = ("data", "id_column", "label_column", "features")  # may differ between sites
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256
+# A site's largest id set in the PSI: also how many guessed ids a deviating peer could test.
+DEFAULT_MAX_IDS = 10_000
 OBFUSCATIONS = ("standard", "djn")
 
 
@@ -35,6 +37,8 @@ class PartySpec:
     id_column: str = ""
     label_column: str = ""
     features: tuple[str, ...] = ()
+    # The most ids this site brings to the PSI; peers refuse larger sets (docs/security.md).
+    max_ids: int = DEFAULT_MAX_IDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +71,8 @@ class DataConfig:
     dataset: str = "breast_cancer"
     test_size: float = 0.25
     split_seed: int = 0
-    psi: str = "rsa"  # private set intersection with an id column: "rsa" or "ecdh"
-    psi_key_bits: int = 2048  # RSA modulus of the blind-signature PSI
+    psi: str = "ecdh"  # private set intersection with an id column: "ecdh" (ristretto255) or "rsa"
+    psi_key_bits: int = 2048  # RSA modulus of the blind-signature PSI (psi = "rsa" only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +154,8 @@ def validate(job: JobConfig) -> None:
     for p in job.parties.values():
         if p.role not in ROLES:
             raise ConfigError(f"party {p.name!r} has role {p.role!r}; roles are {', '.join(ROLES)}")
+        if p.max_ids < 1:
+            raise ConfigError(f"parties.{p.name}.max_ids must be at least 1, got {p.max_ids}")
     if roles.count("server") != 1 or roles.count("host") != 1 or roles.count("guest") < 1:
         raise ConfigError("a job needs exactly one server, one host and at least one guest")
     t = job.training
@@ -194,6 +200,8 @@ def party_dict(spec: PartySpec) -> dict[str, Any]:
         "endpoint": spec.endpoint,
         "columns": list(spec.columns),
     }
+    if spec.role != "server":  # the Server takes no part in the PSI
+        table["max_ids"] = spec.max_ids
     for key in LOCAL_KEYS:
         value = getattr(spec, key)
         if value:
@@ -215,6 +223,7 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
                 id_column=str(spec.get("id_column", "")),
                 label_column=str(spec.get("label_column", "")),
                 features=tuple(str(f) for f in spec.get("features", ())),
+                max_ids=int(spec.get("max_ids", DEFAULT_MAX_IDS)),
             )
             for name, spec in data.pop("parties", {}).items()
         }
