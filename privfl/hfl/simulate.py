@@ -80,7 +80,8 @@ def run_experiment(
     weights = get_flat(setup.model)
     last_update: torch.Tensor | None = None
     stop_reason = "rounds"
-    source = private_source()  # one CSPRNG for the simulated clients (and server noise)
+    # one CSPRNG for the simulated clients and server noise; vectorised samplers for speed
+    source = private_source(exact=False)
     for round_ in range(1, config.rounds + 1):
         asked = engine.sample_clients(config, round_)
         try:

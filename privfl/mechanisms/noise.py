@@ -10,8 +10,12 @@ Laplace and Gaussian releases are *discrete* (Canonne, Kamath, Steinke 2020): th
 value is randomly rounded to a grid of step ``2^-j`` and integer noise is added, so
 every output is a grid point reachable from every input (no Mironov 2012 gaps).
 The integer noise comes from OpenDP's exact samplers (its own CSPRNG), measured at
-about 7 µs (Laplace) and 11 µs (Gaussian) per coordinate here; the seeded research
-source uses vectorised numpy samplers instead (OpenDP cannot be seeded).
+about 7 µs (Laplace) and 11 µs (Gaussian) per coordinate here: 0.2 s for a 19 210-weight
+report, fine for a client process. The in-process simulator, which draws every
+client's reports, and the seeded research source (OpenDP cannot be seeded) use
+vectorised numpy samplers on the ChaCha20 stream instead (~100× faster): the same
+integer distributions, with float64-rounded acceptance probabilities (relative
+error ~1e-16 per outcome), still without gaps.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 from randomgen import ChaCha
 
 SEEDED_LABEL = "seeded noise — not private"
-PRIVATE_LABEL = "OS CSPRNG (ChaCha20 keyed with 256 bits from secrets; OpenDP samplers)"
+PRIVATE_LABEL = "OS CSPRNG (ChaCha20 keyed with 256 bits from secrets), discrete samplers"
 
 
 @dataclass(frozen=True)
@@ -36,22 +40,27 @@ class NoiseSource:
 
     rng: np.random.Generator
     seeded: bool = False
+    exact: bool = True  # OpenDP's exact samplers (else vectorised numpy ones on ``rng``)
 
     @property
     def label(self) -> str:
         return SEEDED_LABEL if self.seeded else PRIVATE_LABEL
 
 
-def private_source() -> NoiseSource:
-    """A fresh generator keyed with 256 bits from the OS CSPRNG (never from the job)."""
-    return NoiseSource(np.random.Generator(ChaCha(key=secrets.randbits(256), rounds=20)))
+def private_source(exact: bool = True) -> NoiseSource:
+    """A fresh generator keyed with 256 bits from the OS CSPRNG (never from the job).
+
+    ``exact=False`` (the simulator) draws discrete noise with the vectorised samplers.
+    """
+    bits = ChaCha(key=secrets.randbits(256), rounds=20)
+    return NoiseSource(np.random.Generator(bits), exact=exact)
 
 
 def seeded_source(*parts: int) -> NoiseSource:
     """Research option only: a generator keyed from public numbers (job seed, round, client)."""
     digest = hashlib.sha256(repr(tuple(int(p) for p in parts)).encode()).digest()
     key = int.from_bytes(digest, "big")
-    return NoiseSource(np.random.Generator(ChaCha(key=key, rounds=20)), seeded=True)
+    return NoiseSource(np.random.Generator(ChaCha(key=key, rounds=20)), seeded=True, exact=False)
 
 
 def randomized_round(x: np.ndarray, grid: float, rng: np.random.Generator) -> np.ndarray:
@@ -115,7 +124,7 @@ def _numpy_discrete_gaussian(size: int, sigma: float, rng: np.random.Generator) 
 
 def add_discrete_laplace(x: np.ndarray, scale: float, source: NoiseSource) -> np.ndarray:
     """``x + Z`` with ``P[Z = z] ∝ exp(−|z|/scale)``: ε = Δ₁/scale for integer inputs."""
-    if source.seeded:
+    if not source.exact:
         base: np.ndarray = np.asarray(x, np.int64)
         noisy: np.ndarray = base + _numpy_discrete_laplace(base.size, scale, source.rng)
         return noisy
@@ -124,7 +133,7 @@ def add_discrete_laplace(x: np.ndarray, scale: float, source: NoiseSource) -> np
 
 def add_discrete_gaussian(x: np.ndarray, sigma: float, source: NoiseSource) -> np.ndarray:
     """``x + Z`` with ``P[Z = z] ∝ exp(−z²/2σ²)``: ρ-zCDP with ρ = Δ₂²/(2σ²) (CKS theorem 14)."""
-    if source.seeded:
+    if not source.exact:
         base: np.ndarray = np.asarray(x, np.int64)
         noisy: np.ndarray = base + _numpy_discrete_gaussian(base.size, sigma, source.rng)
         return noisy

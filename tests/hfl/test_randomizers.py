@@ -24,9 +24,10 @@ from privfl.mechanisms.noise import (
 N = 100_000
 
 
-@pytest.mark.parametrize("seeded", [False, True])
-def test_discrete_laplace_and_gaussian_have_the_stated_variance(seeded: bool) -> None:
-    source = seeded_source(1) if seeded else private_source()
+@pytest.mark.parametrize("kind", ["opendp", "vectorised", "seeded"])
+def test_discrete_laplace_and_gaussian_have_the_stated_variance(kind: str) -> None:
+    sources = {"opendp": private_source(), "vectorised": private_source(exact=False)}
+    source = sources.get(kind) or seeded_source(1)
     lap = add_discrete_laplace(np.zeros(N, np.int64), 20.0, source)
     gauss = add_discrete_gaussian(np.zeros(N, np.int64), 30.0, source)
     assert lap.dtype == np.int64 and gauss.dtype == np.int64
