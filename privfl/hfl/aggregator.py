@@ -297,7 +297,7 @@ def train(
             return f"privacy budget: {exc}"
         indices = engine.report_indices(setup, last_update, round_)
         token = secrets.token_bytes(TOKEN_BYTES) if shuffler else b""
-        tokens, digests, caps = client_tokens(asked) if shuffler else ({}, b"", "")
+        tokens, digests, caps = client_tokens(asked) if shuffler else ({}, None, "")
         w32 = weights.float().cpu().numpy()
         expected = sum(len(ids) for ids in asked.values())
         minimum = cfg.min_reports or max(1, round(expected * cfg.beta))
@@ -316,7 +316,7 @@ def train(
                 indices.cpu().numpy().astype(np.int64),
                 token,
                 report_key,
-                tokens.get(host, b""),
+                tokens.get(host),
             )
             try:
                 channel.send(host, start, round_)

@@ -108,7 +108,8 @@ def serve_round(
             time.sleep(slow_seconds)
         if shuffler is not None:
             blob = seal(report, start.token, start.report_key, job.session, round_)
-            token = start.client_tokens[i * TOKEN_BYTES : (i + 1) * TOKEN_BYTES]
+            tokens = start.client_tokens or b""
+            token = tokens[i * TOKEN_BYTES : (i + 1) * TOKEN_BYTES] or None
             channel.send(shuffler, Sealed(round_, blob, token), round_)
         else:
             channel.send(aggregator, Update(round_, client, report), round_)

@@ -72,14 +72,16 @@ class Admission:
 
     @classmethod
     def of(cls, window: ShuffleWindow) -> Admission:
-        blob = window.token_digests
+        blob = window.token_digests or b""
         digests = {blob[i : i + TOKEN_BYTES] for i in range(0, len(blob), TOKEN_BYTES)}
         return cls(digests, parse_caps(window.host_caps))
 
-    def refuse(self, host: str, token: bytes) -> str | None:
+    def refuse(self, host: str, token: bytes | None) -> str | None:
         """Why the report is refused (None: admitted, its token now spent)."""
         if self.counts.get(host, 0) >= self.caps.get(host, 0):
             return f"{host} is over its cap of {self.caps.get(host, 0)} report(s)"
+        if token is None:
+            return "no client token"
         digest = hashlib.sha256(token).digest()
         if digest not in self.digests:
             return "no valid client token"

@@ -62,7 +62,7 @@ class RoundStart:
     indices: np.ndarray
     token: bytes
     report_key: bytes
-    client_tokens: bytes = b""
+    client_tokens: bytes | None = None  # None (left off the wire) without a Shuffler
 
     def __post_init__(self) -> None:
         _require(self.round >= 1, "rounds start at 1")
@@ -72,7 +72,8 @@ class RoundStart:
         _require(len(self.token) in (0, TOKEN_BYTES), "bad token length")
         _require(len(self.report_key) in (0, REPORT_KEY_BYTES), "bad report key length")
         _require(
-            len(self.client_tokens) in (0, TOKEN_BYTES * len(self.selected)),
+            self.client_tokens is None
+            or len(self.client_tokens) == TOKEN_BYTES * len(self.selected),
             "client_tokens must hold one token per selected client",
         )
 
@@ -111,10 +112,10 @@ class Sealed:
 
     round: int
     blob: bytes
-    token: bytes = b""
+    token: bytes | None = None
 
     def __post_init__(self) -> None:
-        _require(len(self.token) in (0, TOKEN_BYTES), "bad token length")
+        _require(self.token is None or len(self.token) == TOKEN_BYTES, "bad token length")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +133,15 @@ class ShuffleWindow:
     slot_seconds: float
     dummy: np.ndarray
     report_key: bytes
-    token_digests: bytes = b""
+    token_digests: bytes | None = None
     host_caps: str = ""
 
     def __post_init__(self) -> None:
         _require(self.expected >= 0 and self.min_reports >= 0, "counts must be >= 0")
-        _require(len(self.token_digests) % TOKEN_BYTES == 0, "bad token digests length")
+        _require(
+            self.token_digests is None or len(self.token_digests) % TOKEN_BYTES == 0,
+            "bad token digests length",
+        )
         _require(len(self.host_caps) <= 1 << 16, "host_caps too long")
         _require(0 < self.beta <= 1 and self.slot_seconds > 0, "bad window parameters")
         _vector(self.dummy, "dummy")
