@@ -255,9 +255,7 @@ def server_key(
             log.warning("ignoring unreadable key file %s: %s", path, exc)
     public, private = generate(ctx.job.key_bits)
     p, q = private_primes(private)
-    write_private_json(
-        path, {"n": str(public.n), "h_s": str(public.h_s), "p": str(p), "q": str(q)}
-    )
+    write_private_json(path, {"n": str(public.n), "h_s": str(public.h_s), "p": str(p), "q": str(q)})
     return public, private, False
 
 

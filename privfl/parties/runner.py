@@ -89,9 +89,7 @@ def run_party(
         if observer is not None and header is not None:
             observer(direction, peer, header, frames)
 
-    channel = Channel(
-        transport, session=job.session, timeout=job.timeout_seconds, observer=observe
-    )
+    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds, observer=observe)
     ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
     try:
         if role == "server":

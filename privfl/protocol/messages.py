@@ -315,6 +315,8 @@ class PsiResult:
 
     def __post_init__(self) -> None:
         _require(self.positions.ndim == 1 and self.positions.dtype == np.int64, "bad PSI positions")
+
+
 # --- checkpoint / resume (issue 3) ---
 MAX_CHECKPOINTS_OFFERED = 64
 
