@@ -88,7 +88,7 @@ class Channel:
                     waited,
                     self.timeout,
                 )
-                time.sleep(min(1.0, self.timeout - waited))
+                self._raise_pending_abort(min(1.0, self.timeout - waited))  # an Abort ends it
                 continue
             self._reached.add(peer)
             return
