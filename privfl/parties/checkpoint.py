@@ -190,6 +190,7 @@ def resume_host(
     state.labels = np.array(saved["labels"], dtype=state.labels.dtype)
     if "flip" in saved:
         state.flip = replace(state.flip, **saved["flip"])
+    log.info("continuing with the interrupted run's %d flipped labels", state.flip.flipped)
     state.z_cache = [int(v) for v in saved["z_cache"]]
     state.zh_cache = np.array(saved["zh_cache"], dtype=np.float64)
     state.flipped_back = int(saved["flipped_back"])
