@@ -14,7 +14,7 @@ from privfl.conformance.peer import (
     quiet,
     server_key,
 )
-from privfl.crypto import packing
+from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import PrivateKey, unmask
 from privfl.crypto.paillier import PublicKey as PaillierKey
@@ -107,12 +107,12 @@ def guest_script(job: JobConfig, party: str, ending: str, report: Report) -> Non
         zero = bool(np.all(scores == 0)) and private.decrypt(fwd.sum_squares.values) == [0]
         report.check("first Forward encrypts z = Xθ = 0 and Σz² = 0", zero, str(scores[:3]))
         if ending == "violation":
-            bad = private.public_key.encrypt(encode(np.zeros(rows + 1), VALUE_BITS, n))
-            host.channel.send(party, Residual(0, 0, BigInts(tuple(bad)), None), 0)
+            bad = fresh.encrypt(private.public_key, encode(np.zeros(rows + 1), VALUE_BITS, n))
+            host.channel.send(party, Residual(0, 0, bad, None), 0)
             expect_abort(report, host, party, "a Residual of the wrong length makes it Abort")
             return
-        residual = private.public_key.encrypt(encode(four_d(rows), VALUE_BITS, n))
-        host.channel.send(party, Residual(0, 0, BigInts(tuple(residual)), None), 0)
+        residual = fresh.encrypt(private.public_key, encode(four_d(rows), VALUE_BITS, n))
+        host.channel.send(party, Residual(0, 0, residual, None), 0)
         env = expect(report, server, Kind.DECRYPT_REQUEST, party, "Residual → DecryptRequest")
         if env is None:
             return
@@ -218,11 +218,10 @@ def server_script(job: JobConfig, party: str, ending: str, report: Report) -> No
         if expect(report, host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host") is None:
             return
         host.channel.send(party, Resume(completed=0))
-        # A guest's gradient as a correct guest sends it: packed, re-randomised, masked.
+        # A guest's gradient as a correct guest sends it: packed, masked, re-randomised.
         values = [5, 0, key.n - 1]  # 5, 0 and −1 as residues mod n
-        packed = key.rerandomize(packing.pack(key, key.encrypt(values)))
-        masked, masks = key.mask(packed)
-        request = DecryptRequest(0, 0, "gradient", BigInts(tuple(masked)))
+        masked, masks = fresh.mask(key, packing.pack(key, key.encrypt(values)))
+        request = DecryptRequest(0, 0, "gradient", masked)
         guest.raw(party, request, session="another-session")
         quiet(report, [guest, host], party, "a request from another session is refused")
         guest.channel.send(party, request, 0)
@@ -230,14 +229,15 @@ def server_script(job: JobConfig, party: str, ending: str, report: Report) -> No
         if env is not None and isinstance(env.body, Decrypted):
             _check_decrypted(report, env.body, request, masks, values, key.n)
         loss = encode([8 * 10 * 0.25], VALUE_BITS, key.n)
-        host.channel.send(party, Loss(0, 0, 1, BigInts(tuple(key.encrypt(loss))), 80, VALUE_BITS))
+        host.channel.send(party, Loss(0, 0, 1, fresh.encrypt(key, loss), 80, VALUE_BITS))
         env = expect(report, host, Kind.EPOCH_RESULT, party, "Loss → EpochResult")
         if env is not None:
             assert isinstance(env.body, EpochResult)
             report.check("loss is decrypted and averaged", abs(env.body.loss - 0.25) < 1e-9)
         _score_requests(report, party, host, key, rows)
         if ending == "violation":
-            guest.channel.send(party, request, 0)  # the same gradient twice: not allowed
+            # The same gradient twice: not allowed (raw: our channel sends a vector once).
+            guest.raw(party, request, session=job.session)
             expect_abort(report, guest, party, "a repeated gradient decryption makes it Abort")
             return
         host.channel.send(party, Finish(epochs=1, reason="conformance"))
@@ -260,8 +260,8 @@ def _score_requests(report: Report, party: str, host: Peer, key: PaillierKey, ro
     flipback = packing.pack(key, key.encrypt(train))
     evaluation = key.encrypt(packing.pack_plain(test, n))
     for what, ciphertexts, values in (("flipback", flipback, train), ("test", evaluation, test)):
-        masked, masks = key.mask(ciphertexts)
-        request = DecryptRequest(0, 0, "scores", BigInts(tuple(masked)))
+        masked, masks = fresh.mask(key, ciphertexts)
+        request = DecryptRequest(0, 0, "scores", masked)
         host.channel.send(party, request, 0)
         env = expect(report, host, Kind.DECRYPTED, party, f"packed {what} scores → Decrypted")
         if env is None or not isinstance(env.body, Decrypted):

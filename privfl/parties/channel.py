@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
+from privfl.crypto import fresh
 from privfl.errors import PeerAborted, PeerUnavailable, PrivflError, ProtocolError
 from privfl.protocol import codec
 from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind, Message, kind_of
@@ -60,7 +61,9 @@ class Channel:
 
         Until a peer has been reached once, an unreachable peer is retried for the
         channel's timeout (it may simply not have started yet), with a log line each try.
+        Every ciphertext in ``body`` must be Fresh and never sent before (crypto.fresh).
         """
+        fresh.require(body)
         try:
             if peer in self._reached:
                 self._post(peer, body, round_)
@@ -85,7 +88,7 @@ class Channel:
                     waited,
                     self.timeout,
                 )
-                time.sleep(min(1.0, self.timeout - waited))
+                self._raise_pending_abort(min(1.0, self.timeout - waited))  # an Abort ends it
                 continue
             self._reached.add(peer)
             return

@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from privfl.config import JobConfig
-from privfl.crypto import packing
+from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import unmask
 from privfl.data.tables import IdTable, read_id_csv, standardise_with
 from privfl.errors import ConfigError, ProtocolError
 from privfl.parties import host as host_steps
 from privfl.parties.channel import Channel
-from privfl.parties.common import PartyContext, announce, big, check_hello, receive_public_key
+from privfl.parties.common import PartyContext, announce, check_hello, receive_public_key
 from privfl.parties.server import run_server
 from privfl.parties.taylor import sigmoid
 from privfl.protocol.messages import (
@@ -120,8 +120,8 @@ def guest_scores(ctx: PartyContext, z: np.ndarray) -> dict[str, Any]:
     key = receive_public_key(ctx)
     request = channel.expect({Kind.SCORE_REQUEST}, {job.host}).body
     assert isinstance(request, ScoreRequest)
-    values = key.encrypt(packing.pack_plain(encode(z, VALUE_BITS, key.n), key.n))
-    channel.send(job.host, Scores(epoch=request.epoch, split=request.split, scores=big(values)))
+    values = fresh.encrypt(key, packing.pack_plain(encode(z, VALUE_BITS, key.n), key.n))
+    channel.send(job.host, Scores(epoch=request.epoch, split=request.split, scores=values))
     done = channel.expect({Kind.FINISH}, {job.host}).body
     assert isinstance(done, Finish)
     log.info("sent encrypted scores for %d rows", len(z))
@@ -148,8 +148,8 @@ def host_predict(ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path
     if any(len(r.scores) != expected for r in typed.values()):
         raise ProtocolError(f"a guest sent scores for another number of rows than {len(z_host)}")
     total = host_steps.add_all(key, [typed[g].scores.values for g in job.guests])
-    masked, masks = key.mask(total)
-    channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=big(masked)))
+    masked, masks = fresh.mask(key, total)  # masked, then re-randomised by the Host
+    channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=masked))
     reply = channel.expect({Kind.DECRYPTED}, {job.server}).body
     assert isinstance(reply, Decrypted)
     unmasked = unmask(reply.values.values, masks, key.n)
