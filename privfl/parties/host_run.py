@@ -23,7 +23,9 @@ from privfl.parties.common import (
     append_jsonl,
     big,
     check_hello,
+    check_rows,
     receive_public_key,
+    rows_digest,
     save_model,
     write_json,
 )
@@ -94,7 +96,8 @@ def run_host(
 def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str]]:
     """Greet the Server, hear every guest (same job, same rows), get the public key."""
     job = ctx.job
-    announce(ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server])
+    digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    announce(ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], digest)
     for sender, hello in ctx.channel.gather(Kind.HELLO, job.guests).items():
         assert isinstance(hello, Hello)
         check_hello(ctx, sender, hello)
@@ -103,6 +106,7 @@ def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str]]
                 f"{sender} has {hello.rows} rows, the host {data.rows}: every party must hold "
                 "the same rows in the same order"
             )
+        check_rows(sender, hello.rows_digest, digest, "the host's")
         check_batch_size(job, sender, hello.features)
     return receive_public_key(ctx), list(job.guests)
 
