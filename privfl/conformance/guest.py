@@ -130,7 +130,7 @@ class GuestRun:
         if ok and self.data is not None:
             want = row_commitment(self.job.session, self.data.train_ids, self.data.test_ids)
             self.report.check(
-                "the row commitment is the demo split's (§2.3, §10.2)",
+                "the row commitment is the demo split's (§2.2, §2.3)",
                 digests[0] == want,
                 f"got {digests[0][:16]}, expected {want[:16]}",
             )

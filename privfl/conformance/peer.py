@@ -102,12 +102,12 @@ class Peer:
         self.transport.close()
 
 
-def acknowledged(report: Report, peers: list[Peer], party: str) -> bool:
+def acknowledged(report: Report, peers: list[Peer], party: str, what: str = "") -> bool:
     """Every message the played parties sent was ACKed on the party's DEALER (§3)."""
     missing = {peer.name: peer.settle() for peer in peers}
     late = {name: count for name, count in missing.items() if count}
     return report.check(
-        f"{party} acknowledges every message it receives (link-layer ACK, §3)",
+        what or f"{party} acknowledges every message it receives (link-layer ACK, §3)",
         not late,
         ", ".join(f"{count} message(s) from {name} never ACKed" for name, count in late.items()),
     )
@@ -121,7 +121,7 @@ def finished_cleanly(
     process: subprocess.Popen[bytes] | None,
 ) -> None:
     """After ``finish``: ACKed, no Abort, its inbox closes, and (if we started it) exit 0."""
-    acknowledged(report, peers, party)
+    acknowledged(report, peers, party, f"{party} acknowledges finish")
     aborted = next((peer.aborted for peer in peers if peer.aborted), "")
     deadline = time.monotonic() + AFTER_FINISH_SECONDS
     while not aborted and time.monotonic() < deadline:
