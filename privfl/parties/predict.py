@@ -23,6 +23,7 @@ from privfl.config import JobConfig
 from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import unmask
+from privfl.data.alignment import positions
 from privfl.data.tables import IdTable, read_id_csv, standardise_with
 from privfl.errors import ConfigError, ProtocolError
 from privfl.parties import host as host_steps
@@ -110,9 +111,12 @@ def predict_party(
         assert model is not None and table is not None
         rows = align(ctx, table) if by_id else table
         x = standardise_with(rows, model.mean, model.scale)
+        # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
+        ids = rows.ids if by_id else positions(range(len(rows.ids)))
+        digest = rows_digest(ctx, ids, ())
         if role == "guest":
-            return guest_scores(ctx, x @ model.weights, rows_digest(ctx, rows.ids, ()))
-        return host_predict(ctx, rows, x @ model.weights + (model.bias or 0.0), out)
+            return guest_scores(ctx, x @ model.weights, digest)
+        return host_predict(ctx, rows, x @ model.weights + (model.bias or 0.0), out, digest)
     except BaseException as exc:
         logging.getLogger("privfl.party").error("%s stopped: %s", name, exc, extra={"file_only": 1})
         channel.abort(ctx.peers, exc)
@@ -136,10 +140,11 @@ def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str
     return {"rows": len(z)}
 
 
-def host_predict(ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path) -> dict[str, Any]:
+def host_predict(
+    ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path, digest: str = ""
+) -> dict[str, Any]:
     """Collect the guests' summed scores (masked decryption), write id, probability, label."""
     job, channel = ctx.job, ctx.channel
-    digest = rows_digest(ctx, rows.ids, ())
     announce(ctx, "host", len(z_host), 0, [job.server], digest)
     for sender, hello in channel.gather(Kind.HELLO, job.guests).items():
         assert isinstance(hello, Hello)
