@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import rfc8785
 import tomli_w
 
 from privfl.errors import ConfigError
@@ -124,12 +124,37 @@ class JobConfig:
         return base / self.keys_dir
 
     def fingerprint(self) -> str:
-        """A hash of everything the parties must agree on (not paths)."""
-        data = to_dict(self)
-        for spec in data["parties"].values():
-            for key in LOCAL_KEYS:
-                spec.pop(key, None)
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+        """SHA-256 (hex) of :func:`canonical_job`: what every party's Hello must carry."""
+        return hashlib.sha256(canonical_job(self)).hexdigest()
+
+
+def canonical_job(job: JobConfig) -> bytes:
+    """The job's canonical encoding (docs/protocol.md §2.1): what the fingerprint hashes.
+
+    Every key of the job after defaults are filled, without the site-local keys of
+    ``LOCAL_KEYS``, as RFC 8785 JSON (sorted keys, no whitespace, UTF-8, numbers in
+    their shortest ECMAScript form, so ``120`` and ``120.0`` encode alike); ±∞ (only
+    ``label_dp.epsilon`` may be ∞) becomes the string ``"inf"`` / ``"-inf"``.
+    """
+    data = to_dict(job)
+    for spec in data["parties"].values():
+        for key in LOCAL_KEYS:
+            spec.pop(key, None)
+    try:
+        return bytes(rfc8785.dumps(_finite(data)))
+    except rfc8785.CanonicalizationError as exc:
+        raise ConfigError(f"the job cannot be fingerprinted: {exc}; use smaller numbers") from exc
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every infinite float replaced by ``"inf"`` or ``"-inf"``."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
 
 
 def check_key_bits(bits: int, allow_weak: bool) -> None:

@@ -40,6 +40,7 @@ from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, PeerAborted, PeerUnavailable, TrainingDiverged
 from privfl.mechanisms.label_dp import flipback, randomized_response
+from privfl.parties.runner import load_data
 from privfl.parties.taylor import reference_train, sigmoid
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch, Decrypted, DecryptRequest
@@ -533,6 +534,34 @@ def test_a_guest_with_another_job_file_is_refused(tmp_path: Path) -> None:
     assert any(isinstance(e, ConfigError) for e in ends)
     assert all("guest-1 runs a different job file" in str(e) for e in ends)
     assert isinstance(results["guest-1"], PeerAborted)
+    assert took < 5
+
+
+def test_a_guest_whose_rows_do_not_line_up_is_refused(tmp_path: Path) -> None:
+    # Prepare: the guest's training rows in another order (a wrong split, say) but with
+    # the same row counts: without the row commitment this would train to the end.
+    job = memory_job(1, timeout=10)
+    rows = load_data(job, "guest-1", None, None)
+    order = np.roll(np.arange(len(rows.train_ids)), 1)
+    shifted = replace(
+        rows,
+        x_train=rows.x_train[order],
+        train_ids=tuple(rows.train_ids[i] for i in order),
+    )
+
+    # Act
+    began = time.monotonic()
+    run = run_job(job, tmp_path, data={"guest-1": shifted}, join_timeout=20)
+    took = time.monotonic() - began
+
+    # Assert: the Host and the Server name the guest before any batch; all stop.
+    results = run.results
+    assert set(failures(results)) == {"server", "host", "guest-1"}
+    ends = [results["server"], results["host"]]
+    assert all(isinstance(e, ConfigError | PeerAborted) for e in ends), ends
+    assert any(isinstance(e, ConfigError) for e in ends)
+    assert all("guest-1's rows do not line up with the host's" in str(e) for e in ends)
+    assert not any(isinstance(body, Batch) for *_, body in decoded_traffic(run.hub))
     assert took < 5
 
 

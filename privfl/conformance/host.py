@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,11 +12,20 @@ from typing import Any
 import numpy as np
 
 from privfl.config import JobConfig
-from privfl.conformance.peer import Peer, Report, expect, quiet, server_key
+from privfl.conformance.peer import (
+    Peer,
+    Report,
+    exits_nonzero,
+    expect,
+    finished_cleanly,
+    quiet,
+    server_key,
+)
 from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import PrivateKey
 from privfl.crypto.paillier import PublicKey as PaillierKey
+from privfl.data.alignment import row_commitment
 from privfl.errors import ConfigError, PeerAborted
 from privfl.protocol.messages import (
     Batch,
@@ -37,7 +47,13 @@ from privfl.protocol.messages import (
 )
 
 
-def host_script(job: JobConfig, party: str, ending: str, report: Report) -> None:
+def host_script(
+    job: JobConfig,
+    party: str,
+    ending: str,
+    report: Report,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
     """Play the Server and every Guest against a running host (demo-data jobs only)."""
     from privfl.parties.runner import load_data
 
@@ -53,9 +69,17 @@ def host_script(job: JobConfig, party: str, ending: str, report: Report) -> None
             return
         assert isinstance(env.body, Hello)
         report.check("Hello says host", env.body.role == "host")
+        data = next(iter(shapes.values()))
+        digest = row_commitment(job.session, data.train_ids, data.test_ids)
+        report.check(
+            "the host's row commitment is the demo split's (§2.3)",
+            env.body.rows_digest == digest,
+            f"got {env.body.rows_digest[:16] or 'none'}, expected {digest[:16]}",
+        )
         for name, peer in guests.items():
             features = shapes[name].x_train.shape[1]
-            peer.channel.send(party, Hello("guest", job.fingerprint(), env.body.rows, features))
+            hello = Hello("guest", job.fingerprint(), env.body.rows, features, digest)
+            peer.channel.send(party, hello)
         message, private = server_key(job)
         server.channel.send(party, message)
         # While it waits for every Checkpoints offer, the host must ignore this one:
@@ -72,6 +96,11 @@ def host_script(job: JobConfig, party: str, ending: str, report: Report) -> None
             report.check("resume from scratch", got.body.completed == 0)
         rules = ServerRules(job, env.body.features, shapes)
         _serve_host(job, party, ending, report, server, guests, private, rules)
+        if ending == "violation":
+            exits_nonzero(report, party, process)
+        elif report.passed:
+            endpoint = job.party(party).endpoint
+            finished_cleanly(report, [server, *guests.values()], party, endpoint, process)
     finally:
         server.close()
         for peer in guests.values():

@@ -15,7 +15,13 @@ from privfl.crypto.paillier import PublicKey, unmask
 from privfl.data.views import PartyData
 from privfl.errors import ProtocolError
 from privfl.parties import checkpoint
-from privfl.parties.common import PartyContext, announce, receive_public_key, save_model
+from privfl.parties.common import (
+    PartyContext,
+    announce,
+    receive_public_key,
+    rows_digest,
+    save_model,
+)
 from privfl.parties.taylor import gradient, learning_rate
 from privfl.protocol.messages import (
     Batch,
@@ -149,7 +155,8 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
     """Answer the Host batch by batch until it finishes the session; save our own weights."""
     job, channel = ctx.job, ctx.channel
     host, server = job.host, job.server
-    announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host])
+    digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host], digest)
     key = receive_public_key(ctx)
     noise = NoisePool(key.n, workers, key.h_s)
     # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,

@@ -25,7 +25,9 @@ from privfl.parties.common import (
     announce,
     append_jsonl,
     check_hello,
+    check_rows,
     receive_public_key,
+    rows_digest,
     save_model,
     write_json,
 )
@@ -131,7 +133,8 @@ def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str],
     Also returns the least batch size the guests' feature counts allow (batches.py).
     """
     job = ctx.job
-    announce(ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server])
+    digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    announce(ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], digest)
     features: dict[str, int] = {}
     for sender, hello in ctx.channel.gather(Kind.HELLO, job.guests).items():
         assert isinstance(hello, Hello)
@@ -141,6 +144,7 @@ def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str],
                 f"{sender} has {hello.rows} rows, the host {data.rows}: every party must hold "
                 "the same rows in the same order"
             )
+        check_rows(sender, hello.rows_digest, digest, "the host's")
         features[sender] = hello.features
     least = least_batch(job, len(data.x_train), features)
     return receive_public_key(ctx), list(job.guests), least

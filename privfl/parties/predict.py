@@ -23,11 +23,19 @@ from privfl.config import JobConfig
 from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import unmask
+from privfl.data.alignment import positions
 from privfl.data.tables import IdTable, read_id_csv, standardise_with
 from privfl.errors import ConfigError, ProtocolError
 from privfl.parties import host as host_steps
 from privfl.parties.channel import Channel
-from privfl.parties.common import PartyContext, announce, check_hello, receive_public_key
+from privfl.parties.common import (
+    PartyContext,
+    announce,
+    check_hello,
+    check_rows,
+    receive_public_key,
+    rows_digest,
+)
 from privfl.parties.server import run_server
 from privfl.parties.taylor import sigmoid
 from privfl.protocol.messages import (
@@ -102,9 +110,12 @@ def predict_party(
         assert model is not None and table is not None
         rows = align(ctx, table) if by_id else table
         x = standardise_with(rows, model.mean, model.scale)
+        # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
+        ids = rows.ids if by_id else positions(range(len(rows.ids)))
+        digest = rows_digest(ctx, ids, ())
         if role == "guest":
-            return guest_scores(ctx, x @ model.weights)
-        return host_predict(ctx, rows, x @ model.weights + (model.bias or 0.0), out)
+            return guest_scores(ctx, x @ model.weights, digest)
+        return host_predict(ctx, rows, x @ model.weights + (model.bias or 0.0), out, digest)
     except BaseException as exc:
         logging.getLogger("privfl.party").error("%s stopped: %s", name, exc, extra={"file_only": 1})
         channel.abort(ctx.peers, exc)
@@ -113,10 +124,10 @@ def predict_party(
         transport.close()
 
 
-def guest_scores(ctx: PartyContext, z: np.ndarray) -> dict[str, Any]:
+def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str, Any]:
     """Announce our rows, then send ``[[z_g]]`` when the Host asks, and wait for the end."""
     job, channel = ctx.job, ctx.channel
-    announce(ctx, "guest", len(z), 0, [job.server, job.host])
+    announce(ctx, "guest", len(z), 0, [job.server, job.host], digest)
     key = receive_public_key(ctx)
     request = channel.expect({Kind.SCORE_REQUEST}, {job.host}).body
     assert isinstance(request, ScoreRequest)
@@ -128,15 +139,18 @@ def guest_scores(ctx: PartyContext, z: np.ndarray) -> dict[str, Any]:
     return {"rows": len(z)}
 
 
-def host_predict(ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path) -> dict[str, Any]:
+def host_predict(
+    ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path, digest: str = ""
+) -> dict[str, Any]:
     """Collect the guests' summed scores (masked decryption), write id, probability, label."""
     job, channel = ctx.job, ctx.channel
-    announce(ctx, "host", len(z_host), 0, [job.server])
+    announce(ctx, "host", len(z_host), 0, [job.server], digest)
     for sender, hello in channel.gather(Kind.HELLO, job.guests).items():
         assert isinstance(hello, Hello)
         check_hello(ctx, sender, hello)
         if hello.rows != len(z_host):
             raise ConfigError(f"{sender} has {hello.rows} rows to score, the host {len(z_host)}")
+        check_rows(sender, hello.rows_digest, digest, "the host's")
     key = receive_public_key(ctx)
     channel.broadcast(job.guests, ScoreRequest(epoch=0, split="test"))
     replies = channel.gather(Kind.SCORES, job.guests)
