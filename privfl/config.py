@@ -84,7 +84,7 @@ class JobConfig:
     timeout_seconds: float = 120.0
     # A peer whose connection is gone (exited, killed, frozen past the heartbeat
     # timeout) for this long ends the run, however long timeout_seconds is.
-    liveness_grace_seconds: float = 5.0
+    liveness_grace_seconds: float = 3.0  # protocol/liveness.py: DEFAULT_GRACE_SECONDS
     seed: int = 0
     keys_dir: str = "keys"
     obfuscation: str = "standard"  # "djn": short-exponent obfuscation (docs/performance.md)
@@ -173,7 +173,7 @@ def validate(job: JobConfig) -> None:
         raise ConfigError("timeout_seconds must be positive")
     if not 0 < job.liveness_grace_seconds <= MAX_GRACE_SECONDS:
         raise ConfigError(
-            f"liveness_grace_seconds must lie in (0, {MAX_GRACE_SECONDS:g}]; 5 suits most sites"
+            f"liveness_grace_seconds must lie in (0, {MAX_GRACE_SECONDS:g}]; 3 suits most sites"
         )
     if job.data.psi not in PSI_METHODS:
         raise ConfigError(f"data.psi is {job.data.psi!r}; choose one of {', '.join(PSI_METHODS)}")

@@ -82,7 +82,7 @@ class Channel:
         inbox while we try to reach it, and is what ends the wait.
         """
         began = time.monotonic()
-        note = began
+        note = began + 1.0  # a peer starting a moment after us is not worth a log line
         connected: Callable[[str], bool] | None = getattr(self.transport, "connected", None)
         while True:
             if connected is None or connected(peer):

@@ -9,8 +9,9 @@ down for longer than the grace is *lost*. A peer that is merely busy (a long
 encryption) keeps its connection: libzmq's I/O thread answers heartbeats on its
 own, without Python. A peer never connected yet is not lost, only not started.
 
-Events are read without blocking by whoever calls `lost`/`connected` (the
-transport's own thread), so no socket is shared between threads.
+Events are read without blocking by whoever calls `lost` (the transport's own
+thread), so no socket is shared between threads. A socket is watched before it
+connects: an event libzmq emits before its monitor exists is lost for good.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 log = logging.getLogger("privfl.protocol.liveness")
 
-DEFAULT_GRACE_SECONDS = 5.0
+DEFAULT_GRACE_SECONDS = 3.0
 _EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 
 
@@ -53,7 +54,7 @@ class Link:
 
 
 class LinkWatch:
-    """Monitors one socket per peer; tells which peers are connected and which are lost."""
+    """Monitors one socket per peer; tells which peers are lost."""
 
     def __init__(self, owner: str, grace: float = DEFAULT_GRACE_SECONDS) -> None:
         if grace <= 0:
@@ -83,12 +84,6 @@ class LinkWatch:
                         peer,
                         "is up" if link.up else "went down",
                     )
-
-    def connected(self, peer: str) -> bool:
-        """Whether an authenticated connection to ``peer`` is up now (True if not watched)."""
-        self._drain()
-        link = self._links.get(peer)
-        return link is None or link.up
 
     def lost(self) -> dict[str, float]:
         """Peers whose connection went and did not come back within the grace, and since when."""

@@ -186,8 +186,15 @@ class ReliableTransport(Closeable):
         return sum(len(p) for p in self._unacked.values())
 
     def _recent_unacked(self) -> bool:
+        """Whether a recent send waits for its ACK from a peer that may still send one."""
         cutoff = time.monotonic() - 2 * self._flush_seconds
-        pending = (out for queue in self._unacked.values() for out in queue.values())
+        lost = self.lost_peers()
+        pending = (
+            out
+            for peer, queue in self._unacked.items()
+            if peer not in lost
+            for out in queue.values()
+        )
         return any(out.first_sent > cutoff for out in pending)
 
     def silent_peers(self, older_than: float) -> dict[str, float]:

@@ -137,7 +137,7 @@ class ZmqTransport(Closeable):
         if self._curve:
             self._watch = HandshakeWatch(self._inbox, self.name)
         for peer, peer_endpoint in self._endpoints.items():
-            self._links.watch(peer, self._connect_dealer(peer, peer_endpoint, keys))
+            self._connect_dealer(peer, peer_endpoint, keys)
 
     def _socket(self, kind: int) -> zmq.Socket[bytes]:
         """A socket with bounded linger and ZMTP heartbeats, so dead peers are noticed."""
@@ -186,6 +186,7 @@ class ZmqTransport(Closeable):
             dealer.setsockopt(zmq.CURVE_SERVERKEY, server_key)
             dealer.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
             dealer.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
+        self._links.watch(peer, dealer)  # before connecting: no event may be missed
         try:
             dealer.connect(endpoint)
         except zmq.ZMQError as exc:
@@ -220,9 +221,11 @@ class ZmqTransport(Closeable):
             self._dealers[peer].poll(min(SEND_POLL_MS, math.ceil(left * 1000)), zmq.POLLOUT)
 
     def connected(self, peer: str) -> bool:
-        """Whether an authenticated connection to `peer` is up now."""
+        """Whether a message to `peer` can be queued now (its authenticated connection is up)."""
         self._check_open()
-        return self._links.connected(peer)
+        dealer = self._dealers.get(peer)
+        # With IMMEDIATE, a DEALER is writable exactly when a handshake has completed.
+        return dealer is not None and bool(dealer.poll(0, zmq.POLLOUT))
 
     def lost_peers(self) -> dict[str, float]:
         """Peers whose connection went and did not come back within the grace, and since when."""
