@@ -111,6 +111,5 @@ def lost_message(owner: str, lost: dict[str, float], grace: float) -> str:
     longest = max(lost.values())
     return (
         f"{owner} lost its connection to {names} {longest:.0f} s ago and it did not come back "
-        f"within the {grace:g} s grace: the peer exited, crashed, froze or was cut off; "
-        "see its log, then restart every party (with --resume to continue)"
+        f"within the {grace:g} s grace: it exited, crashed, froze or was cut off; see its log"
     )
