@@ -58,9 +58,9 @@ def test_a_closed_peer_is_lost_after_the_grace(make: MakeTransport, keys: Keys) 
 def test_a_peer_that_comes_back_within_the_grace_is_not_lost(
     make: MakeTransport, keys: Keys
 ) -> None:
-    # Prepare: alice allows bob 3 s to come back.
+    # Prepare: alice allows bob 1.5 s to come back.
     a_ep, b_ep = free_tcp_endpoints(2)
-    alice = make("alice", a_ep, {"bob": b_ep}, grace=3.0)
+    alice = make("alice", a_ep, {"bob": b_ep}, grace=1.5)
     bob_ring = ring(keys, "bob", ["alice"])
     first = ZmqTransport("bob", b_ep, {"alice": a_ep}, bob_ring, linger_ms=0)
     wait_until(lambda: alice.connected("bob"), 5.0)
@@ -70,10 +70,10 @@ def test_a_peer_that_comes_back_within_the_grace_is_not_lost(
     wait_until(lambda: not alice.connected("bob"), 5.0)
     with ZmqTransport("bob", b_ep, {"alice": a_ep}, bob_ring, linger_ms=0):
         back = wait_until(lambda: alice.connected("bob"), 5.0)
-        time.sleep(3.2)  # past the grace counted from the disconnect
+        time.sleep(1.7)  # past the grace counted from the disconnect
 
         # Assert
-        assert back < 3.0
+        assert back < 1.5
         assert alice.lost_peers() == {}
 
 
