@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import rfc8785
 import tomli_w
 
 from privfl.errors import ConfigError
@@ -21,6 +21,8 @@ LOCAL_JOB_KEYS = ("liveness_grace_seconds",)  # each site's own patience: not fi
 MAX_GRACE_SECONDS = 60.0
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256
+# A site's largest id set in the PSI: also how many guessed ids a deviating peer could test.
+DEFAULT_MAX_IDS = 10_000
 OBFUSCATIONS = ("standard", "djn")
 
 
@@ -37,6 +39,8 @@ class PartySpec:
     id_column: str = ""
     label_column: str = ""
     features: tuple[str, ...] = ()
+    # The most ids this site brings to the PSI; peers refuse larger sets (docs/security.md).
+    max_ids: int = DEFAULT_MAX_IDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +73,8 @@ class DataConfig:
     dataset: str = "breast_cancer"
     test_size: float = 0.25
     split_seed: int = 0
-    psi: str = "rsa"  # private set intersection with an id column: "rsa" or "ecdh"
-    psi_key_bits: int = 2048  # RSA modulus of the blind-signature PSI
+    psi: str = "ecdh"  # private set intersection with an id column: "ecdh" (ristretto255) or "rsa"
+    psi_key_bits: int = 2048  # RSA modulus of the blind-signature PSI (psi = "rsa" only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,14 +129,39 @@ class JobConfig:
         return base / self.keys_dir
 
     def fingerprint(self) -> str:
-        """A hash of everything the parties must agree on (not paths)."""
-        data = to_dict(self)
-        for key in LOCAL_JOB_KEYS:
-            data.pop(key)
-        for spec in data["parties"].values():
-            for key in LOCAL_KEYS:
-                spec.pop(key, None)
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+        """SHA-256 (hex) of :func:`canonical_job`: what every party's Hello must carry."""
+        return hashlib.sha256(canonical_job(self)).hexdigest()
+
+
+def canonical_job(job: JobConfig) -> bytes:
+    """The job's canonical encoding (docs/protocol.md §2.1): what the fingerprint hashes.
+
+    Every key of the job after defaults are filled, without the site-local keys of
+    ``LOCAL_KEYS``, as RFC 8785 JSON (sorted keys, no whitespace, UTF-8, numbers in
+    their shortest ECMAScript form, so ``120`` and ``120.0`` encode alike); ±∞ (only
+    ``label_dp.epsilon`` may be ∞) becomes the string ``"inf"`` / ``"-inf"``.
+    """
+    data = to_dict(job)
+    for key in LOCAL_JOB_KEYS:
+        data.pop(key)
+    for spec in data["parties"].values():
+        for key in LOCAL_KEYS:
+            spec.pop(key, None)
+    try:
+        return bytes(rfc8785.dumps(_finite(data)))
+    except rfc8785.CanonicalizationError as exc:
+        raise ConfigError(f"the job cannot be fingerprinted: {exc}; use smaller numbers") from exc
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every infinite float replaced by ``"inf"`` or ``"-inf"``."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
 
 
 def check_key_bits(bits: int, allow_weak: bool) -> None:
@@ -157,6 +186,8 @@ def validate(job: JobConfig) -> None:
     for p in job.parties.values():
         if p.role not in ROLES:
             raise ConfigError(f"party {p.name!r} has role {p.role!r}; roles are {', '.join(ROLES)}")
+        if p.max_ids < 1:
+            raise ConfigError(f"parties.{p.name}.max_ids must be at least 1, got {p.max_ids}")
     if roles.count("server") != 1 or roles.count("host") != 1 or roles.count("guest") < 1:
         raise ConfigError("a job needs exactly one server, one host and at least one guest")
     t = job.training
@@ -206,6 +237,8 @@ def party_dict(spec: PartySpec) -> dict[str, Any]:
         "endpoint": spec.endpoint,
         "columns": list(spec.columns),
     }
+    if spec.role != "server":  # the Server takes no part in the PSI
+        table["max_ids"] = spec.max_ids
     for key in LOCAL_KEYS:
         value = getattr(spec, key)
         if value:
@@ -227,6 +260,7 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
                 id_column=str(spec.get("id_column", "")),
                 label_column=str(spec.get("label_column", "")),
                 features=tuple(str(f) for f in spec.get("features", ())),
+                max_ids=int(spec.get("max_ids", DEFAULT_MAX_IDS)),
             )
             for name, spec in data.pop("parties", {}).items()
         }

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
+from privfl.crypto import fresh
 from privfl.errors import PeerAborted, PeerUnavailable, PrivflError, ProtocolError
 from privfl.protocol import codec
 from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, lost_message
@@ -48,8 +49,12 @@ class Channel:
         session: str,
         timeout: float,
         observer: Callable[[str, str, Header | None, list[bytes]], None] | None = None,
+        fresh_rule: bool = True,
     ) -> None:
         self.transport = transport
+        # Off only for the conformance kit, which plays a peer that sends chosen
+        # (non-fresh) ciphertexts on purpose to check the tested party re-randomises.
+        self._fresh_rule = fresh_rule
         self.name = transport.name
         self.session = session
         self.timeout = timeout
@@ -65,7 +70,10 @@ class Channel:
 
         Until a peer has been reached once, an unreachable peer is retried for the
         channel's timeout (it may simply not have started yet), with a log line each try.
+        Every ciphertext in ``body`` must be Fresh and never sent before (crypto.fresh).
         """
+        if self._fresh_rule:
+            fresh.require(body)
         try:
             if peer in self._reached:
                 self._post(peer, body, round_)

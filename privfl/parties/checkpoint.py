@@ -23,6 +23,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,7 +185,12 @@ def resume_host(
         return []
     saved = load(ctx, completed)
     state.theta = np.array(saved["theta"], dtype=np.float64)
+    # The flipped labels are the Host's own secret state: a resumed run continues with
+    # the same noisy labels, never with a fresh draw (that would spend ε twice).
     state.labels = np.array(saved["labels"], dtype=state.labels.dtype)
+    if "flip" in saved:
+        state.flip = replace(state.flip, **saved["flip"])
+    log.info("continuing with the interrupted run's %d flipped labels", state.flip.flipped)
     state.z_cache = [int(v) for v in saved["z_cache"]]
     state.zh_cache = np.array(saved["zh_cache"], dtype=np.float64)
     state.flipped_back = int(saved["flipped_back"])
@@ -204,6 +210,7 @@ def save_host(
         {
             "theta": state.theta.tolist(),
             "labels": state.labels.tolist(),
+            "flip": {"flipped": state.flip.flipped, "rows": state.flip.rows},
             "z_cache": [str(v) for v in state.z_cache],
             "zh_cache": state.zh_cache.tolist(),
             "flipped_back": state.flipped_back,
@@ -255,9 +262,7 @@ def server_key(
             log.warning("ignoring unreadable key file %s: %s", path, exc)
     public, private = generate(ctx.job.key_bits)
     p, q = private_primes(private)
-    write_private_json(
-        path, {"n": str(public.n), "h_s": str(public.h_s), "p": str(p), "q": str(q)}
-    )
+    write_private_json(path, {"n": str(public.n), "h_s": str(public.h_s), "p": str(p), "q": str(q)})
     return public, private, False
 
 

@@ -6,6 +6,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from privfl.config import JobConfig
 from privfl.data.tables import IdTable
 from privfl.data.views import PartyData, demo_table, read_csv, split_view
@@ -77,10 +79,13 @@ def run_party(
     table: IdTable | None = None,
     observer: Observer | None = None,
     resume: bool = False,
+    label_rng: np.random.Generator | None = None,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
-    ``workers`` processes compute a guest's Paillier obfuscators (0 = one per core).
+    ``workers`` processes compute a Host's or guest's Paillier obfuscators (0 = one per
+    core). ``label_rng`` (Host, experiments only): a seeded generator for the label flips,
+    which makes the run reproducible and **not private**; None draws them from the OS CSPRNG.
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
     ``resume``: continue after the last epoch every party has a checkpoint of.
     """
@@ -96,9 +101,7 @@ def run_party(
         if observer is not None and header is not None:
             observer(direction, peer, header, frames)
 
-    channel = Channel(
-        transport, session=job.session, timeout=job.timeout_seconds, observer=observe
-    )
+    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds, observer=observe)
     ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
     try:
         if role == "server":
@@ -107,7 +110,8 @@ def run_party(
             data = psi_stage.training_rows(ctx, table)
         assert data is not None
         if role == "host":
-            return psi_stage.recorded(ctx, table, data, run_host(ctx, data, on_epoch))
+            result = run_host(ctx, data, on_epoch, workers=workers, label_rng=label_rng)
+            return psi_stage.recorded(ctx, table, data, result)
         return run_guest(ctx, data, workers)
     except BaseException as exc:
         # The CLI prints the one-line error; the log keeps it too, without echoing it twice.

@@ -16,7 +16,7 @@ from privfl.crypto.packing import packed_length
 from privfl.crypto.paillier import PrivateKey, generate_keypair
 from privfl.errors import ProtocolError
 from privfl.parties import checkpoint
-from privfl.parties.common import PartyContext, big, check_hello
+from privfl.parties.common import PartyContext, big, check_hello, check_rows
 from privfl.protocol.messages import (
     Decrypted,
     DecryptRequest,
@@ -122,6 +122,12 @@ def handshake(ctx: PartyContext) -> ServerState:
         check_hello(ctx, sender, hello)
         features[sender] = hello.features
         rows = max(rows, hello.rows)
+    host_hello = hellos[job.host]
+    assert isinstance(host_hello, Hello)
+    for sender in job.guests:  # every guest's rows line up with the Host's
+        guest_hello = hellos[sender]
+        assert isinstance(guest_hello, Hello)
+        check_rows(sender, guest_hello.rows_digest, host_hello.rows_digest, "the host's")
     ctx.channel.broadcast(ctx.peers, PublicKeyMsg(n=public.n, bits=public.bits, h_s=public.h_s))
     t = job.training
     state = ServerState(

@@ -95,6 +95,10 @@ def _require(condition: bool, what: str) -> None:
         raise ProtocolError(what)
 
 
+def _is_sha256_hex(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
 @dataclass(frozen=True, slots=True)
 class Hello:
     """A party announces itself to the Server and the Host and proves it runs the same job."""
@@ -103,10 +107,15 @@ class Hello:
     job_fingerprint: str
     rows: int
     features: int
+    rows_digest: str = ""  # issue 13: commitment to the ordered row ids ("" = none)
 
     def __post_init__(self) -> None:
         _require(self.role in ("server", "host", "guest"), f"unknown role {self.role!r}")
         _require(self.rows >= 0 and self.features >= 0, "rows and features must be >= 0")
+        _require(
+            self.rows_digest == "" or _is_sha256_hex(self.rows_digest),
+            "rows_digest is empty or 64 lowercase hex digits",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +324,8 @@ class PsiResult:
 
     def __post_init__(self) -> None:
         _require(self.positions.ndim == 1 and self.positions.dtype == np.int64, "bad PSI positions")
+
+
 # --- checkpoint / resume (issue 3) ---
 MAX_CHECKPOINTS_OFFERED = 64
 
