@@ -17,6 +17,8 @@ from privfl.errors import ConfigError
 ROLES = ("server", "host", "guest")
 PSI_METHODS = ("rsa", "ecdh")
 LOCAL_KEYS = ("data", "id_column", "label_column", "features")  # may differ between sites
+LOCAL_JOB_KEYS = ("liveness_grace_seconds",)  # each site's own patience: not fingerprinted
+MAX_GRACE_SECONDS = 60.0
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256
 # A site's largest id set in the PSI: also how many guessed ids a deviating peer could test.
@@ -84,6 +86,9 @@ class JobConfig:
     key_bits: int = MIN_SECURE_KEY_BITS
     allow_weak_keys: bool = False
     timeout_seconds: float = 120.0
+    # A peer whose connection is gone (exited, killed, frozen past the heartbeat
+    # timeout) for this long ends the run, however long timeout_seconds is.
+    liveness_grace_seconds: float = 3.0  # protocol/liveness.py: DEFAULT_GRACE_SECONDS
     seed: int = 0
     keys_dir: str = "keys"
     obfuscation: str = "standard"  # "djn": short-exponent obfuscation (docs/performance.md)
@@ -137,6 +142,8 @@ def canonical_job(job: JobConfig) -> bytes:
     ``label_dp.epsilon`` may be ∞) becomes the string ``"inf"`` / ``"-inf"``.
     """
     data = to_dict(job)
+    for key in LOCAL_JOB_KEYS:
+        data.pop(key)
     for spec in data["parties"].values():
         for key in LOCAL_KEYS:
             spec.pop(key, None)
@@ -195,6 +202,10 @@ def validate(job: JobConfig) -> None:
         raise ConfigError("data.test_size must lie strictly between 0 and 1")
     if job.timeout_seconds <= 0:
         raise ConfigError("timeout_seconds must be positive")
+    if not 0 < job.liveness_grace_seconds <= MAX_GRACE_SECONDS:
+        raise ConfigError(
+            f"liveness_grace_seconds must lie in (0, {MAX_GRACE_SECONDS:g}]; 3 suits most sites"
+        )
     if job.data.psi not in PSI_METHODS:
         raise ConfigError(f"data.psi is {job.data.psi!r}; choose one of {', '.join(PSI_METHODS)}")
     if job.data.psi == "rsa":
@@ -208,6 +219,7 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         "key_bits": job.key_bits,
         "allow_weak_keys": job.allow_weak_keys,
         "timeout_seconds": job.timeout_seconds,
+        "liveness_grace_seconds": job.liveness_grace_seconds,
         "seed": job.seed,
         "keys_dir": job.keys_dir,
         "obfuscation": job.obfuscation,

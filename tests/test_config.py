@@ -306,3 +306,21 @@ def test_to_dict_from_dict_round_trip() -> None:
 
     # Assert
     assert again == job
+
+
+def test_the_liveness_grace_is_each_sites_own_and_bounded(tmp_path: Path) -> None:
+    # Prepare
+    job = _job()
+    patient = replace(job, liveness_grace_seconds=9.0)
+    path = tmp_path / "job.toml"
+
+    # Act
+    save_job(patient, path)
+    loaded = load_job(path)
+
+    # Assert: kept in the file, left out of the fingerprint, refused out of range.
+    assert job.liveness_grace_seconds == 3.0 and loaded.liveness_grace_seconds == 9.0
+    assert patient.fingerprint() == job.fingerprint()
+    for bad in (0.0, -1.0, 61.0):
+        with pytest.raises(ConfigError, match="liveness_grace_seconds"):
+            replace(job, liveness_grace_seconds=bad)

@@ -56,7 +56,14 @@ def open_transport(job: JobConfig, name: str) -> ReliableTransport:
         {peer: keys_dir / f"{peer}.key" for peer in peers},
     )
     send_timeout = min(job.timeout_seconds, 30.0)
-    sockets = ZmqTransport(name, job.party(name).endpoint, peers, ring, send_timeout=send_timeout)
+    sockets = ZmqTransport(
+        name,
+        job.party(name).endpoint,
+        peers,
+        ring,
+        send_timeout=send_timeout,
+        grace=job.liveness_grace_seconds,
+    )
     return ReliableTransport(sockets)
 
 
