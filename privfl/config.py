@@ -20,6 +20,7 @@ LOCAL_KEYS = ("data", "id_column", "label_column", "features")  # may differ bet
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256
 OBFUSCATIONS = ("standard", "djn")
+DEFAULT_BUFFERED_MIB = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,14 @@ class PartySpec:
     id_column: str = ""
     label_column: str = ""
     features: tuple[str, ...] = ()
+    # How many feature columns it trains on (every party agrees: in the fingerprint). The
+    # Server sizes its gradient decryptions by it; 0 = len(columns) (the demo's split).
+    feature_count: int = 0
+
+    @property
+    def declared_features(self) -> int:
+        """The agreed feature count (bias not included); 0 when the job does not say."""
+        return self.feature_count or len(self.columns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +92,9 @@ class JobConfig:
     seed: int = 0
     keys_dir: str = "keys"
     obfuscation: str = "standard"  # "djn": short-exponent obfuscation (docs/performance.md)
+    # Per peer, MiB of received messages a party holds before it is ready for them; more
+    # is an error naming the peer. A local limit: not in the fingerprint.
+    max_buffered_mib: int = DEFAULT_BUFFERED_MIB
     training: TrainingConfig = field(default_factory=TrainingConfig)
     label_dp: LabelDPConfig = field(default_factory=LabelDPConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -122,6 +134,7 @@ class JobConfig:
     def fingerprint(self) -> str:
         """A hash of everything the parties must agree on (not paths)."""
         data = to_dict(self)
+        data.pop("max_buffered_mib", None)
         for spec in data["parties"].values():
             for key in LOCAL_KEYS:
                 spec.pop(key, None)
@@ -150,6 +163,13 @@ def validate(job: JobConfig) -> None:
     for p in job.parties.values():
         if p.role not in ROLES:
             raise ConfigError(f"party {p.name!r} has role {p.role!r}; roles are {', '.join(ROLES)}")
+        if p.feature_count < 0 or (
+            p.feature_count and p.columns and p.feature_count != len(p.columns)
+        ):
+            raise ConfigError(
+                f"party {p.name!r}: feature_count {p.feature_count} disagrees with its "
+                f"{len(p.columns)} demo columns; drop one of them"
+            )
     if roles.count("server") != 1 or roles.count("host") != 1 or roles.count("guest") < 1:
         raise ConfigError("a job needs exactly one server, one host and at least one guest")
     t = job.training
@@ -164,6 +184,8 @@ def validate(job: JobConfig) -> None:
         raise ConfigError("data.test_size must lie strictly between 0 and 1")
     if job.timeout_seconds <= 0:
         raise ConfigError("timeout_seconds must be positive")
+    if job.max_buffered_mib < 1:
+        raise ConfigError("max_buffered_mib must be at least 1")
     if job.data.psi not in PSI_METHODS:
         raise ConfigError(f"data.psi is {job.data.psi!r}; choose one of {', '.join(PSI_METHODS)}")
     if job.data.psi == "rsa":
@@ -172,7 +194,13 @@ def validate(job: JobConfig) -> None:
 
 def to_dict(job: JobConfig) -> dict[str, Any]:
     """The job as plain TOML-ready data (without its source path)."""
+    extra = (
+        {}
+        if job.max_buffered_mib == DEFAULT_BUFFERED_MIB
+        else {"max_buffered_mib": job.max_buffered_mib}
+    )
     return {
+        **extra,
         "session": job.session,
         "key_bits": job.key_bits,
         "allow_weak_keys": job.allow_weak_keys,
@@ -198,6 +226,8 @@ def party_dict(spec: PartySpec) -> dict[str, Any]:
         value = getattr(spec, key)
         if value:
             table[key] = list(value) if isinstance(value, tuple) else value
+    if spec.feature_count:
+        table["feature_count"] = spec.feature_count
     return table
 
 
@@ -215,6 +245,7 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
                 id_column=str(spec.get("id_column", "")),
                 label_column=str(spec.get("label_column", "")),
                 features=tuple(str(f) for f in spec.get("features", ())),
+                feature_count=int(spec.get("feature_count", 0)),
             )
             for name, spec in data.pop("parties", {}).items()
         }

@@ -20,7 +20,8 @@ import click
 from privfl.config import JobConfig, load_job
 from privfl.conformance.host import host_script
 from privfl.conformance.peer import Report
-from privfl.conformance.roles import guest_script, server_script
+from privfl.conformance.roles import guest_script
+from privfl.conformance.server import server_script
 from privfl.errors import ConfigError
 
 SCRIPTS: dict[str, Callable[[JobConfig, str, str, Report], None]] = {

@@ -1,4 +1,4 @@
-"""Scripts against a running guest and a running server."""
+"""Script against a running guest: the tool plays the Server and the Host."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from privfl.config import JobConfig
 from privfl.conformance.peer import (
     Peer,
     Report,
-    check_public_key,
     expect,
     expect_abort,
     quiet,
@@ -16,8 +15,7 @@ from privfl.conformance.peer import (
 )
 from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
-from privfl.crypto.paillier import PrivateKey, unmask
-from privfl.crypto.paillier import PublicKey as PaillierKey
+from privfl.crypto.paillier import PrivateKey
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, CryptoError
 from privfl.parties.taylor import gradient, learning_rate
@@ -26,13 +24,10 @@ from privfl.protocol.messages import (
     BigInts,
     Decrypted,
     DecryptRequest,
-    EpochResult,
     Finish,
     Forward,
     Hello,
     Kind,
-    Loss,
-    PublicKey,
     Residual,
     Resume,
     ScoreRequest,
@@ -190,104 +185,3 @@ def _check_scores(
         error < 1e-4,
         f"max error {error:.3g} on scores up to {float(np.max(np.abs(want), initial=0.0)):.3g}",
     )
-
-
-def server_script(job: JobConfig, party: str, ending: str, report: Report) -> None:
-    """Play the Host and one Guest against a running server."""
-    if len(job.guests) != 1:
-        raise ConfigError("server conformance needs a job with exactly one guest")
-    guest_name = job.guests[0]
-    host = Peer(job, job.host, job.timeout_seconds)
-    guest = Peer(job, guest_name, job.timeout_seconds)
-    fingerprint = job.fingerprint()
-    rows, host_features, guest_features = 100, 4, 3
-    try:
-        host.channel.send(party, Hello("host", fingerprint, rows, host_features))
-        guest.channel.send(party, Hello("guest", fingerprint, rows, guest_features))
-        keys = {}
-        for peer in (host, guest):
-            env = expect(report, peer, Kind.PUBLIC_KEY, party, f"public key sent to {peer.name}")
-            if env is None:
-                return
-            assert isinstance(env.body, PublicKey)
-            keys[peer.name] = (env.body.n, env.body.h_s)
-            if not check_public_key(report, job, env.body):
-                return
-        report.check("every party gets the same key (n and h_s)", len(set(keys.values())) == 1)
-        key = PaillierKey.from_n(*keys[host.name])
-        if expect(report, host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host") is None:
-            return
-        host.channel.send(party, Resume(completed=0))
-        # A guest's gradient as a correct guest sends it: packed, re-randomised, masked.
-        values = [5, 0, key.n - 1]  # 5, 0 and −1 as residues mod n
-        packed = key.rerandomize(packing.pack(key, key.encrypt(values)))
-        masked, masks = key.mask(packed)
-        request = DecryptRequest(0, 0, "gradient", BigInts(tuple(masked)))
-        guest.raw(party, request, session="another-session")
-        quiet(report, [guest, host], party, "a request from another session is refused")
-        guest.channel.send(party, request, 0)
-        env = expect(report, guest, Kind.DECRYPTED, party, "DecryptRequest → Decrypted")
-        if env is not None and isinstance(env.body, Decrypted):
-            _check_decrypted(report, env.body, request, masks, values, key.n)
-        loss = encode([8 * 10 * 0.25], VALUE_BITS, key.n)
-        host.channel.send(party, Loss(0, 0, 1, BigInts(tuple(key.encrypt(loss))), 80, VALUE_BITS))
-        env = expect(report, host, Kind.EPOCH_RESULT, party, "Loss → EpochResult")
-        if env is not None:
-            assert isinstance(env.body, EpochResult)
-            report.check("loss is decrypted and averaged", abs(env.body.loss - 0.25) < 1e-9)
-        _score_requests(report, party, host, key, rows)
-        if ending == "violation":
-            guest.channel.send(party, request, 0)  # the same gradient twice: not allowed
-            expect_abort(report, guest, party, "a repeated gradient decryption makes it Abort")
-            return
-        host.channel.send(party, Finish(epochs=1, reason="conformance"))
-        report.check("Finish sent; the server must now exit 0", True)
-    finally:
-        host.close()
-        guest.close()
-
-
-def _score_requests(report: Report, party: str, host: Peer, key: PaillierKey, rows: int) -> None:
-    """The Host's two score decryptions of an epoch, packed as a correct Host packs them.
-
-    Flipback: every training row, packed by the Host under encryption (the longest
-    request the Server allows, ⌈rows / slots(n)⌉). Evaluation: the test rows, packed by
-    the guests before encryption.
-    """
-    n = key.n
-    train = encode(np.linspace(-3.0, 3.0, rows), VALUE_BITS, n)
-    test = encode(np.linspace(2.0, -1.0, rows // 4), VALUE_BITS, n)
-    flipback = packing.pack(key, key.encrypt(train))
-    evaluation = key.encrypt(packing.pack_plain(test, n))
-    for what, ciphertexts, values in (("flipback", flipback, train), ("test", evaluation, test)):
-        masked, masks = key.mask(ciphertexts)
-        request = DecryptRequest(0, 0, "scores", BigInts(tuple(masked)))
-        host.channel.send(party, request, 0)
-        env = expect(report, host, Kind.DECRYPTED, party, f"packed {what} scores → Decrypted")
-        if env is None or not isinstance(env.body, Decrypted):
-            return
-        _check_decrypted(report, env.body, request, masks, values, n)
-
-
-def _check_decrypted(
-    report: Report,
-    got: Decrypted,
-    request: DecryptRequest,
-    masks: list[int],
-    values: list[int],
-    n: int,
-) -> None:
-    """The echo, one plaintext per packed ciphertext, and the values behind mask and packing."""
-    echo = (got.epoch, got.batch, got.purpose) == (request.epoch, request.batch, request.purpose)
-    if not report.check(
-        f"{request.purpose} decryption echoes the request, one plaintext per ciphertext",
-        echo and len(got.values) == len(request.values),
-        f"{len(got.values)} values for {len(request.values)}",
-    ):
-        return
-    try:
-        plain = packing.unpack(unmask(got.values.values, masks, n), len(values), n)
-    except CryptoError as exc:
-        report.check(f"{request.purpose} decryption is correct", False, str(exc))
-        return
-    report.check(f"{request.purpose} decryption is correct", plain == values, str(plain[:3]))
