@@ -98,8 +98,11 @@ def session(tmp_path: Path, job: JobConfig, guest_features: int = GUEST_FEATURES
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    host, guest = (Channel(transports[n], session=job.session, timeout=10) for n in job.parties
-                   if n != "server")  # fmt: skip
+    host, guest = (
+        Channel(transports[n], session=job.session, timeout=10)
+        for n in job.parties
+        if n != "server"
+    )
     print_ = job.fingerprint()
     host.send("server", Hello("host", print_, ROWS, HOST_FEATURES))
     guest.send("server", Hello("guest", print_, ROWS, guest_features))
@@ -185,8 +188,9 @@ def test_guest_claiming_10000_features_gets_no_key(tmp_path: Path) -> None:
         target=lambda: result.update(s=_run(job, tmp_path, transports["server"])), daemon=True
     )
     thread.start()
-    host, guest = (Channel(transports[n], session=job.session, timeout=10) for n in ("host",
-                   "guest-1"))  # fmt: skip
+    host, guest = (
+        Channel(transports[n], session=job.session, timeout=10) for n in ("host", "guest-1")
+    )
 
     host.send("server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES))
     guest.send("server", Hello("guest", job.fingerprint(), ROWS, 10_000))
@@ -287,16 +291,39 @@ def test_a_real_server_process_refuses_and_names_the_guest(tmp_path: Path) -> No
     from privfl.conformance.peer import Peer
 
     kit = tmp_path / "kit"
-    made = _privfl("init", "vfl", "--out", str(kit), "--key-bits", "512", "--allow-weak-keys",
-                   "--timeout", "10")  # fmt: skip
+    made = _privfl(
+        "init",
+        "vfl",
+        "--out",
+        str(kit),
+        "--key-bits",
+        "512",
+        "--allow-weak-keys",
+        "--timeout",
+        "10",
+    )
     assert made.returncode == 0, made.stderr
     job = load_job(kit / "job.toml")
     out = tmp_path / "server"
     server = subprocess.Popen(
-        [sys.executable, "-m", "privfl", "vfl", "server", "--job", str(kit / "job.toml"),
-         "--party", "server", "--out", str(out), "--no-progress"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "privfl",
+            "vfl",
+            "server",
+            "--job",
+            str(kit / "job.toml"),
+            "--party",
+            "server",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     host, guest = Peer(job, "host", 10), Peer(job, "guest-1", 10)
     try:
         host.channel.send("server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES))
@@ -330,5 +357,6 @@ def test_a_real_server_process_refuses_and_names_the_guest(tmp_path: Path) -> No
 
 
 def _privfl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "privfl", *args], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "privfl", *args], capture_output=True, text=True, timeout=60
+    )
