@@ -44,9 +44,16 @@ def big(values: Sequence[int]) -> BigInts:
     return BigInts(tuple(int(v) for v in values))
 
 
-def announce(ctx: PartyContext, role: str, rows: int, features: int, to: Sequence[str]) -> None:
+def announce(
+    ctx: PartyContext,
+    role: str,
+    rows: int,
+    features: int,
+    to: Sequence[str],
+    train_rows: int = 0,
+) -> None:
     """Send our Hello (job fingerprint, table shape) to the parties that check it."""
-    hello = Hello(role=role, job_fingerprint=ctx.job.fingerprint(), rows=rows, features=features)
+    hello = Hello(role, ctx.job.fingerprint(), rows, features, train_rows)
     ctx.channel.broadcast(to, hello)
 
 

@@ -145,7 +145,7 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
     """Answer the Host batch by batch until it finishes the session; save our own weights."""
     job, channel = ctx.job, ctx.channel
     host, server = job.host, job.server
-    announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host])
+    announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host], len(data.x_train))
     key = receive_public_key(ctx)
     noise = NoisePool(key.n, workers, key.h_s)
     # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,

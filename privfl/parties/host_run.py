@@ -94,7 +94,7 @@ def run_host(
 def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str]]:
     """Greet the Server, hear every guest (same job, same rows), get the public key."""
     job = ctx.job
-    announce(ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server])
+    announce(ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], len(data.x_train))
     for sender, hello in ctx.channel.gather(Kind.HELLO, job.guests).items():
         assert isinstance(hello, Hello)
         check_hello(ctx, sender, hello)

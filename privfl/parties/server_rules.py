@@ -80,17 +80,20 @@ def feature_counts(job: JobConfig) -> dict[str, int]:
     return counts
 
 
-def agreed_rows(hellos: dict[str, Hello], host: str) -> int:
-    """The row count every party announced; refuses (naming them) parties that differ."""
-    rows = hellos[host].rows
-    odd = {name: h.rows for name, h in hellos.items() if h.rows != rows}
+def agreed_rows(hellos: dict[str, Hello], host: str) -> tuple[int, int]:
+    """``(rows, train_rows)`` every party announced; refuses (naming them) those that differ."""
+    want = (hellos[host].rows, hellos[host].train_rows)
+    odd = {
+        name: (h.rows, h.train_rows) for name, h in hellos.items() if (h.rows, h.train_rows) != want
+    }
     if odd:
-        said = ", ".join(f"{name} {count}" for name, count in sorted(odd.items()))
+        said = ", ".join(f"{name} {rows}/{train}" for name, (rows, train) in sorted(odd.items()))
         raise Refused(
-            f"{', '.join(sorted(odd))} announced another row count than the host's "
-            f"{rows} ({said}): every party must hold the same rows"
+            f"{', '.join(sorted(odd))} announced other row counts than the host's "
+            f"{want[0]} rows / {want[1]} training rows ({said}): every party must hold the "
+            "same rows"
         )
-    return rows
+    return want
 
 
 def check_features(job: JobConfig, hellos: dict[str, Hello]) -> None:
@@ -119,9 +122,11 @@ def split_sizes(rows: int, test_size: float, seed: int) -> tuple[int, int]:
 def training_allowance(job: JobConfig, hellos: dict[str, Hello], n: int) -> Allowance:
     """What a training session may decrypt, from the job and the agreed Hellos."""
     check_features(job, hellos)
-    train, test = split_sizes(
-        agreed_rows(hellos, job.host), job.data.test_size, job.data.split_seed
-    )
+    rows, train = agreed_rows(hellos, job.host)
+    if train:  # said by every party alike (an id-keyed split cannot be derived here)
+        test = rows - train
+    else:
+        train, test = split_sizes(rows, job.data.test_size, job.data.split_seed)
     declared = feature_counts(job)
     # Sizes do not depend on the shuffle, so any generator gives the Host's plan's sizes.
     plan = batch_plan(train, job.training.batch_size, np.random.default_rng(0))
@@ -141,7 +146,7 @@ def training_allowance(job: JobConfig, hellos: dict[str, Hello], n: int) -> Allo
 
 def prediction_allowance(job: JobConfig, hellos: dict[str, Hello], n: int) -> Allowance:
     """A prediction session: one score request for every announced row, nothing else."""
-    rows = agreed_rows(hellos, job.host)
+    rows, _ = agreed_rows(hellos, job.host)
     return Allowance(job.host, {}, (), {"test": packed_length(rows, n)}, 0, 0)
 
 

@@ -106,18 +106,24 @@ def _position(epoch: int, batch: int = 0) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Hello:
-    """A party announces itself to the Server and the Host and proves it runs the same job."""
+    """A party announces itself to the Server and the Host and proves it runs the same job.
+
+    ``train_rows``: how many of the ``rows`` are training rows (0: not said, and then
+    the Server derives it from ``rows``; with an id column the split is by id).
+    """
 
     role: str
     job_fingerprint: str
     rows: int
     features: int
+    train_rows: int = 0
 
     def __post_init__(self) -> None:
         _require(self.role in ("server", "host", "guest"), f"unknown role {self.role!r}")
         text(self.job_fingerprint, "job_fingerprint", 128)
         count(self.rows, "rows")
         count(self.features, "features")
+        count(self.train_rows, "train_rows", 0, self.rows)
 
 
 @dataclass(frozen=True, slots=True)
