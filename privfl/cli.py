@@ -283,7 +283,7 @@ def party_command(role: str) -> click.Command:
         "--workers",
         type=click.IntRange(0),
         default=0,
-        help="Processes for Paillier encryption and Xᵀ[[d]] (Guest); 0 = one per core. [0]",
+        help="Processes for Paillier obfuscations and Xᵀ[[d]] (Host, Guest); 0 = one per core. [0]",
     )
     @click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
     @click.option(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import rfc8785
 import tomli_w
 
 from privfl.errors import ConfigError
@@ -17,8 +17,13 @@ from privfl.errors import ConfigError
 ROLES = ("server", "host", "guest")
 PSI_METHODS = ("rsa", "ecdh")
 LOCAL_KEYS = ("data", "id_column", "label_column", "features")  # may differ between sites
+# Top-level keys each site sets for itself (its patience, its memory): not fingerprinted.
+LOCAL_JOB_KEYS = ("liveness_grace_seconds", "max_buffered_mib")
+MAX_GRACE_SECONDS = 60.0
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256
+# A site's largest id set in the PSI: also how many guessed ids a deviating peer could test.
+DEFAULT_MAX_IDS = 10_000
 OBFUSCATIONS = ("standard", "djn")
 DEFAULT_BUFFERED_MIB = 256
 
@@ -39,6 +44,8 @@ class PartySpec:
     # How many feature columns it trains on (every party agrees: in the fingerprint). The
     # Server sizes its gradient decryptions by it; 0 = len(columns) (the demo's split).
     feature_count: int = 0
+    # The most ids this site brings to the PSI; peers refuse larger sets (docs/security.md).
+    max_ids: int = DEFAULT_MAX_IDS
 
     @property
     def declared_features(self) -> int:
@@ -76,8 +83,8 @@ class DataConfig:
     dataset: str = "breast_cancer"
     test_size: float = 0.25
     split_seed: int = 0
-    psi: str = "rsa"  # private set intersection with an id column: "rsa" or "ecdh"
-    psi_key_bits: int = 2048  # RSA modulus of the blind-signature PSI
+    psi: str = "ecdh"  # private set intersection with an id column: "ecdh" (ristretto255) or "rsa"
+    psi_key_bits: int = 2048  # RSA modulus of the blind-signature PSI (psi = "rsa" only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +96,9 @@ class JobConfig:
     key_bits: int = MIN_SECURE_KEY_BITS
     allow_weak_keys: bool = False
     timeout_seconds: float = 120.0
+    # A peer whose connection is gone (exited, killed, frozen past the heartbeat
+    # timeout) for this long ends the run, however long timeout_seconds is.
+    liveness_grace_seconds: float = 3.0  # protocol/liveness.py: DEFAULT_GRACE_SECONDS
     seed: int = 0
     keys_dir: str = "keys"
     obfuscation: str = "standard"  # "djn": short-exponent obfuscation (docs/performance.md)
@@ -132,13 +142,42 @@ class JobConfig:
         return base / self.keys_dir
 
     def fingerprint(self) -> str:
-        """A hash of everything the parties must agree on (not paths)."""
-        data = to_dict(self)
-        data.pop("max_buffered_mib", None)
-        for spec in data["parties"].values():
-            for key in LOCAL_KEYS:
-                spec.pop(key, None)
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+        """SHA-256 (hex) of :func:`canonical_job`: what every party's Hello must carry."""
+        return hashlib.sha256(canonical_job(self)).hexdigest()
+
+
+def canonical_job(job: JobConfig) -> bytes:
+    """The job's canonical encoding (docs/protocol.md §2.1): what the fingerprint hashes.
+
+    Every key of the job after defaults are filled, without the site-local keys of
+    ``LOCAL_JOB_KEYS`` and ``LOCAL_KEYS``, as RFC 8785 JSON (sorted keys, no whitespace,
+    UTF-8, numbers in their shortest ECMAScript form, so ``120`` and ``120.0`` encode
+    alike); ±∞ (only
+    ``label_dp.epsilon`` may be ∞) becomes the string ``"inf"`` / ``"-inf"``.
+    """
+    data = to_dict(job)
+    for key in LOCAL_JOB_KEYS:
+        data.pop(key, None)
+    for spec in data["parties"].values():
+        for key in LOCAL_KEYS:
+            spec.pop(key, None)
+        if spec["role"] != "server":  # the Server trains no weights
+            spec.setdefault("feature_count", 0)
+    try:
+        return bytes(rfc8785.dumps(_finite(data)))
+    except rfc8785.CanonicalizationError as exc:
+        raise ConfigError(f"the job cannot be fingerprinted: {exc}; use smaller numbers") from exc
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every infinite float replaced by ``"inf"`` or ``"-inf"``."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
 
 
 def check_key_bits(bits: int, allow_weak: bool) -> None:
@@ -170,6 +209,8 @@ def validate(job: JobConfig) -> None:
                 f"party {p.name!r}: feature_count {p.feature_count} disagrees with its "
                 f"{len(p.columns)} demo columns; drop one of them"
             )
+        if p.max_ids < 1:
+            raise ConfigError(f"parties.{p.name}.max_ids must be at least 1, got {p.max_ids}")
     if roles.count("server") != 1 or roles.count("host") != 1 or roles.count("guest") < 1:
         raise ConfigError("a job needs exactly one server, one host and at least one guest")
     t = job.training
@@ -186,6 +227,10 @@ def validate(job: JobConfig) -> None:
         raise ConfigError("timeout_seconds must be positive")
     if job.max_buffered_mib < 1:
         raise ConfigError("max_buffered_mib must be at least 1")
+    if not 0 < job.liveness_grace_seconds <= MAX_GRACE_SECONDS:
+        raise ConfigError(
+            f"liveness_grace_seconds must lie in (0, {MAX_GRACE_SECONDS:g}]; 3 suits most sites"
+        )
     if job.data.psi not in PSI_METHODS:
         raise ConfigError(f"data.psi is {job.data.psi!r}; choose one of {', '.join(PSI_METHODS)}")
     if job.data.psi == "rsa":
@@ -205,6 +250,7 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         "key_bits": job.key_bits,
         "allow_weak_keys": job.allow_weak_keys,
         "timeout_seconds": job.timeout_seconds,
+        "liveness_grace_seconds": job.liveness_grace_seconds,
         "seed": job.seed,
         "keys_dir": job.keys_dir,
         "obfuscation": job.obfuscation,
@@ -222,6 +268,8 @@ def party_dict(spec: PartySpec) -> dict[str, Any]:
         "endpoint": spec.endpoint,
         "columns": list(spec.columns),
     }
+    if spec.role != "server":  # the Server takes no part in the PSI
+        table["max_ids"] = spec.max_ids
     for key in LOCAL_KEYS:
         value = getattr(spec, key)
         if value:
@@ -246,6 +294,7 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
                 label_column=str(spec.get("label_column", "")),
                 features=tuple(str(f) for f in spec.get("features", ())),
                 feature_count=int(spec.get("feature_count", 0)),
+                max_ids=int(spec.get("max_ids", DEFAULT_MAX_IDS)),
             )
             for name, spec in data.pop("parties", {}).items()
         }

@@ -53,7 +53,8 @@ SITE_OPTIONS = [
         "--psi",
         type=click.Choice(["rsa", "ecdh"]),
         default=None,
-        help="Private set intersection for --id-column: RSA blind signatures or X25519 ECDH. [rsa]",
+        help="Private set intersection for --id-column: ristretto255 ECDH or RSA blind "
+        "signatures. [ecdh]",
     ),
     click.option(
         "--psi-key-bits",

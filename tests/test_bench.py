@@ -53,6 +53,8 @@ def test_bench_smoke_reports_every_variant_and_party(tmp_path: Path) -> None:
     assert set(report["obfuscations_per_second"]) == {"1", "2"}
     assert data["floor_seconds"]["djn"] < data["floor_seconds"]["standard"]
     assert "privfl standard" in result.stdout and "floor on 2 cores" in result.stdout
+    assert "standard epoch / floor" in result.stdout
+    assert data["protocol_counts"]["per_party"]["host"] > 60  # the residual, re-randomised
 
 
 def test_protocol_counts_follow_packing() -> None:
@@ -62,8 +64,12 @@ def test_protocol_counts_follow_packing() -> None:
     assert slots(n) == 21
     counts = protocol_counts(workload, n)
     test_rows = workload.test_rows
-    assert counts["obfuscations"] == 100 + 1 + 1 + 1 + 1 + -(-test_rows // 21)
-    assert counts["decryptions"] == 1 + 1 + 1 + -(-test_rows // 21)
+    test = -(-test_rows // 21)
+    # Guest: scores, Σz², gradient, test scores. Host: the residual's re-randomisation,
+    # gradient, loss, the masked test-score sum.
+    assert counts["per_party"] == {"guest": 100 + 1 + 1 + test, "host": 100 + 1 + 1 + test}
+    assert counts["obfuscations"] == 2 * (100 + 2 + test)
+    assert counts["decryptions"] == 1 + 1 + 1 + test
 
 
 def test_obfuscation_is_part_of_the_job_and_checked() -> None:

@@ -294,3 +294,71 @@ def test_silence_raises_peer_unavailable_naming_the_peer(net: Net, explicit: boo
     assert "alice" in message and "hello" in message and "0.2 s" in message
     assert "carol" not in message
     assert 0.15 <= elapsed < 1.2, elapsed
+
+
+def test_first_contact_with_a_stopped_peer_ends_on_the_abort_waiting_in_the_inbox(
+    net: Net,
+) -> None:
+    # Prepare: carol stops, tells bob so, and leaves the hub before bob first writes to her.
+    bob = Channel(net.transports["bob"], session=SESSION, timeout=60.0)
+    net.channels["carol"].abort(["bob"], ConfigError("carol runs another job"))
+    net.transports["carol"].close()
+
+    # Act
+    start = time.monotonic()
+    with pytest.raises(PeerAborted, match="carol runs another job"):
+        bob.send("carol", _hello())
+    elapsed = time.monotonic() - start
+
+    # Assert: the Abort, not the 60 s wait for carol to come online, ended it.
+    assert elapsed < 3.0, elapsed
+
+
+class _LosingTransport:
+    """An in-memory transport whose link to one peer is reported lost after a moment."""
+
+    def __init__(self, inner: InMemoryTransport, peer: str, after: float) -> None:
+        self.name = inner.name
+        self.grace = 0.25
+        self._inner, self._peer, self._at = inner, peer, time.monotonic() + after
+
+    def send(self, peer: str, frames: list[bytes]) -> None:
+        self._inner.send(peer, frames)
+
+    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
+        return self._inner.recv(timeout)
+
+    def lost_peers(self) -> dict[str, float]:
+        now = time.monotonic()
+        return {self._peer: now - self._at} if now >= self._at else {}
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_a_lost_peer_ends_a_long_wait_naming_it(net: Net) -> None:
+    # Prepare: bob waits up to 60 s for alice; the transport loses carol after 0.3 s.
+    transport = _LosingTransport(net.transports["bob"], "carol", after=0.3)
+    bob = Channel(transport, session=SESSION, timeout=60.0)
+
+    # Act
+    start = time.monotonic()
+    with pytest.raises(PeerUnavailable) as caught:
+        bob.expect({Kind.HELLO}, {"alice"})
+    elapsed = time.monotonic() - start
+
+    # Assert: named within the channel's liveness poll, not after the timeout.
+    assert "lost its connection to carol" in str(caught.value)
+    assert "0.25 s grace" in str(caught.value)
+    assert 0.3 <= elapsed < 2.0, elapsed
+
+
+def test_an_abort_already_queued_wins_over_a_lost_peer(net: Net) -> None:
+    # Prepare: carol aborted, then her connection was lost.
+    net.channels["carol"].abort(["bob"], ConfigError("disk full"))
+    transport = _LosingTransport(net.transports["bob"], "carol", after=0.0)
+    bob = Channel(transport, session=SESSION, timeout=60.0)
+
+    # Act / assert: the user sees why carol stopped.
+    with pytest.raises(PeerAborted, match="disk full"):
+        bob.expect({Kind.HELLO}, {"alice"})

@@ -29,7 +29,9 @@ from privfl.protocol.messages import (
 )
 from privfl.protocol.reliable import unpack_frames
 
-GOLDEN = json.loads((Path(__file__).parent / "conformance" / "golden.json").read_text())
+GOLDEN = json.loads(
+    (Path(__file__).parents[1] / "privfl" / "conformance" / "vectors" / "golden.json").read_text()
+)
 CORPUS = [[bytes.fromhex(f) for f in m["frames"]] for m in GOLDEN["messages"]]
 WORDS = ["server", "host", "guest", "gradient", "scores", "train", "test", ""]
 

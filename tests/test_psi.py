@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import threading
-import uuid
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from psi_harness import id_table, job_of, run_stage, send_as, tables
 
-from privfl.config import DataConfig, JobConfig, PartySpec
+from privfl.config import from_dict, to_dict
 from privfl.data.tables import IdTable
-from privfl.parties.channel import Channel
-from privfl.parties.common import PartyContext
+from privfl.errors import ConfigError, ProtocolError
 from privfl.protocol import codec
 from privfl.protocol.memory import InMemoryHub
-from privfl.protocol.messages import PsiAnswer, PsiQuery
+from privfl.protocol.messages import PsiAnswer, PsiHello, PsiQuery
 from privfl.psi import ecdh, rsa
-from privfl.psi.stage import align
 
 
 def test_rsa_blind_signature_tags_equal_direct_tags() -> None:
@@ -39,62 +35,51 @@ def test_rsa_blind_signature_tags_equal_direct_tags() -> None:
     )
 
 
-def test_x25519_exponentiation_commutes_and_depends_on_the_key() -> None:
-    a, b = ecdh.new_secret(), ecdh.new_secret()
-    u = ecdh.hash_to_u([f"id{i}" for i in range(20)], b"ctx")
+def test_rsa_keys_have_a_prime_exponent_larger_than_the_modulus() -> None:
+    signer = rsa.generate(1024)
+    n, e = signer.public.n, signer.public.e
 
-    ab = ecdh.multiply(a, ecdh.multiply(b, u))
-
-    assert ab == ecdh.multiply(b, ecdh.multiply(a, u))
-    assert ab != ecdh.multiply(a, ecdh.multiply(a, u))
-
-
-def job_of(guests: int, method: str) -> JobConfig:
-    names = ["server", "host", *[f"guest-{i + 1}" for i in range(guests)]]
-    parties = {n: PartySpec(n, n.split("-")[0], f"mem://{n}") for n in names}
-    return JobConfig(
-        session=uuid.uuid4().hex,
-        parties=parties,
-        key_bits=512,
-        allow_weak_keys=True,
-        timeout_seconds=20,
-        data=DataConfig(psi=method, psi_key_bits=1024),
+    assert n.bit_length() == 1024 and e.bit_length() == 1025 and e > n
+    rsa.check_public(signer.public, 1024)  # the blinder accepts it
+    assert rsa.tags(signer.sign(rsa.full_domain_hash(["x"], n, b"c")), n) != rsa.tags(
+        rsa.full_domain_hash(["x"], n, b"c"), n
     )
 
 
-def tables(guests: int, seed: int = 1) -> tuple[dict[str, IdTable], set[str]]:
-    """Each site holds 80 of 100 ids (its own 20 missing), shuffled; features encode the id."""
-    rng = np.random.default_rng(seed)
-    universe = [f"patient-{i:03d}" for i in range(100)]
-    sites = ["host", *[f"guest-{i + 1}" for i in range(guests)]]
-    out, held = {}, []
-    for k, site in enumerate(sites):
-        ids = [u for j, u in enumerate(universe) if not 20 * k <= j < 20 * (k + 1)]
-        ids = [ids[i] for i in rng.permutation(len(ids))]
-        x = np.array([[float(i.split("-")[1])] for i in ids])
-        out[site] = IdTable(ids=tuple(ids), x=x, feature_names=(f"{site}-x",))
-        held.append(set(ids))
-    return out, set.intersection(*held)
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda n, e: (n, 65537), "prime larger than N"),  # the old exponent
+        (lambda n, e: (n, 3 * e), "not prime"),
+        (lambda n, e: (n, n - 2), "prime larger than N"),
+        (lambda n, e: (n, (1 << 1200) + 1), "prime larger than N"),  # too costly to blind
+        (lambda n, e: (n * 3, e), "bits"),
+        (lambda n, e: (3 * (n // 3 | 1), e), "small prime factor"),
+    ],
+)
+def test_a_key_that_may_not_permute_z_n_is_refused(change: Any, why: str) -> None:
+    signer = rsa.generate(1024)
+    n, e = change(signer.public.n, signer.public.e)
+
+    with pytest.raises(ProtocolError, match=why):
+        rsa.check_public(rsa.RsaPublic(n, e), 1024)
 
 
-def run_stage(job: JobConfig, sites: dict[str, IdTable], hub: InMemoryHub) -> dict[str, Any]:
-    transports = {n: hub.transport(n) for n in sites}
-    results: dict[str, Any] = {}
+def test_ristretto_exponentiation_commutes_and_depends_on_the_key() -> None:
+    a, b = ecdh.new_secret(), ecdh.new_secret()
+    points = ecdh.hash_to_group([f"id{i}" for i in range(20)], b"ctx")
 
-    def party(name: str) -> None:
-        channel = Channel(transports[name], session=job.session, timeout=job.timeout_seconds)
-        ctx = PartyContext(name=name, job=job, channel=channel, out=Path("."))
-        try:
-            results[name] = align(ctx, sites[name])
-        except Exception as exc:
-            results[name] = exc
+    ab = ecdh.multiply(a, ecdh.multiply(b, points))
 
-    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in sites]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return results
+    assert ab == ecdh.multiply(b, ecdh.multiply(a, points))
+    assert ab != ecdh.multiply(a, ecdh.multiply(a, points))
+    assert len(set(points)) == 20 and all(ecdh.is_element(p) for p in ab)
+
+
+@pytest.mark.parametrize("value", [0, 1, 2**255 + 5, 2**256, 2**256 - 1])
+def test_a_value_outside_the_group_is_refused(value: int) -> None:
+    with pytest.raises(ProtocolError, match="not a ristretto255 group element"):
+        ecdh.multiply(ecdh.new_secret(), [value])
 
 
 @pytest.mark.parametrize(("method", "guests"), [("rsa", 1), ("rsa", 2), ("ecdh", 2)])
@@ -141,3 +126,53 @@ def test_no_shared_id_is_a_clear_error() -> None:
     }
     results = run_stage(job, sites, InMemoryHub())
     assert all("share no id" in str(r) for r in results.values()), results
+
+
+def test_caps_are_in_the_job_file_and_checked() -> None:
+    job = job_of(1, "ecdh", caps={"host": 50, "guest-1": 70})
+
+    again = from_dict(to_dict(job))
+
+    assert again.party("host").max_ids == 50 and again.party("guest-1").max_ids == 70
+    assert "max_ids" not in to_dict(job)["parties"]["server"]
+    bad = to_dict(job)
+    bad["parties"]["host"]["max_ids"] = 0
+    with pytest.raises(ConfigError, match="max_ids"):
+        from_dict(bad)
+
+
+@pytest.mark.parametrize("method", ["ecdh", "rsa"])
+def test_a_site_over_its_own_cap_refuses_before_sending(method: str) -> None:
+    job = job_of(1, method, caps={"guest-1": 79}, timeout=1)
+    sites, _ = tables(1)  # every site holds 80 ids
+    hub = InMemoryHub()
+
+    results = run_stage(job, sites, hub)
+
+    assert isinstance(results["guest-1"], ConfigError)
+    assert "more than its max_ids of 79" in str(results["guest-1"])
+    assert not [s for s in hub.sent if s.sender == "guest-1"]  # nothing left the guest
+
+
+def test_caps_that_fit_change_nothing() -> None:
+    job = job_of(2, "ecdh", caps={"host": 80, "guest-1": 80, "guest-2": 80})
+    sites, shared = tables(2)
+
+    results = run_stage(job, sites, InMemoryHub())
+
+    assert set(results["host"].ids) == shared
+
+
+def test_the_host_refuses_a_hello_over_the_guests_cap_before_any_query() -> None:
+    job = job_of(2, "ecdh", caps={"guest-2": 10})
+    hub = InMemoryHub()
+
+    def guests() -> None:
+        send_as(job, hub, "guest-1", PsiHello("ecdh", 0, 0, 5))
+        send_as(job, hub, "guest-2", PsiHello("ecdh", 0, 0, 11))
+
+    results = run_stage(job, {"host": id_table(["a", "b"])}, hub, guests)
+
+    assert isinstance(results["host"], ProtocolError)
+    assert "guest-2 announces 11 ids, more than its max_ids of 10" in str(results["host"])
+    assert not [s for s in hub.sent if s.sender == "host"]  # not even guest-1 got a query

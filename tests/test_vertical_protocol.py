@@ -35,11 +35,12 @@ import privfl.crypto.paillier as paillier
 import privfl.parties.host as host_steps
 import privfl.parties.server as server_steps
 from privfl.config import JobConfig, with_overrides
-from privfl.crypto import packing
+from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, PeerAborted, PeerUnavailable, TrainingDiverged
 from privfl.mechanisms.label_dp import flipback, randomized_response
+from privfl.parties.runner import load_data
 from privfl.parties.taylor import reference_train, sigmoid
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch, Decrypted, DecryptRequest
@@ -75,12 +76,12 @@ def run_job(job: JobConfig, out: Path, mp: pytest.MonkeyPatch | None = None, **k
     masks: dict[tuple[int, ...], list[int]] = {}
     keys: list[paillier.PrivateKey] = []
     if mp is not None:
-        real_mask = paillier.PublicKey.mask
+        real_mask = fresh.mask
         real_keypair = server_steps.generate_keypair
 
-        def mask(self: paillier.PublicKey, c: Any) -> tuple[list[int], list[int]]:
-            masked, values = real_mask(self, c)
-            masks[tuple(masked)] = values
+        def mask(key: paillier.PublicKey, c: Any, noise: Any = None) -> tuple[Any, list[int]]:
+            masked, values = real_mask(key, c, noise)
+            masks[masked.values] = values
             return masked, values
 
         def keypair(bits: int, *args: Any) -> tuple[paillier.PublicKey, paillier.PrivateKey]:
@@ -88,7 +89,7 @@ def run_job(job: JobConfig, out: Path, mp: pytest.MonkeyPatch | None = None, **k
             keys.append(private)
             return public, private
 
-        mp.setattr(paillier.PublicKey, "mask", mask)
+        mp.setattr(fresh, "mask", mask)
         mp.setattr(server_steps, "generate_keypair", keypair)
     hub = InMemoryHub()
     results = run_in_threads(job, hub, out, **kwargs)
@@ -112,15 +113,15 @@ def reference(
 ) -> tuple[list[np.ndarray], list[float]]:
     """The plaintext oracle with the Host's own random draws, in the Host's order.
 
-    The Host seeds one generator with ``job.seed``, flips the labels with it
-    (randomized response draws one uniform per label even at ε = ∞) and then
-    draws each epoch's batch permutation from it; so do we. ``epochs`` stops
-    early (0: the initial weights).
+    The Host draws each epoch's batch permutation from a generator seeded with the
+    job's public ``seed``; its label flips come from the OS CSPRNG, so the oracle runs
+    at ε = ∞ (no flips). ``epochs`` stops early (0: the initial weights).
     """
     host = data[job.host]
     assert host.y_train is not None
+    assert job.label_dp.epsilon == math.inf, "the oracle cannot know the Host's private flips"
     rng = np.random.default_rng(job.seed)
-    labels = randomized_response(host.y_train, job.label_dp.epsilon, rng)
+    labels = host.y_train
     x_host = np.hstack([host.x_train, np.ones((host.x_train.shape[0], 1))])
     parts = [x_host] + [data[g].x_train for g in job.guests]
     penalised = [np.r_[np.ones(host.x_train.shape[1]), 0.0]]
@@ -390,6 +391,7 @@ def host_state(
     job = memory_job(1, epsilon=epsilon)
     data = party_data(job)[job.host]
     state = host_steps.init_state(data, public_key, job.guests, job, np.random.default_rng(7))
+    assert state.seeded_noise
     return state, data
 
 
@@ -477,12 +479,12 @@ def test_flip_count_matches_randomized_response(tmp_path: Path) -> None:
     run = succeeded(run_job(job, tmp_path))
     flip = read_summary(run.out)["flip"]
 
-    # Assert: within a 5-sigma binomial band, and exactly the seeded mechanism's count.
+    # Assert: within a 5-sigma binomial band; drawn from the OS CSPRNG (tests/attacks
+    # checks that the job's seed does not reproduce them).
     assert flip["rows"] == rows == 426
     assert flip["probability"] == pytest.approx(p, rel=1e-12)
     assert abs(flip["count"] - rows * p) <= 5 * math.sqrt(rows * p * (1 - p))
-    seeded = randomized_response(y, 1.0, np.random.default_rng(job.seed))
-    assert flip["count"] == int((seeded != y).sum())
+    assert "OS CSPRNG" in flip["noise"] and "not private" not in flip["noise"]
 
 
 # ------------------------------------------------------- 6./7. bad peers, divergence
@@ -532,6 +534,34 @@ def test_a_guest_with_another_job_file_is_refused(tmp_path: Path) -> None:
     assert any(isinstance(e, ConfigError) for e in ends)
     assert all("guest-1 runs a different job file" in str(e) for e in ends)
     assert isinstance(results["guest-1"], PeerAborted)
+    assert took < 5
+
+
+def test_a_guest_whose_rows_do_not_line_up_is_refused(tmp_path: Path) -> None:
+    # Prepare: the guest's training rows in another order (a wrong split, say) but with
+    # the same row counts: without the row commitment this would train to the end.
+    job = memory_job(1, timeout=10)
+    rows = load_data(job, "guest-1", None, None)
+    order = np.roll(np.arange(len(rows.train_ids)), 1)
+    shifted = replace(
+        rows,
+        x_train=rows.x_train[order],
+        train_ids=tuple(rows.train_ids[i] for i in order),
+    )
+
+    # Act
+    began = time.monotonic()
+    run = run_job(job, tmp_path, data={"guest-1": shifted}, join_timeout=20)
+    took = time.monotonic() - began
+
+    # Assert: the Host and the Server name the guest before any batch; all stop.
+    results = run.results
+    assert set(failures(results)) == {"server", "host", "guest-1"}
+    ends = [results["server"], results["host"]]
+    assert all(isinstance(e, ConfigError | PeerAborted) for e in ends), ends
+    assert any(isinstance(e, ConfigError) for e in ends)
+    assert all("guest-1's rows do not line up with the host's" in str(e) for e in ends)
+    assert not any(isinstance(body, Batch) for *_, body in decoded_traffic(run.hub))
     assert took < 5
 
 

@@ -146,13 +146,16 @@ def privfl_epoch(
     with out.stage("residual"):
         offset = x_h @ theta_h - 4.0 * workload.host.y_train + 2.0
         residual = public.add_plain(scores, encode(offset, VALUE_BITS, n))
+        # What the Host sends the guest: its own fresh re-randomisation (crypto.fresh).
+        residual = public.rerandomize(residual, pool.take(len(residual)))
     with out.stage("gradient"):
         grad_g = pool.matvec_t(public, exp_g, residual)
         grad_h = public.matvec_t(exp_h, residual)  # the Host computes its own inline
     with out.stage("decrypt"):
         for grad in (grad_g, grad_h):
             packed = packing.pack(public, grad)
-            masked, masks = public.mask(public.rerandomize(packed, pool.take(len(packed))))
+            masked, masks = public.mask(packed)
+            masked = public.rerandomize(masked, pool.take(len(masked)))  # re-randomised last
             plain = packing.unpack(unmask(private.decrypt(masked), masks, n), len(grad), n)
             decode(plain, VALUE_BITS + DATA_BITS, n)
     with out.stage("evaluate"):
@@ -160,6 +163,7 @@ def privfl_epoch(
         plain = packing.pack_plain(encode(z_test, VALUE_BITS, n), n)
         encrypted = public.encrypt_with_noise(plain, pool.take(len(plain)))
         masked, masks = public.mask(encrypted)
+        masked = public.rerandomize(masked, pool.take(len(masked)))  # the Host's, last
         values = packing.unpack(unmask(private.decrypt(masked), masks, n), len(z_test), n)
         decode(values, VALUE_BITS, n)
     return out

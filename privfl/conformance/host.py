@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import math
+import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from privfl.config import JobConfig
-from privfl.conformance.peer import Peer, Report, expect, quiet, server_key
-from privfl.crypto import packing
+from privfl.conformance.peer import (
+    Peer,
+    Report,
+    exits_nonzero,
+    expect,
+    finished_cleanly,
+    quiet,
+    server_key,
+)
+from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import PrivateKey
+from privfl.crypto.paillier import PublicKey as PaillierKey
+from privfl.data.alignment import row_commitment
 from privfl.errors import ConfigError, PeerAborted
 from privfl.protocol.messages import (
     Batch,
@@ -35,7 +47,13 @@ from privfl.protocol.messages import (
 )
 
 
-def host_script(job: JobConfig, party: str, ending: str, report: Report) -> None:
+def host_script(
+    job: JobConfig,
+    party: str,
+    ending: str,
+    report: Report,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
     """Play the Server and every Guest against a running host (demo-data jobs only)."""
     from privfl.parties.runner import load_data
 
@@ -51,9 +69,17 @@ def host_script(job: JobConfig, party: str, ending: str, report: Report) -> None
             return
         assert isinstance(env.body, Hello)
         report.check("Hello says host", env.body.role == "host")
+        data = next(iter(shapes.values()))
+        digest = row_commitment(job.session, data.train_ids, data.test_ids)
+        report.check(
+            "the host's row commitment is the demo split's (§2.3)",
+            env.body.rows_digest == digest,
+            f"got {env.body.rows_digest[:16] or 'none'}, expected {digest[:16]}",
+        )
         for name, peer in guests.items():
             features = shapes[name].x_train.shape[1]
-            peer.channel.send(party, Hello("guest", job.fingerprint(), env.body.rows, features))
+            hello = Hello("guest", job.fingerprint(), env.body.rows, features, digest)
+            peer.channel.send(party, hello)
         message, private = server_key(job)
         server.channel.send(party, message)
         # While it waits for every Checkpoints offer, the host must ignore this one:
@@ -70,6 +96,11 @@ def host_script(job: JobConfig, party: str, ending: str, report: Report) -> None
             report.check("resume from scratch", got.body.completed == 0)
         rules = ServerRules(job, env.body.features, shapes)
         _serve_host(job, party, ending, report, server, guests, private, rules)
+        if ending == "violation":
+            exits_nonzero(report, party, process)
+        elif report.passed:
+            endpoint = job.party(party).endpoint
+            finished_cleanly(report, [server, *guests.values()], party, endpoint, process)
     finally:
         server.close()
         for peer in guests.values():
@@ -93,6 +124,33 @@ class ServerRules:
     asked_test: set[int] = field(default_factory=set)  # epochs with a score_request(test)
     scores: dict[int, list[str]] = field(default_factory=dict)  # epoch → splits decrypted
     problems: list[str] = field(default_factory=list)
+    forwards: dict[tuple[str, int, int], tuple[int, ...]] = field(default_factory=dict)
+    readable: list[str] = field(default_factory=list)  # residual rows a guest could read
+    residuals_seen: dict[tuple[int, int], set[tuple[int, ...]]] = field(default_factory=dict)
+
+    def residual(self, guest: str, epoch: int, body: Residual, key: PaillierKey) -> None:
+        """Attack the residual as an honest-but-curious guest would (issue 11).
+
+        Divide ``[[4d]]`` by every played guest's Forward ciphertexts (and ``others`` by
+        the other guests'): a host that did not re-randomise leaves ``1 + n·m``, which
+        reads ``m`` in the clear. Each guest must also get its own ciphertexts.
+        """
+        names = list(self.shapes)
+        batch = [self.forwards.get((g, epoch, body.batch)) for g in names]
+        if any(f is None for f in batch):
+            return
+        parts = [("residual", body.residual.values, names)]
+        if body.others is not None:
+            parts.append(("others", body.others.values, [g for g in names if g != guest]))
+        for what, values, senders in parts:
+            divisor = [self.forwards[(g, epoch, body.batch)] for g in senders]
+            rows = readable_rows(key, values, divisor)
+            if rows:
+                self.readable.append(f"{guest} reads {rows} {what} rows of ({epoch}, {body.batch})")
+        seen = self.residuals_seen.setdefault((epoch, body.batch), set())
+        if body.residual.values in seen:
+            self.readable.append(f"{guest} got the same residual ciphertexts as another guest")
+        seen.add(body.residual.values)
 
     def check(self, body: DecryptRequest, epoch: int, n: int) -> None:
         """Note every way ``body`` differs from what a correct host sends."""
@@ -171,16 +229,18 @@ def _serve_host(
                 rows = len(body.indices) if body.indices is not None else train
                 if ending == "violation":
                     rows += 1
-                scores = BigInts(tuple(key.encrypt([0] * rows)))  # one per row, not packed
-                peer.channel.send(party, Forward(epoch, body.batch, scores, BigInts(tuple(
-                    key.encrypt(zero)))), epoch)  # fmt: skip
+                scores = fresh.encrypt(key, [0] * rows)  # one per row, not packed
+                rules.forwards[(peer.name, epoch, body.batch)] = scores.values
+                forward = Forward(epoch, body.batch, scores, fresh.encrypt(key, zero))
+                peer.channel.send(party, forward, epoch)
             elif isinstance(body, Residual):
+                rules.residual(peer.name, epoch, body, key)
                 if epoch == 0 and body.batch == 0:
                     four_d = decode(private.decrypt(body.residual.values), VALUE_BITS, n)
                     ok = bool(np.all(np.isin(four_d, (-2.0, 2.0))))
                     report.check("first residual is 4d = −4ỹ + 2 ∈ {−2, 2}", ok, str(four_d[:4]))
                 if body.others is not None:
-                    value = BigInts(tuple(key.encrypt(zero)))
+                    value = fresh.encrypt(key, zero)
                     peer.channel.send(party, CrossTerm(epoch, body.batch, value), epoch)
             elif isinstance(body, ScoreRequest):
                 if body.split == "test":
@@ -188,7 +248,7 @@ def _serve_host(
                 data = shapes[peer.name]
                 rows = len(data.x_test if body.split == "test" else data.x_train)
                 packed = packing.pack_plain(encode(np.zeros(rows), VALUE_BITS, n), n)
-                values = BigInts(tuple(key.encrypt(packed)))
+                values = fresh.encrypt(key, packed)
                 peer.channel.send(party, Scores(epoch, body.split, values), epoch)
             elif isinstance(body, DecryptRequest):
                 rules.check(body, epoch, n)
@@ -219,8 +279,29 @@ def _serve_host(
     _report_requests(report, rules, epochs)
 
 
+def readable_rows(
+    key: PaillierKey, values: Sequence[int], divisors: Sequence[Sequence[int]]
+) -> int:
+    """How many ``values_i / Π divisors_i`` are trivial encryptions ``1 + n·m`` (readable)."""
+    n, n2 = key.n, key.nsquare
+    count = 0
+    for i, value in enumerate(values):
+        product = 1
+        for divisor in divisors:
+            product = product * divisor[i] % n2
+        quotient = value * pow(product, -1, n2) % n2
+        count += (quotient - 1) % n == 0
+    return count
+
+
 def _report_requests(report: Report, rules: ServerRules, epochs: int) -> None:
     """The host's decryption requests against the Server's rules, once the run is over."""
+    report.check(
+        "every residual and others is re-randomised for its guest (no row readable "
+        "by dividing out the guests' Forward ciphertexts)",
+        not rules.readable and bool(rules.residuals_seen),
+        "; ".join(rules.readable[:3]) or "no residual was checked",
+    )
     report.check(
         "every decryption request is packed and allowed (⌈count / slots(n)⌉ values)",
         not rules.problems,

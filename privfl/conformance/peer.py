@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import socket
+import subprocess
+import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import click
 
@@ -26,6 +30,9 @@ from privfl.protocol.messages import (
 )
 
 QUIET_SECONDS = 1.0  # how long a refused message must stay unanswered
+ACK_SECONDS = 1.5  # a live party ACKs within milliseconds of receiving a message
+AFTER_FINISH_SECONDS = 2.0  # how long a finished party must stay silent (no Abort)
+EXIT_SECONDS = 15.0  # how long a finished party may take to close its inbox and exit
 
 
 @dataclass
@@ -50,8 +57,13 @@ class Peer:
     def __init__(self, job: JobConfig, name: str, timeout: float) -> None:
         self.name = name
         self.transport = open_transport(job, name)
-        self.channel = Channel(self.transport, session=job.session, timeout=timeout)
+        # The kit sends trivially encrypted ciphertexts on purpose (ρ = 1), to see
+        # whether the tested party re-randomises what it computes from them.
+        self.channel = Channel(
+            self.transport, session=job.session, timeout=timeout, fresh_rule=False
+        )
         self._ids = itertools.count(10_000)
+        self.aborted = ""  # the Abort the party sent us while we only read ACKs
 
     def raw(self, to: str, body: Message, *, session: str, msg_id: int | None = None) -> None:
         """Send a message with a hand-made envelope (wrong session, repeated id...)."""
@@ -73,8 +85,96 @@ class Peer:
         head = codec.encode(header, Batch(0, 0, 1, None))[0]
         self.transport.send(to, [head, b"\x81\xa1x\xc0"])  # {"x": nil}
 
+    def settle(self, seconds: float = ACK_SECONDS) -> int:
+        """Read ACKs for up to ``seconds`` until none is missing; return how many still are.
+
+        Messages that arrive meanwhile are kept for the next ``expect``; an Abort is
+        kept in :attr:`aborted`.
+        """
+        deadline = time.monotonic() + seconds
+        while self.transport.unacked() and (left := deadline - time.monotonic()) > 0:
+            try:
+                env = self.channel._receive(min(left, 0.05))
+            except PeerAborted as exc:
+                self.aborted = str(exc)
+                continue
+            if env is not None:
+                self.channel._pending.append(env)
+        return self.transport.unacked()
+
     def close(self) -> None:
         self.transport.close()
+
+
+def acknowledged(report: Report, peers: list[Peer], party: str, what: str = "") -> bool:
+    """Every message the played parties sent was ACKed on the party's DEALER (§3)."""
+    missing = {peer.name: peer.settle() for peer in peers}
+    late = {name: count for name, count in missing.items() if count}
+    return report.check(
+        what or f"{party} acknowledges every message it receives (link-layer ACK, §3)",
+        not late,
+        ", ".join(f"{count} message(s) from {name} never ACKed" for name, count in late.items()),
+    )
+
+
+def finished_cleanly(
+    report: Report,
+    peers: list[Peer],
+    party: str,
+    endpoint: str,
+    process: subprocess.Popen[bytes] | None,
+) -> None:
+    """After ``finish``: ACKed, no Abort, its inbox closes, and (if we started it) exit 0."""
+    acknowledged(report, peers, party, f"{party} acknowledges finish")
+    aborted = next((peer.aborted for peer in peers if peer.aborted), "")
+    deadline = time.monotonic() + AFTER_FINISH_SECONDS
+    while not aborted and time.monotonic() < deadline:
+        for peer in peers:
+            try:
+                peer.channel._receive(0.02)
+            except PeerAborted as exc:
+                aborted = str(exc)
+    report.check(f"{party} sends no Abort after finish", not aborted, aborted)
+    closed = inbox_closes(endpoint, EXIT_SECONDS)
+    report.check(
+        f"{party} closes its inbox after finish (disconnects, §3 Closing)",
+        closed,
+        f"{endpoint} still accepts connections after {EXIT_SECONDS:g} s",
+    )
+    if process is not None:
+        code = exit_code(process)
+        report.check(f"{party} exits 0 after finish", code == 0, f"exit status {code}")
+
+
+def inbox_closes(endpoint: str, seconds: float) -> bool:
+    """Whether nothing listens at the tcp ``endpoint`` any more within ``seconds``."""
+    parts = urlsplit(endpoint)
+    host = parts.hostname if parts.hostname not in (None, "*", "0.0.0.0") else "127.0.0.1"
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, parts.port or 0), timeout=0.5):
+                pass
+        except OSError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def exits_nonzero(report: Report, party: str, process: subprocess.Popen[bytes] | None) -> None:
+    """After a fatal violation, a party we started must exit with a non-zero status."""
+    if process is not None:
+        code = exit_code(process)
+        ok = code not in (0, None)
+        report.check(f"{party} exits non-zero after the violation", ok, str(code))
+
+
+def exit_code(process: subprocess.Popen[bytes]) -> int | None:
+    """The party's exit status, waiting up to EXIT_SECONDS; None if it is still running."""
+    try:
+        return process.wait(timeout=EXIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def expect(report: Report, peer: Peer, kind: Kind, sender: str, what: str) -> Envelope | None:

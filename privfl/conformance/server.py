@@ -1,8 +1,9 @@
-"""Script against a running server: the tool plays the Host and one Guest."""
+"""Script against a running server: the tool plays the Host and every Guest."""
 
 from __future__ import annotations
 
 import math
+import subprocess
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,19 +13,22 @@ from privfl.conformance.peer import (
     Peer,
     Report,
     check_public_key,
+    exits_nonzero,
     expect,
     expect_abort,
+    finished_cleanly,
     quiet,
 )
-from privfl.crypto import packing
+from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import VALUE_BITS, encode
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.crypto.paillier import unmask
-from privfl.errors import ConfigError, CryptoError
+from privfl.data.alignment import positions, row_commitment
+from privfl.errors import CryptoError
+from privfl.parties.batches import job_least_batch
 from privfl.parties.server_rules import LOSS_BITS, split_sizes
-from privfl.parties.taylor import batch_plan
+from privfl.parties.taylor import batch_sizes
 from privfl.protocol.messages import (
-    BigInts,
     Decrypted,
     DecryptRequest,
     EpochResult,
@@ -37,37 +41,44 @@ from privfl.protocol.messages import (
 )
 
 
-def server_script(job: JobConfig, party: str, ending: str, report: Report) -> None:
-    """Play the Host and one Guest against a running server, for two epochs.
+def server_script(
+    job: JobConfig,
+    party: str,
+    ending: str,
+    report: Report,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
+    """Play the Host and every Guest against a running server, for two epochs.
 
-    Each epoch: both gradients (packed to the job's feature counts), the loss at the
-    protocol's scale and denominator, the verdict, then the score requests the Server
-    must allow — the test rows each epoch, the training rows at a flipback epoch.
+    Each epoch: every party's gradient (packed to the job's feature counts), the loss
+    at the protocol's scale and denominator, the verdict, then the score requests the
+    Server must allow — the test rows each epoch, the training rows at a flipback epoch.
     """
-    if len(job.guests) != 1:
-        raise ConfigError("server conformance needs a job with exactly one guest")
-    guest_name = job.guests[0]
     host = Peer(job, job.host, job.timeout_seconds)
-    guest = Peer(job, guest_name, job.timeout_seconds)
+    guests = [Peer(job, name, job.timeout_seconds) for name in job.guests]
+    guest = guests[0]
     try:
-        key = _server_handshake(job, party, report, host, guest)
+        key = _server_handshake(job, party, report, host, guests)
         if key is None:
             return
         plan = _ServerPlan.of(job)
         for epoch in range(2):
-            if not _server_epoch(report, party, host, guest, key, plan, epoch):
+            if not _server_epoch(report, party, host, guests, key, plan, epoch):
                 return
         if ending == "violation":
-            request = _gradient_request(key, plan.guest_features, 2)[0]
+            request = _gradient_request(key, plan.features[guest.name], 2)[0]
             guest.channel.send(party, request, 2)
-            guest.channel.send(party, request, 2)  # the same gradient twice: not allowed
+            # The same gradient twice: not allowed (raw: our channel sends a vector once).
+            guest.raw(party, request, session=job.session)
             expect_abort(report, guest, party, "a repeated gradient decryption makes it Abort")
+            exits_nonzero(report, party, process)
             return
         host.channel.send(party, Finish(epochs=2, reason="conformance"))
-        report.check("Finish sent; the server must now exit 0", True)
+        finished_cleanly(report, [host, *guests], party, job.party(party).endpoint, process)
     finally:
         host.close()
-        guest.close()
+        for peer in guests:
+            peer.close()
 
 
 @dataclass(frozen=True)
@@ -77,37 +88,41 @@ class _ServerPlan:
     rows: int
     train: int
     test: int
-    host_features: int  # with the bias
-    guest_features: int
-    batches: tuple[int, ...]
+    features: dict[str, int]  # per played party, the job's count (the Host's with the bias)
+    batches: tuple[int, ...]  # the Host's plan: a too-short last batch folded
     flipback_every: int
 
     @staticmethod
     def of(job: JobConfig) -> _ServerPlan:
         rows = 100
         train, test = split_sizes(rows, job.data.test_size, job.data.split_seed)
-        plan = batch_plan(train, job.training.batch_size, np.random.default_rng(0))
+        batches = batch_sizes(train, job.training.batch_size, job_least_batch(job, train))
         return _ServerPlan(
             rows,
             train,
             test,
-            job.party(job.host).declared_features + 1,
-            job.party(job.guests[0]).declared_features,
-            tuple(train if idx is None else len(idx) for idx in plan),
+            {
+                name: job.party(name).declared_features + (name == job.host)
+                for name in (job.host, *job.guests)
+            },
+            tuple(batches),
             job.label_dp.flipback_every if math.isfinite(job.label_dp.epsilon) else 0,
         )
 
 
 def _server_handshake(
-    job: JobConfig, party: str, report: Report, host: Peer, guest: Peer
+    job: JobConfig, party: str, report: Report, host: Peer, guests: list[Peer]
 ) -> PaillierKey | None:
-    """Both Hellos (the job's feature counts), the public key, resume from scratch."""
+    """Every Hello (the job's feature counts, one row commitment), the public key, resume."""
     fingerprint = job.fingerprint()
     plan = _ServerPlan.of(job)
-    host.channel.send(party, Hello("host", fingerprint, plan.rows, plan.host_features))
-    guest.channel.send(party, Hello("guest", fingerprint, plan.rows, plan.guest_features))
+    digest = row_commitment(job.session, positions(range(plan.rows)), ())
+    for peer in (host, *guests):
+        role = "host" if peer is host else "guest"
+        hello = Hello(role, fingerprint, plan.rows, plan.features[peer.name], digest)
+        peer.channel.send(party, hello)
     keys = {}
-    for peer in (host, guest):
+    for peer in (host, *guests):
         env = expect(report, peer, Kind.PUBLIC_KEY, party, f"public key sent to {peer.name}")
         if env is None:
             return None
@@ -127,16 +142,15 @@ def _gradient_request(
 ) -> tuple[DecryptRequest, list[int], list[int]]:
     """A gradient as a correct party sends it: packed, re-randomised, masked."""
     values = ([5, 0, key.n - 1] * features)[:features]  # 5, 0 and −1 as residues mod n
-    packed = key.rerandomize(packing.pack(key, key.encrypt(values)))
-    masked, masks = key.mask(packed)
-    return DecryptRequest(epoch, batch, "gradient", BigInts(tuple(masked))), masks, values
+    masked, masks = fresh.mask(key, packing.pack(key, key.encrypt(values)))
+    return DecryptRequest(epoch, batch, "gradient", masked), masks, values
 
 
 def _server_epoch(
     report: Report,
     party: str,
     host: Peer,
-    guest: Peer,
+    guests: list[Peer],
     key: PaillierKey,
     plan: _ServerPlan,
     epoch: int,
@@ -144,18 +158,18 @@ def _server_epoch(
     """Every batch's gradients and loss, the verdict, the due score requests."""
     mean = 0.25 - 0.01 * epoch  # changes by more than the tolerance: no early stop
     for batch, rows in enumerate(plan.batches):
-        for peer, features in ((guest, plan.guest_features), (host, plan.host_features)):
-            request, masks, values = _gradient_request(key, features, epoch, batch)
-            if epoch == 0 and batch == 0 and peer is guest:
-                guest.raw(party, request, session="another-session")
-                quiet(report, [guest, host], party, "a request from another session is refused")
+        for peer in (*guests, host):
+            request, masks, values = _gradient_request(key, plan.features[peer.name], epoch, batch)
+            if epoch == 0 and batch == 0 and peer is guests[0]:
+                peer.raw(party, request, session="another-session")
+                quiet(report, [peer, host], party, "a request from another session is refused")
             peer.channel.send(party, request, epoch)
             env = expect(report, peer, Kind.DECRYPTED, party, "DecryptRequest → Decrypted")
             if env is None or not isinstance(env.body, Decrypted):
                 return False
             _check_decrypted(report, env.body, request, masks, values, key.n)
         loss = encode([8 * rows * mean], LOSS_BITS, key.n)
-        value = BigInts(tuple(key.encrypt(loss)))
+        value = fresh.encrypt(key, loss)
         n_batches = len(plan.batches)
         host.channel.send(party, Loss(epoch, batch, n_batches, value, 8 * rows, LOSS_BITS), epoch)
     env = expect(report, host, Kind.EPOCH_RESULT, party, "Loss → EpochResult")
@@ -184,8 +198,8 @@ def _score_requests(
         requests.append(("flipback", packing.pack(key, key.encrypt(train)), train))
     requests.append(("test", key.encrypt(packing.pack_plain(test, n)), test))
     for what, ciphertexts, values in requests:
-        masked, masks = key.mask(ciphertexts)
-        request = DecryptRequest(epoch, 0, "scores", BigInts(tuple(masked)))
+        masked, masks = fresh.mask(key, ciphertexts)
+        request = DecryptRequest(epoch, 0, "scores", masked)
         host.channel.send(party, request, epoch)
         env = expect(report, host, Kind.DECRYPTED, party, f"packed {what} scores → Decrypted")
         if env is None or not isinstance(env.body, Decrypted):

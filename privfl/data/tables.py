@@ -185,6 +185,8 @@ def split_and_standardise(table: IdTable, test_size: float, split_seed: int) -> 
         scale=scale,
         y_train=None if y is None else y[~test],
         y_test=None if y is None else y[test],
+        train_ids=tuple(i for i, held in zip(table.ids, test, strict=True) if not held),
+        test_ids=tuple(i for i, held in zip(table.ids, test, strict=True) if held),
     )
 
 

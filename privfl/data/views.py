@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.datasets import load_breast_cancer
 from sklearn.model_selection import train_test_split
 
+from privfl.data.alignment import positions
 from privfl.errors import ConfigError
 
 DATASETS = ("breast_cancer",)
@@ -37,6 +38,9 @@ class PartyData:
     scale: np.ndarray
     y_train: np.ndarray | None = None
     y_test: np.ndarray | None = None
+    # The ordered row ids (docs/protocol.md §2.3): ids after PSI, else 0-based positions.
+    train_ids: tuple[str, ...] = ()
+    test_ids: tuple[str, ...] = ()
 
     @property
     def rows(self) -> int:
@@ -109,6 +113,8 @@ def split_view(table: Table, test_size: float, split_seed: int) -> PartyData:
         scale=scale,
         y_train=None if y is None else y[train_idx],
         y_test=None if y is None else y[test_idx],
+        train_ids=positions(train_idx),
+        test_ids=positions(test_idx),
     )
 
 

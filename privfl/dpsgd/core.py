@@ -1,13 +1,16 @@
 """Per-sample gradients, DP-SGD's clip-and-noise and FSDP's Funk-SVD noise (seed 002).
 
 Shapes: a per-sample gradient dict maps each parameter name to a tensor of shape
-``(B, *param.shape)``. Randomness is always a ``torch.Generator`` argument.
+``(B, *param.shape)``. Noise comes from a ``numpy.random.Generator`` argument: pass one
+over a CSPRNG (:func:`privfl.mechanisms.noise.private_source`), since torch's own
+generators take a 64-bit seed and are not cryptographic.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
@@ -42,15 +45,19 @@ def clip_per_sample(grads: Grads, clip: float) -> Grads:
 
 
 def dpsgd_gradient(
-    grads: Grads, clip: float, noise_multiplier: float, expected_batch: float, gen: torch.Generator
+    grads: Grads,
+    clip: float,
+    noise_multiplier: float,
+    expected_batch: float,
+    rng: np.random.Generator,
 ) -> Grads:
     """Clip per sample, sum, add N(0, (zC)²) per coordinate, divide by the expected batch size."""
     clipped = clip_per_sample(grads, clip)
     out: Grads = {}
     for k, g in clipped.items():
         total = g.sum(0)
-        noise = torch.randn(total.shape, generator=gen, dtype=total.dtype)
-        out[k] = (total + noise_multiplier * clip * noise.to(total.device)) / expected_batch
+        noise = _noise(total.shape, rng, total)
+        out[k] = (total + noise_multiplier * clip * noise) / expected_batch
     return out
 
 
@@ -134,7 +141,7 @@ def fsdp_gradient(
     grads: Grads,
     noise_multiplier: float,
     expected_batch: float,
-    gen: torch.Generator,
+    rng: np.random.Generator,
     rank: int = 50,
     relevance: bool = True,
     adaptive_clip: bool = True,
@@ -166,14 +173,14 @@ def fsdp_gradient(
             ).to(mat.device)
             c_v = _scale(v, adaptive_clip, clip)
             c_phi = _scale(phi, adaptive_clip, clip)
-            v_bar = v + _noise(v.shape, gen, mat) * (noise_multiplier * c_v / share).view(1, -1, 1)
-            phi_bar = phi + _noise(phi.shape, gen, mat) * (noise_multiplier * c_phi / share).view(
+            v_bar = v + _noise(v.shape, rng, mat) * (noise_multiplier * c_v / share).view(1, -1, 1)
+            phi_bar = phi + _noise(phi.shape, rng, mat) * (noise_multiplier * c_phi / share).view(
                 1, -1, 1
             )
             noisy[name] = (v_bar @ h + phi_bar).transpose(1, 2)
         else:
             c_b = _scale(gk, adaptive_clip, clip)
-            noisy[name] = gk + _noise(gk.shape, gen, gk) * noise_multiplier * c_b
+            noisy[name] = gk + _noise(gk.shape, rng, gk) * noise_multiplier * c_b
     c_g = float(per_sample_norms(noisy).mean()) if adaptive_clip else clip
     clipped = clip_per_sample(noisy, c_g)
     return {k: g.sum(0) / expected_batch for k, g in clipped.items()}
@@ -185,5 +192,7 @@ def _scale(t: torch.Tensor, adaptive: bool, clip: float) -> float:
     return float(t.flatten(1).norm(dim=1).mean()) if t.shape[0] else clip
 
 
-def _noise(shape: torch.Size, gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
-    return torch.randn(shape, generator=gen, dtype=like.dtype).to(like.device)
+def _noise(shape: torch.Size, rng: np.random.Generator, like: torch.Tensor) -> torch.Tensor:
+    """Standard normal noise from ``rng`` (float64, then the gradient's dtype and device)."""
+    draw = rng.standard_normal(tuple(shape))
+    return torch.from_numpy(draw).to(dtype=like.dtype, device=like.device)

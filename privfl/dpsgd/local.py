@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -27,21 +28,24 @@ def private_local_train(
     noise_multiplier: float,
     clip: float,
     rank: int,
-    gen: torch.Generator,
+    rng: np.random.Generator,
 ) -> None:
-    """Train ``model`` in place: Poisson-sampled steps with DP-SGD's or FSDP's noisy gradient."""
+    """Train ``model`` in place: Poisson-sampled steps with DP-SGD's or FSDP's noisy gradient.
+
+    ``rng`` draws both the Poisson sample and the noise: the client's CSPRNG generator.
+    """
     n = len(x)
     q, steps = local_steps(n, batch_size, epochs)
     optimiser = torch.optim.SGD(model.parameters(), lr=lr)
     for _ in range(steps):
-        mask = (torch.rand(n, generator=gen) < q).to(x.device)
+        mask = torch.from_numpy(rng.random(n) < q).to(x.device)
         if not bool(mask.any()):
             continue
         grads = per_sample_grads(model, x[mask], y[mask])
         if method == "dpsgd":
-            noisy = dpsgd_gradient(grads, clip, noise_multiplier, q * n, gen)
+            noisy = dpsgd_gradient(grads, clip, noise_multiplier, q * n, rng)
         else:
-            noisy = fsdp_gradient(model, grads, noise_multiplier, q * n, gen, rank=rank, clip=clip)
+            noisy = fsdp_gradient(model, grads, noise_multiplier, q * n, rng, rank=rank, clip=clip)
         for name, p in model.named_parameters():
             p.grad = noisy[name].detach().clone()
         optimiser.step()

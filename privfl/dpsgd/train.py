@@ -18,6 +18,7 @@ from privfl.dpsgd.core import (
     per_sample_grads,
 )
 from privfl.mechanisms.accountants import rdp_gaussian_epsilon
+from privfl.mechanisms.noise import private_source, seeded_source
 
 METHODS = ("none", "dpsgd", "fsdp")
 
@@ -36,7 +37,8 @@ class PrivateTrainConfig:
     rank: int = 50  # FSDP's k
     relevance: bool = True  # FSDP-R: relevance-weighted budgets
     adaptive_clip: bool = True  # FSDP-C: table 1's thresholds
-    seed: int = 0
+    seed: int = 0  # used only with seeded_noise (the model's init is the caller's)
+    seeded_noise: bool = False  # research only: Poisson sample and noise from the seed
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -69,7 +71,8 @@ def train_private(
     that ε is a proven bound; for FSDP it is the seed's own analysis (its noise is
     added after a data-dependent factorisation and clipped afterwards), labelled so.
     """
-    gen = torch.Generator().manual_seed(cfg.seed)
+    source = seeded_source(cfg.seed, 5) if cfg.seeded_noise else private_source()
+    rng = source.rng
     xt, yt = torch.as_tensor(x_train), torch.as_tensor(y_train)
     xv, yv = torch.as_tensor(x_test), torch.as_tensor(y_test)
     n = len(xt)
@@ -81,7 +84,7 @@ def train_private(
     history: list[dict[str, Any]] = []
     for epoch in range(1, cfg.epochs + 1):
         for _ in range(steps_per_epoch):
-            mask = torch.rand(n, generator=gen) < q  # Poisson sampling
+            mask = torch.from_numpy(rng.random(n) < q)  # Poisson sampling, secret
             if not bool(mask.any()):
                 continue
             xb, yb = xt[mask], yt[mask]
@@ -92,10 +95,10 @@ def train_private(
                 grads = per_sample_grads(model, xb, yb)
                 expected = q * n
                 if cfg.method == "dpsgd":
-                    noisy = dpsgd_gradient(grads, cfg.clip, z, expected, gen)
+                    noisy = dpsgd_gradient(grads, cfg.clip, z, expected, rng)
                 else:
                     noisy = fsdp_gradient(
-                        model, grads, z, expected, gen, rank=cfg.rank,
+                        model, grads, z, expected, rng, rank=cfg.rank,
                         relevance=cfg.relevance, adaptive_clip=cfg.adaptive_clip, clip=cfg.clip,
                     )  # fmt: skip
                 for name, p in model.named_parameters():
@@ -120,6 +123,7 @@ def train_private(
         "epsilon": history[-1]["epsilon"],
         "epsilon_source": epsilon_source(cfg.method),
         "delta": cfg.delta,
+        "noise": source.label,
     }
 
 

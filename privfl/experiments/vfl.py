@@ -74,7 +74,12 @@ _ACCURACY_COLUMNS = (
 
 
 def run_vertical(run: VflRun, timeout: float = 120.0) -> dict[str, Any]:
-    """One encrypted training run in-process; the Host's summary."""
+    """One encrypted training run in-process; the Host's summary.
+
+    The Host flips the labels with a generator seeded with ``run.seed`` so that the
+    sweep is reproducible: **seeded noise — not private**. A real run draws them from
+    the OS CSPRNG.
+    """
     columns = demo_columns(1)
     names = ["server", "host", "guest-1"]
     parties = {n: PartySpec(n, n.split("-")[0], f"mem://{n}", columns.get(n, ())) for n in names}
@@ -95,7 +100,10 @@ def run_vertical(run: VflRun, timeout: float = 120.0) -> dict[str, Any]:
 
         def party(name: str) -> None:
             try:
-                results[name] = run_party(job, name, Path(tmp) / name, transport=transports[name])
+                seeded = np.random.default_rng(run.seed) if name == "host" else None
+                results[name] = run_party(
+                    job, name, Path(tmp) / name, transport=transports[name], label_rng=seeded
+                )
             except BaseException as exc:  # reported below
                 results[name] = exc
 
@@ -130,6 +138,7 @@ def _sweep(runs: list[VflRun]) -> list[dict[str, Any]]:
                 "guest_accuracy": s["bottom_accuracy"]["guests_combined"],
                 "auc": s["auc"],
                 "flipped": s["flip"]["count"],
+                "label_noise": s["flip"]["noise"],
                 "flipped_back": s.get("flipback", {}).get("flipped_back", 0),
                 "final_loss": s["loss_history"][-1],
                 "loss_history": " ".join(f"{v:.5f}" for v in s["loss_history"]),
@@ -180,7 +189,9 @@ SETUP = (
     f"(Paillier {KEY_BITS}-bit keys — weak, for speed; the maths is the same), label DP by "
     "randomized response before training, flipback every 5 epochs on 2% of rows. "
     '"Host" = the seed\'s B (label holder), "guest" = the seed\'s A. Our per-party '
-    "accuracy is each side's bottom model alone (its partial score through the sigmoid)."
+    "accuracy is each side's bottom model alone (its partial score through the sigmoid). "
+    "**Seeded noise — not private**: the label flips come from a generator seeded with each "
+    "run's seed, so the sweep can be reproduced; a real run draws them from the OS CSPRNG."
 )
 
 

@@ -8,6 +8,7 @@ while at least one host is left.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import time
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from privfl.errors import PeerUnavailable, PrivacyBudgetExceeded
+from privfl.errors import PeerUnavailable, PrivacyBudgetExceeded, ProtocolError
 from privfl.hfl import engine
 from privfl.hfl.config import DELTA_REPORTS, HflJob
 from privfl.hfl.models import get_flat
@@ -26,8 +27,10 @@ from privfl.hfl.outputs import Recorder
 from privfl.hfl.roles_common import make_channel, open_listener, try_expect
 from privfl.hfl.sealing import new_report_key, open_sealed
 from privfl.hfl.simulate import RoundHook, close_round, make_ledger
+from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.channel import Channel
 from privfl.protocol.hfl_messages import (
+    TOKEN_BYTES,
     JoinRequest,
     RoundDone,
     RoundEnd,
@@ -144,6 +147,40 @@ def collect_direct(
     return reports, waiting
 
 
+def open_batch(
+    body: Shuffled,
+    private: Any,
+    token: bytes,
+    session: str,
+    round_: int,
+    dims: int,
+    expected: int,
+    minimum: int,
+) -> tuple[list[np.ndarray], int]:
+    """The valid reports of a shuffled batch, and how many were dropped (dummies, others' rounds).
+
+    Refuses the whole batch (ProtocolError) when the Shuffler repeats a sealed report,
+    sends more than it may, or more reports open than clients were asked: each means
+    a deviating Shuffler or client, and the round's central ε would not hold.
+    """
+    if body.count > max(expected, minimum):
+        raise ProtocolError(
+            f"round {round_}: the Shuffler sent {body.count} reports for {expected} asked "
+            f"clients (minimum {minimum}); batch refused"
+        )
+    blobs = [body.blobs[i * body.size : (i + 1) * body.size] for i in range(body.count)]
+    if len({hashlib.sha256(b).digest() for b in blobs}) != len(blobs):
+        raise ProtocolError(f"round {round_}: the Shuffler replayed a sealed report; batch refused")
+    opened = [open_sealed(b, private, token, session, round_, dims) for b in blobs]
+    valid = [r for r in opened if r is not None]
+    if len(valid) > expected:
+        raise ProtocolError(
+            f"round {round_}: {len(valid)} valid reports for {expected} asked clients; "
+            "batch refused"
+        )
+    return valid, len(blobs) - len(valid)
+
+
 def collect_shuffled(
     job: HflJob,
     channel: Channel,
@@ -153,6 +190,7 @@ def collect_shuffled(
     token: bytes,
     dims: int,
     expected: int,
+    minimum: int,
 ) -> tuple[list[np.ndarray], int]:
     """Open the Shuffler's batch; dummies and anything that fails to open are dropped."""
     wait = expected * job.config.slot_seconds + job.config.round_timeout
@@ -163,18 +201,28 @@ def collect_shuffled(
             "is it running?"
         )
     body = env.body
-    blobs = [body.blobs[i * body.size : (i + 1) * body.size] for i in range(body.count)]
-    opened = [open_sealed(b, private, token, job.session, round_, dims) for b in blobs]
-    valid = [r for r in opened if r is not None]
+    valid, dropped = open_batch(body, private, token, job.session, round_, dims, expected, minimum)
     log.info(
         "round %d: %d sealed, %d valid, %d dropped (Shuffler padded %d)",
         round_,
-        len(blobs),
+        body.count,
         len(valid),
-        len(blobs) - len(valid),
+        dropped,
         body.padded,
     )
-    return valid, len(blobs) - len(valid)
+    return valid, dropped
+
+
+def client_tokens(asked: dict[str, list[int]]) -> tuple[dict[str, bytes], bytes, str]:
+    """One fresh single-use token per asked client: per host, all digests, the host caps."""
+    tokens = {h: secrets.token_bytes(TOKEN_BYTES * len(ids)) for h, ids in asked.items()}
+    digests = sorted(
+        hashlib.sha256(blob[i : i + TOKEN_BYTES]).digest()
+        for blob in tokens.values()
+        for i in range(0, len(blob), TOKEN_BYTES)
+    )
+    caps = ",".join(f"{h}:{len(ids)}" for h, ids in sorted(asked.items()))
+    return tokens, b"".join(digests), caps
 
 
 def run_aggregator(
@@ -234,32 +282,32 @@ def train(
     weights = get_flat(setup.model)
     last_update: torch.Tensor | None = None
     private, report_key = new_report_key() if shuffler else (None, b"")
+    source: NoiseSource = private_source()  # server noise (NbAFL σ_D), never from the job
     for round_ in range(1, cfg.rounds + 1):
-        try:
-            ledger.check_next()
-        except PrivacyBudgetExceeded as exc:
-            return f"privacy budget: {exc}"
         admit_late_joins(job, channel, roster)
         alive = roster.alive()
         if not alive:
             raise PeerUnavailable("every client host has dropped out; see their logs")
         selected = engine.sample_clients(cfg, round_)
-        indices = engine.report_indices(setup, last_update, round_)
-        token = secrets.token_bytes(32) if shuffler else b""
         asked = {h: [c for c in selected if c in clients] for h, clients in alive.items()}
         asked = {h: ids for h, ids in asked.items() if ids}
+        try:
+            ledger.check_next([c for ids in asked.values() for c in ids])
+        except PrivacyBudgetExceeded as exc:
+            return f"privacy budget: {exc}"
+        indices = engine.report_indices(setup, last_update, round_)
+        token = secrets.token_bytes(TOKEN_BYTES) if shuffler else b""
+        tokens, digests, caps = client_tokens(asked) if shuffler else ({}, None, "")
         w32 = weights.float().cpu().numpy()
+        expected = sum(len(ids) for ids in asked.values())
+        minimum = cfg.min_reports or max(1, round(expected * cfg.beta))
         if shuffler:
             dummy = np.zeros_like(w32) if cfg.mechanism in DELTA_REPORTS else w32
-            expected = sum(len(ids) for ids in asked.values())
-            minimum = cfg.min_reports or max(1, round(expected * cfg.beta))
-            channel.send(
-                shuffler,
-                ShuffleWindow(
-                    round_, expected, minimum, cfg.beta, cfg.slot_seconds, dummy, report_key
-                ),
-                round_,
-            )
+            window = ShuffleWindow(
+                round_, expected, minimum, cfg.beta, cfg.slot_seconds, dummy, report_key,
+                digests, caps,
+            )  # fmt: skip
+            channel.send(shuffler, window, round_)
         for host, ids in list(asked.items()):
             start = RoundStart(
                 round_,
@@ -268,40 +316,37 @@ def train(
                 indices.cpu().numpy().astype(np.int64),
                 token,
                 report_key,
+                tokens.get(host),
             )
             try:
                 channel.send(host, start, round_)
             except PeerUnavailable as exc:
                 log.warning("round %d: %s; dropped from the job", round_, exc)
                 roster.dropped.add(host)
-                del asked[host]
+        participants = [c for ids in asked.values() for c in ids]
         if shuffler:
             valid, dropped = collect_shuffled(
-                job,
-                channel,
-                shuffler,
-                round_,
-                private,
-                token,
-                setup.dims,
-                sum(len(i) for i in asked.values()),
+                job, channel, shuffler, round_, private, token, setup.dims, expected, minimum
             )
             reports = [torch.from_numpy(r).to(setup.device) for r in valid]
-            participants = [c for ids in asked.values() for c in ids]
+            reported: list[int] | None = None  # hidden by the Shuffler: all asked are booked
         else:
-            got, missed = collect_direct(job, channel, asked, round_, setup.dims)
-            roster.missed(missed, set(asked))
+            live = {h: ids for h, ids in asked.items() if h not in roster.dropped}
+            got, missed = collect_direct(job, channel, live, round_, setup.dims)
+            roster.missed(missed, set(live))
             reports = [torch.from_numpy(got[c]).to(setup.device) for c in sorted(got)]
-            participants, dropped = sorted(got), 0
+            reported, dropped = sorted(got), 0
         new, record = close_round(
             setup,
             weights,
             reports,
             round_,
             participants,
+            reported,
             ledger,
             recorder,
             on_round,
+            source,
             invalid_reports=dropped,
             hosts=len(roster.alive()),
         )

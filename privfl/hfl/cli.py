@@ -119,6 +119,12 @@ def experiment_options(func: F) -> F:
         ),
         click.option("--seed", type=int, default=None, help="[0]"),
         click.option(
+            "--seeded-noise",
+            is_flag=True,
+            default=None,
+            help="Research only: noise from the job seed (reproducible, NOT private).",
+        ),
+        click.option(
             "--budget",
             "epsilon_budget",
             type=click.FloatRange(min=0, min_open=True),

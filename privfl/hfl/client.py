@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,9 @@ from privfl.hfl.config import HflJob
 from privfl.hfl.models import get_flat
 from privfl.hfl.roles_common import expect_round, make_channel, open_outbound
 from privfl.hfl.sealing import seal
+from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.protocol.hfl_messages import (
+    TOKEN_BYTES,
     JoinRequest,
     RoundDone,
     RoundEnd,
@@ -43,9 +44,11 @@ def run_client_host(
     aggregator = job.names("aggregator")[0]
     shuffler = job.names("shuffler")[0] if cfg.shuffler else None
     setup = engine.make_setup(cfg)
+    # This process's CSPRNG: every noise draw and participation coin of its clients.
+    source = private_source()
     # One throw-away local step before joining: torch's first call is slow, and a
     # first round that runs late would miss the Shuffler's window for no reason.
-    engine.local_train(setup, min(mine), get_flat(setup.model), 0)
+    engine.local_train(setup, min(mine), get_flat(setup.model), 0, source)
     out.mkdir(parents=True, exist_ok=True)
     targets = [aggregator] + ([shuffler] if shuffler else [])
     transport = open_outbound(job, name, targets)
@@ -65,7 +68,7 @@ def run_client_host(
                 continue
             assert isinstance(env.body, RoundStart)
             sent_total += serve_round(
-                job, setup, channel, env.body, mine, aggregator, shuffler, slow_seconds
+                job, setup, channel, env.body, mine, aggregator, shuffler, source, slow_seconds
             )
     except BaseException as exc:
         log.error("%s stopped: %s", name, exc)
@@ -84,25 +87,30 @@ def serve_round(
     mine: set[int],
     aggregator: str,
     shuffler: str | None,
+    source: NoiseSource,
     slow_seconds: float,
 ) -> int:
-    """Train and randomize each selected logical client of ours; send its report."""
+    """Train and randomize each selected logical client of ours; send its report.
+
+    Through a Shuffler, each report travels with its client's single-use token.
+    """
     cfg = job.config
     round_ = start.round
     weights = torch.from_numpy(start.weights.copy()).to(setup.device)
     indices = torch.from_numpy(start.indices.copy()).to(setup.device)
     sent = 0
-    for client in (int(c) for c in start.selected):
-        if client not in mine or not engine.joins(cfg, client, round_, secret=True):
+    for i, client in enumerate(int(c) for c in start.selected):
+        if client not in mine or not engine.joins(cfg, client, round_, source):
             continue
-        noise_seed = secrets.randbits(63)  # never derived from the job: see client_report
-        noisy = engine.client_report(setup, client, weights, indices, round_, noise_seed)
+        noisy = engine.client_report(setup, client, weights, indices, round_, source)
         report = noisy.float().cpu().numpy()
         if slow_seconds:
             time.sleep(slow_seconds)
         if shuffler is not None:
             blob = seal(report, start.token, start.report_key, job.session, round_)
-            channel.send(shuffler, Sealed(round_, blob), round_)
+            tokens = start.client_tokens or b""
+            token = tokens[i * TOKEN_BYTES : (i + 1) * TOKEN_BYTES] or None
+            channel.send(shuffler, Sealed(round_, blob, token), round_)
         else:
             channel.send(aggregator, Update(round_, client, report), round_)
         sent += 1

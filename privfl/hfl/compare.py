@@ -72,7 +72,13 @@ def render(rows: list[dict[str, Any]], rounds: int, seed: int, seconds: float) -
             "is for the whole clipped report. Compare mechanisms in the 'ε per client per",
             "round' column, not in the 'ε setting' column. PNPM makes only the sign of each",
             "weight ε-LDP: |w| is scaled by a factor in [1, C], not hidden. 'ε total' composes",
-            "the rounds (basic/advanced composition for pure ε, Rényi DP for Gaussian, δ = 1e-5).",
+            "the worst client's releases (basic/advanced composition for pure ε, zCDP for the",
+            "discrete Gaussian, δ = 1e-5; no amplification: every client reports every round).",
+            "",
+            "Changed with issue 12: noise from a CSPRNG per run (figures vary from run to run",
+            "within the noise), discrete Laplace/Gaussian on a grid instead of float noise, and",
+            "the Gaussian σ from zCDP (≈ 8 % more noise than the analytic Gaussian at equal ε),",
+            "which lowers the Gaussian rows' accuracy and their 'ε total' (zCDP composes tighter).",
             "",
         ]
     )

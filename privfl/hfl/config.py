@@ -61,6 +61,9 @@ class HflConfig:
     local_noise: float = 1.0  # noise multiplier z of each local step
     local_clip: float = 1.0  # per-sample clip C (FSDP: used when its adaptive clip is off)
     fsdp_rank: int = 50  # FSDP's Funk-SVD rank k
+    # research only: privacy noise and coins derived from the job seed (reproducible, so
+    # NOT private: whoever holds the job file regenerates the noise); outputs say so
+    seeded_noise: bool = False
 
     def __post_init__(self) -> None:
         _check(self.dataset in DATASETS, f"dataset must be one of {', '.join(DATASETS)}")
@@ -107,8 +110,19 @@ class HflConfig:
 
     @property
     def sample_rate(self) -> float:
-        """Probability that a given client reports in a given round (for amplification)."""
+        """Expected share of the clients that report in a round (the public K-of-N times β)."""
         return self.fraction * self.beta
+
+    @property
+    def secret_rate(self) -> float:
+        """The sampling rate that is secret from the aggregator, hence may amplify (else 1).
+
+        Only each client's own CSPRNG coin (β = p(1 − q)) qualifies, and only when a
+        Shuffler hides who reported; the K-of-N sample is public (job seed).
+        """
+        if self.shuffler and not self.seeded_noise and self.beta < 1:
+            return self.beta
+        return 1.0
 
 
 def _check(condition: bool, message: str) -> None:

@@ -6,7 +6,6 @@ an experiment gives the same numbers whichever way it runs (up to timing drops).
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +18,7 @@ from privfl.hfl.data import Dataset, load_dataset, split_clients
 from privfl.hfl.models import build_model, get_flat, layer_slices, pick_device, set_flat
 from privfl.hfl.perturb import Calibration, calibrate, randomize
 from privfl.mechanisms.accountants import nbafl_sigmas
+from privfl.mechanisms.noise import NoiseSource, gaussian_grid, gaussian_release, seeded_source
 
 
 @dataclass
@@ -59,18 +59,23 @@ def sample_clients(config: HflConfig, round_: int) -> list[int]:
     return sorted(rng.choice(config.clients, size=k, replace=False).tolist())
 
 
-def joins(config: HflConfig, client: int, round_: int, secret: bool = False) -> bool:
+def noise_source(config: HflConfig, process: NoiseSource, *parts: int) -> NoiseSource:
+    """The noise of one draw site: the process's CSPRNG, or (``seeded_noise``) one from the job.
+
+    ``parts`` name the site (round, client, purpose) so seeded runs are reproducible.
+    """
+    return seeded_source(config.seed, *parts) if config.seeded_noise else process
+
+
+def joins(config: HflConfig, client: int, round_: int, source: NoiseSource) -> bool:
     """Seed 003's random participation: joins with p, then drops out with q (the client decides).
 
-    ``secret=True`` (the networked client) draws from the OS CSPRNG so that nobody who
-    knows the job seed can tell who took part; the simulator uses the seed.
+    The coin is the client's own draw from its noise source (the OS CSPRNG), so nobody
+    who knows the job seed can tell who took part.
     """
     if config.participation >= 1 and config.dropout == 0:
         return True
-    if secret:
-        draw = secrets.SystemRandom()
-        return draw.random() < config.participation and draw.random() >= config.dropout
-    rng = np.random.default_rng([config.seed, round_, client, 2])
+    rng = noise_source(config, source, round_, client, 2).rng
     return bool(rng.random() < config.participation and rng.random() >= config.dropout)
 
 
@@ -89,9 +94,17 @@ def report_indices(setup: Setup, last_update: torch.Tensor | None, round_: int) 
 
 
 def local_train(
-    setup: Setup, client: int, global_weights: torch.Tensor, round_: int
+    setup: Setup,
+    client: int,
+    global_weights: torch.Tensor,
+    round_: int,
+    source: NoiseSource | None = None,
 ) -> torch.Tensor:
-    """E epochs of mini-batch SGD on the client's rows, FedProx term ``μ/2 ‖w − w_g‖²`` if μ > 0."""
+    """E epochs of mini-batch SGD on the client's rows, FedProx term ``μ/2 ‖w − w_g‖²`` if μ > 0.
+
+    The batch order of plain SGD comes from the job seed (a non-private choice); DP-SGD's
+    Poisson sampling and noise come from ``source`` (required when ``local_dp`` is on).
+    """
     cfg = setup.config
     model = setup.model
     set_flat(model, global_weights)
@@ -101,10 +114,12 @@ def local_train(
     y = torch.from_numpy(setup.data.y_train[rows]).to(setup.device)
     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + round_ * 1009 + client)
     if cfg.local_dp != "none":  # DP-SGD / FSDP local training (privfl.dpsgd)
+        if source is None:
+            raise ValueError("private local training needs a noise source")
         private_local_train(
             model, x, y, method=cfg.local_dp, epochs=cfg.local_epochs, batch_size=cfg.batch_size,
             lr=cfg.lr, noise_multiplier=cfg.local_noise, clip=cfg.local_clip,
-            rank=cfg.fsdp_rank, gen=gen,
+            rank=cfg.fsdp_rank, rng=noise_source(cfg, source, round_, client, 3).rng,
         )  # fmt: skip
         return get_flat(model)
     optimiser = torch.optim.SGD(model.parameters(), lr=cfg.lr)
@@ -132,31 +147,32 @@ def client_report(
     global_weights: torch.Tensor,
     indices: torch.Tensor,
     round_: int,
-    noise_seed: int | None = None,
+    source: NoiseSource,
 ) -> torch.Tensor:
     """Train locally and apply the local randomizer: the only thing that leaves the client.
 
-    ``noise_seed=None`` derives the noise seed from the job seed (reproducible
-    experiments); the networked client passes a fresh CSPRNG seed, since anyone who
-    knows a noise seed could subtract the noise.
+    ``source`` is the client process's CSPRNG generator (:func:`private_source`); with
+    the research option ``seeded_noise`` the noise is derived from the job instead.
     """
     cfg = setup.config
-    weights = local_train(setup, client, global_weights, round_)
+    weights = local_train(setup, client, global_weights, round_, source)
     if cfg.mechanism in DELTA_REPORTS and not cfg.topk_public:
         indices = torch.topk((weights - global_weights).abs(), setup.calib.k).indices.sort().values
-    device_gen = torch.Generator(device=setup.device)
-    if noise_seed is None:
-        noise_seed = cfg.seed * 7_000_003 + round_ * 10_007 + client + 1
-    device_gen.manual_seed(noise_seed)
-    return randomize(cfg, setup.calib, weights, global_weights, setup.slices, indices, device_gen)
+    noise = noise_source(cfg, source, round_, client, 1)
+    return randomize(cfg, setup.calib, weights, global_weights, setup.slices, indices, noise)
 
 
 def aggregate(
-    setup: Setup, global_weights: torch.Tensor, reports: list[torch.Tensor], round_: int
+    setup: Setup,
+    global_weights: torch.Tensor,
+    reports: list[torch.Tensor],
+    round_: int,
+    source: NoiseSource,
 ) -> torch.Tensor:
     """FedAvg of the reports (weights), or ``θ_{t−1} + mean(updates)`` for the top-k mechanisms.
 
-    With NbAFL's server noise, ``N(0, σ_D²)`` is added to the average before broadcast.
+    With NbAFL's server noise, discrete ``N(0, σ_D²)`` is added to the average before
+    broadcast (from the aggregator's CSPRNG ``source``).
     """
     if not reports:
         return global_weights
@@ -174,8 +190,10 @@ def aggregate(
             delta=cfg.delta,
         )
         if sigma_d > 0:
-            gen = torch.Generator(device=setup.device).manual_seed(cfg.seed * 31 + round_)
-            new = new + sigma_d * torch.randn(new.shape, generator=gen, device=new.device)
+            noise = noise_source(cfg, source, round_, 0, 4)
+            grid = gaussian_grid(sigma_d, 1)
+            noisy = gaussian_release(new.double().cpu().numpy(), sigma_d, grid, noise)
+            new = torch.from_numpy(noisy).to(dtype=new.dtype, device=new.device)
     return new
 
 

@@ -3,22 +3,26 @@
 A listener binds one CURVE-server ROUTER, admits exactly the allow-listed keys
 (the same ZAP handler as the vertical mode) and answers each peer on the
 connection that peer opened, so client hosts never listen on a port. A client
-host opens one CURVE DEALER per listener it talks to.
+host opens one CURVE DEALER per listener it talks to, and watches the connections
+of those in ``watch`` (protocol/liveness.py): a lost aggregator ends a client host's
+or the Shuffler's wait within the grace, not after ``timeout_seconds``.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import zmq
 
 from privfl.errors import ConfigError, PeerUnavailable, PrivflError
 from privfl.protocol.keys import KeyRing, check_party_name
+from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, LinkWatch, lost_message
 from privfl.protocol.transport import (
     HEARTBEAT_IVL_MS,
     HEARTBEAT_TIMEOUT_MS,
+    SEND_POLL_MS,
     Closeable,
     frame_property,
 )
@@ -141,10 +145,13 @@ class Outbound(_Base):
         *,
         send_timeout: float = 10.0,
         linger_ms: int = 1000,
+        watch: Collection[str] = (),
+        grace: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
         super().__init__(name, keys, send_timeout, linger_ms)
         self._dealers: dict[str, zmq.Socket[bytes]] = {}
         self._poller = zmq.Poller()
+        self._links = LinkWatch(self.name, grace)
         for peer, endpoint in peers.items():
             server_key = keys.peers.get(peer)
             if server_key is None:
@@ -156,6 +163,8 @@ class Outbound(_Base):
             dealer.setsockopt(zmq.CURVE_SERVERKEY, server_key)
             dealer.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
             dealer.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
+            if peer in watch:
+                self._links.watch(peer, dealer)  # before connecting: no event may be missed
             try:
                 dealer.connect(endpoint)
             except zmq.ZMQError as exc:
@@ -169,14 +178,36 @@ class Outbound(_Base):
         dealer = self._dealers.get(peer)
         if dealer is None:
             raise ConfigError(f"{self.name!r} has no peer {peer!r}")
-        try:
-            dealer.send_multipart(list(frames))
-        except zmq.Again as exc:
-            raise PeerUnavailable(
-                f"{self.name!r} could not reach {peer!r} within "
-                f"{self._send_timeout_ms / 1000:g} s; "
-                "is it running, and does it allow-list our key?"
-            ) from exc
+        deadline = time.monotonic() + self._send_timeout_ms / 1000
+        while True:
+            try:
+                dealer.send_multipart(list(frames), flags=zmq.NOBLOCK)
+                return
+            except zmq.Again:
+                pass
+            lost = self._links.lost()
+            if peer in lost:  # gone for good: no point waiting out the send timeout
+                raise PeerUnavailable(lost_message(self.name, {peer: lost[peer]}, self.grace))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PeerUnavailable(
+                    f"{self.name!r} could not reach {peer!r} within "
+                    f"{self._send_timeout_ms / 1000:g} s; "
+                    "is it running, and does it allow-list our key?"
+                )
+            dealer.poll(min(SEND_POLL_MS, math.ceil(left * 1000)), zmq.POLLOUT)
+
+    def lost_peers(self) -> dict[str, float]:
+        """Watched peers whose connection went and did not come back within the grace."""
+        self._check_open()
+        return self._links.lost()
+
+    @property
+    def grace(self) -> float:
+        return self._links.grace
+
+    def _close_extra(self) -> None:
+        self._links.close()
 
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         self._check_open()

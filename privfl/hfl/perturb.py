@@ -1,7 +1,10 @@
-"""A client's local randomizer on its weights or update, in torch (no numpy round trip on a GPU).
+"""A client's local randomizer on its weights or update: the only thing that leaves the client.
 
-The maths mirrors :mod:`privfl.mechanisms.ldp` (same constants, checked against it in
-the tests); randomness comes from a ``torch.Generator`` on the tensor's device.
+Randomness comes from a :class:`~privfl.mechanisms.noise.NoiseSource` (ChaCha20 keyed
+from the OS CSPRNG, never from the job). PNPM, Duchi and PM are the numpy mechanisms
+of :mod:`privfl.mechanisms.ldp`; PM's continuous output is rounded to a 2^-20 grid of
+its range. Laplace and Gaussian reports are discrete (CKS) releases on a grid
+(:mod:`privfl.mechanisms.noise`), so no output is impossible under another input.
 """
 
 from __future__ import annotations
@@ -9,74 +12,52 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from privfl.hfl.config import HflConfig
-from privfl.mechanisms.accountants import analytic_gaussian_sigma
-from privfl.mechanisms.ldp import duchi_bound, piecewise_c, pnpm_c
+from privfl.mechanisms.accountants import zcdp_rho_for
+from privfl.mechanisms.ldp import duchi, piecewise, pnpm
+from privfl.mechanisms.noise import (
+    NoiseSource,
+    gaussian_grid,
+    gaussian_release,
+    grid_sensitivity,
+    laplace_release,
+    unit_grid,
+)
 
-
-def _uniform(like: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    return torch.rand(like.shape, generator=gen, device=like.device, dtype=like.dtype)
-
-
-def duchi_t(t: torch.Tensor, epsilon: float, gen: torch.Generator) -> torch.Tensor:
-    bound = duchi_bound(epsilon)
-    plus = _uniform(t, gen) < 0.5 + t / (2 * bound)
-    return torch.where(plus, bound, -bound).to(t.dtype)
-
-
-def piecewise_t(t: torch.Tensor, epsilon: float, gen: torch.Generator) -> torch.Tensor:
-    c = piecewise_c(epsilon)
-    left = (c + 1) / 2 * t - (c - 1) / 2
-    right = left + c - 1
-    inside = _uniform(t, gen) < math.exp(epsilon / 2) / (math.exp(epsilon / 2) + 1)
-    u = _uniform(t, gen)
-    walk = u * (c + 1)
-    outer = torch.where(walk < left + c, -c + walk, right + (walk - (left + c)))
-    return torch.where(inside, left + u * (c - 1), outer)
-
-
-def pnpm_t(w: torch.Tensor, epsilon: float, gen: torch.Generator) -> torch.Tensor:
-    c = pnpm_c(epsilon)
-    sign = torch.where(w < 0, -1.0, 1.0).to(w.dtype)
-    magnitude = 1 + _uniform(w, gen) * (c - 1)
-    keep = _uniform(w, gen) < math.exp(epsilon) / (math.exp(epsilon) + 1)
-    return w.abs() * torch.where(keep, sign, -sign) * magnitude
-
-
-def laplace_t(t: torch.Tensor, scale: float, gen: torch.Generator) -> torch.Tensor:
-    u = _uniform(t, gen) - 0.5
-    return t - scale * torch.sign(u) * torch.log1p(-2 * u.abs().clamp(max=0.5 - 1e-7))
-
-
-def gaussian_t(t: torch.Tensor, sigma: float, gen: torch.Generator) -> torch.Tensor:
-    noise = torch.randn(t.shape, generator=gen, device=t.device, dtype=t.dtype)
-    return t + sigma * noise
+PM_GRID = 2.0**-20  # PM's outputs (unit range) rounded to this grid: no float-lattice gaps
 
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """Per-run noise constants, public and identical at every client."""
 
-    sigma: float = 0.0  # gaussian: N(0, σ²) on the clipped weights
-    sigma_coord: float = 0.0  # gaussian-topk: per coordinate
+    sigma: float = 0.0  # gaussian: discrete N(0, σ²) on the clipped weights (weight units)
+    grid: float = 0.0  # gaussian: the weights' grid step
+    sigma_coord: float = 0.0  # gaussian-topk: per coordinate, in the [−1, 1] units
+    rho: float = 0.0  # zCDP ρ of one report (gaussian, gaussian-topk)
     k: int = 0  # *-topk: coordinates reported
 
 
 def calibrate(config: HflConfig, dims: int, smallest_shard: int) -> Calibration:
-    """σ of NbAFL's client noise (analytic Gaussian, sensitivity 2C/m) and the top-k sizes."""
+    """σ of the discrete Gaussian reports (zCDP → (ε, δ) per report) and the top-k sizes.
+
+    gaussian: NbAFL's L2 sensitivity 2C/m, plus the grid rounding's ``2√d`` steps.
+    gaussian-topk: k coordinates in ``[−1, 1]``, L2 sensitivity ``2√k``.
+    """
     k = max(1, round(config.topk_fraction * dims))
+    if config.mechanism not in ("gaussian", "gaussian-topk"):
+        return Calibration(k=k)
+    rho = zcdp_rho_for(config.epsilon, config.delta)
     if config.mechanism == "gaussian":
         sensitivity = 2 * config.clip_norm / smallest_shard
-        return Calibration(
-            sigma=analytic_gaussian_sigma(config.epsilon, config.delta, sensitivity), k=k
-        )
-    if config.mechanism == "gaussian-topk":
-        sensitivity = 2 * 1.0  # per coordinate, after mapping to [−1, 1]
-        sigma = analytic_gaussian_sigma(config.epsilon / k, config.delta / k, sensitivity)
-        return Calibration(sigma_coord=sigma, k=k)
-    return Calibration(k=k)
+        grid = gaussian_grid(sensitivity, dims)
+        sigma_grid = grid_sensitivity(sensitivity, grid, dims) / math.sqrt(2 * rho)
+        return Calibration(sigma=sigma_grid * grid, grid=grid, rho=rho, k=k)
+    sigma = 2 * math.sqrt(k) / math.sqrt(2 * rho)
+    return Calibration(sigma_coord=sigma, rho=rho, k=k)
 
 
 def layer_ranges(
@@ -95,6 +76,26 @@ def layer_ranges(
     return out
 
 
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().double().cpu().numpy()
+
+
+def _unit_ldp(
+    mech: str, weights: np.ndarray, reference: torch.Tensor, config: HflConfig,
+    slices: list[tuple[str, slice]], source: NoiseSource,
+) -> np.ndarray:  # fmt: skip
+    """Duchi or PM per layer: map to [−1, 1] (public range), randomize, map back."""
+    out = np.empty_like(weights)
+    for sl, centre, radius in layer_ranges(reference, slices, config.range_radius):
+        t = np.clip((weights[sl] - centre) / radius, -1.0, 1.0)
+        if mech == "duchi":
+            noisy = duchi(t, config.epsilon, source.rng)
+        else:
+            noisy = np.round(piecewise(t, config.epsilon, source.rng) / PM_GRID) * PM_GRID
+        out[sl] = centre + radius * noisy
+    return out
+
+
 def randomize(
     config: HflConfig,
     calib: Calibration,
@@ -102,30 +103,27 @@ def randomize(
     global_weights: torch.Tensor,
     slices: list[tuple[str, slice]],
     indices: torch.Tensor,
-    gen: torch.Generator,
+    source: NoiseSource,
 ) -> torch.Tensor:
     """The report a client sends: perturbed weights, or the perturbed update on ``indices``."""
     mech, eps = config.mechanism, config.epsilon
     if mech == "none":
         return weights
+    w = _np(weights)
     if mech == "pnpm":
-        return pnpm_t(weights, eps, gen)
-    if mech in ("duchi", "pm"):
-        out = torch.empty_like(weights)
-        for sl, centre, radius in layer_ranges(global_weights, slices, config.range_radius):
-            t = ((weights[sl] - centre) / radius).clamp(-1.0, 1.0)
-            noisy = duchi_t(t, eps, gen) if mech == "duchi" else piecewise_t(t, eps, gen)
-            out[sl] = centre + radius * noisy
-        return out
-    if mech == "gaussian":
-        clipped = weights / max(1.0, float(weights.norm()) / config.clip_norm)
-        return gaussian_t(clipped, calib.sigma, gen)
-    # SFD-RSS / SFD-RAS: the update on k coordinates, clipped, mapped to [−1, 1], noised.
-    update = torch.zeros_like(weights)
-    t = ((weights - global_weights)[indices] / config.delta_radius).clamp(-1.0, 1.0)
-    if mech == "laplace-topk":
-        noisy = laplace_t(t, 2.0 * calib.k / eps, gen)
-    else:
-        noisy = gaussian_t(t, calib.sigma_coord, gen)
-    update[indices] = noisy * config.delta_radius
-    return update
+        out = pnpm(w, eps, source.rng)
+    elif mech in ("duchi", "pm"):
+        out = _unit_ldp(mech, w, global_weights, config, slices, source)
+    elif mech == "gaussian":
+        clipped = w / max(1.0, float(np.linalg.norm(w)) / config.clip_norm)
+        out = gaussian_release(clipped, calib.sigma, calib.grid, source)
+    else:  # SFD-RSS / SFD-RAS: the update on k coordinates, clipped to [−1, 1], noised
+        idx = indices.cpu().numpy()
+        t = np.clip((w - _np(global_weights))[idx] / config.delta_radius, -1.0, 1.0)
+        if mech == "laplace-topk":
+            noisy = laplace_release(t, 2.0 * calib.k / eps, source)
+        else:
+            noisy = gaussian_release(t, calib.sigma_coord, unit_grid(calib.sigma_coord), source)
+        out = np.zeros_like(w)
+        out[idx] = noisy * config.delta_radius
+    return torch.from_numpy(out).to(dtype=weights.dtype, device=weights.device)

@@ -28,7 +28,9 @@ def open_listener(job: HflJob, name: str, peers: Collection[str]) -> Listener:
 
 def open_outbound(job: HflJob, name: str, targets: Collection[str]) -> Outbound:
     endpoints = {t: job.party(t).endpoint for t in targets}
-    return Outbound(name, endpoints, keyring(job, name, targets))
+    # Only the aggregator's loss ends the job; the Shuffler may leave first at the end.
+    aggregators = [t for t in targets if job.party(t).role == "aggregator"]
+    return Outbound(name, endpoints, keyring(job, name, targets), watch=aggregators)
 
 
 def make_channel(job: HflJob, transport: Listener | Outbound) -> Channel:

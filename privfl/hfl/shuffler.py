@@ -1,6 +1,8 @@
 """The Shuffler (DESIGN §4.2): adaptive window, dummy padding, CSPRNG permutation.
 
-It holds no key that opens a report: it sees ciphertexts of one fixed size.
+It holds no key that opens a report: it sees ciphertexts of one fixed size. It
+admits a report only with an unused client token of the round (single use) and at
+most ``cap`` reports per client host, so one host cannot flood the window.
 Window: initial deadline ``n·β·t_i``, extended by ``t_i`` per arrival, hard
 deadline ``n·t_i`` (all from the moment the aggregator opens the round); fewer
 than ``min_reports`` arrivals are padded with dummies (the previous global model
@@ -9,6 +11,7 @@ under a random, hence invalid, token); the batch is permuted with a CSPRNG.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import time
@@ -58,6 +61,46 @@ class Window:
         return len(self.arrived) >= self.expected or elapsed >= self.deadline
 
 
+@dataclass
+class Admission:
+    """Which sealed reports of a round the Shuffler takes (pure; one per token, caps per host)."""
+
+    digests: set[bytes]
+    caps: dict[str, int]
+    used: set[bytes] = field(default_factory=set)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, window: ShuffleWindow) -> Admission:
+        blob = window.token_digests or b""
+        digests = {blob[i : i + TOKEN_BYTES] for i in range(0, len(blob), TOKEN_BYTES)}
+        return cls(digests, parse_caps(window.host_caps))
+
+    def refuse(self, host: str, token: bytes | None) -> str | None:
+        """Why the report is refused (None: admitted, its token now spent)."""
+        if self.counts.get(host, 0) >= self.caps.get(host, 0):
+            return f"{host} is over its cap of {self.caps.get(host, 0)} report(s)"
+        if token is None:
+            return "no client token"
+        digest = hashlib.sha256(token).digest()
+        if digest not in self.digests:
+            return "no valid client token"
+        if digest in self.used:
+            return "client token already used"
+        self.used.add(digest)
+        self.counts[host] = self.counts.get(host, 0) + 1
+        return None
+
+
+def parse_caps(text: str) -> dict[str, int]:
+    """``"clients-1:3,clients-2:2"`` → ``{"clients-1": 3, "clients-2": 2}`` (bad entries: 0)."""
+    caps: dict[str, int] = {}
+    for item in filter(None, text.split(",")):
+        name, _, count = item.partition(":")
+        caps[name] = int(count) if count.isdigit() else 0
+    return caps
+
+
 def pad_and_permute(
     arrived: list[bytes], window: ShuffleWindow, session: str, rng: secrets.SystemRandom
 ) -> tuple[list[bytes], int]:
@@ -79,8 +122,13 @@ def pad_and_permute(
 
 
 def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[bytes]:
-    """Sealed reports of this round that arrive before the window closes (wrong sizes dropped)."""
+    """Sealed reports of this round that arrive before the window closes.
+
+    Wrong rounds and sizes, reused or unknown tokens and reports over a host's cap
+    are dropped (and logged).
+    """
     state = Window(window.expected, window.beta, window.slot_seconds)
+    admission = Admission.of(window)
     size = sealed_size(len(window.dummy))
     opened = time.monotonic()
     while not state.closed(elapsed := time.monotonic() - opened):
@@ -95,6 +143,10 @@ def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[b
                 env.body.round,
                 len(env.body.blob),
             )
+            continue
+        reason = admission.refuse(env.sender, env.body.token)
+        if reason is not None:
+            log.warning("refused a sealed report from %s: %s", env.sender, reason)
             continue
         state.add(env.body.blob)
     return state.arrived

@@ -18,25 +18,17 @@ from privfl.hfl.config import HflConfig
 from privfl.hfl.ledger import PrivacyLedger
 from privfl.hfl.models import get_flat
 from privfl.hfl.outputs import Recorder
+from privfl.mechanisms.noise import NoiseSource, private_source
 
 RoundHook = Callable[[dict[str, Any]], None]
 
 
 def make_ledger(setup: engine.Setup) -> PrivacyLedger:
-    """A ledger with the run's noise multiplier (σ over the L2 sensitivity 2C/m)."""
-    cfg = setup.config
-    multiplier = 0.0
-    if cfg.mechanism == "gaussian":
-        multiplier = setup.calib.sigma / (2 * cfg.clip_norm / min(len(s) for s in setup.shards))
+    """A ledger with the run's zCDP ρ per Gaussian report."""
     return PrivacyLedger(
-        cfg, setup.dims, setup.calib.k, noise_multiplier=multiplier,
+        setup.config, setup.dims, setup.calib.k, rho=setup.calib.rho,
         local_rows=min(len(s) for s in setup.shards),
     )  # fmt: skip
-
-
-def round_clients(config: HflConfig, round_: int) -> list[int]:
-    """Who reports in a round: the aggregator's sample, then each client's own coin (β)."""
-    return [c for c in engine.sample_clients(config, round_) if engine.joins(config, c, round_)]
 
 
 def close_round(
@@ -44,21 +36,25 @@ def close_round(
     weights: torch.Tensor,
     reports: list[torch.Tensor],
     round_: int,
-    participants: list[int],
+    asked: list[int],
+    reported: list[int] | None,
     ledger: PrivacyLedger,
     recorder: Recorder,
     on_round: RoundHook | None,
+    source: NoiseSource,
     **extra: Any,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Aggregate a round's reports, evaluate, book it in the ledger and record it.
 
     The one end-of-round step of the in-process simulator and the networked aggregator
-    (``extra`` adds the aggregator's transport figures to the round's record). Returns
-    the new global weights and the round's record.
+    (``extra`` adds the aggregator's transport figures to the round's record).
+    ``reported`` is None when the aggregator cannot know who reported (Shuffler): the
+    ledger then books a release for every asked client. Returns the new global
+    weights and the round's record.
     """
-    new = engine.aggregate(setup, weights, reports, round_)
+    new = engine.aggregate(setup, weights, reports, round_, source)
     accuracy, loss = engine.evaluate(setup, new)
-    entry = ledger.record(participants, len(reports))
+    entry = ledger.record(asked, reported, len(reports))
     record = {
         "round": round_,
         "accuracy": accuracy,
@@ -84,16 +80,25 @@ def run_experiment(
     weights = get_flat(setup.model)
     last_update: torch.Tensor | None = None
     stop_reason = "rounds"
+    # one CSPRNG for the simulated clients and server noise; vectorised samplers for speed
+    source = private_source(exact=False)
     for round_ in range(1, config.rounds + 1):
+        asked = engine.sample_clients(config, round_)
         try:
-            ledger.check_next()
+            ledger.check_next(asked)
         except PrivacyBudgetExceeded as exc:
             stop_reason = f"privacy budget: {exc}"
             break
-        clients = round_clients(config, round_)
+        clients = [c for c in asked if engine.joins(config, c, round_, source)]
         indices = engine.report_indices(setup, last_update, round_)
-        reports = [engine.client_report(setup, c, weights, indices, round_) for c in clients]
-        new, _ = close_round(setup, weights, reports, round_, clients, ledger, recorder, on_round)
+        reports = [
+            engine.client_report(setup, c, weights, indices, round_, source) for c in clients
+        ]
+        # with a Shuffler the aggregator cannot tell who reported: book every asked client
+        reported = None if config.shuffler else clients
+        new, _ = close_round(
+            setup, weights, reports, round_, asked, reported, ledger, recorder, on_round, source
+        )
         last_update, weights = new - weights, new
     return recorder.summary(
         ledger, stop_reason, {"device": str(setup.device), "transport": "in-process"}

@@ -261,3 +261,34 @@ def shuffle_amplification(epsilon0: float, n: int, delta: float) -> float:
         else:
             high = mid
     return high
+
+
+def zcdp_epsilon(rho: float, delta: float, orders: Sequence[float] = DEFAULT_ORDERS) -> float:
+    """(ε at δ) of a ρ-zCDP release: RDP ``α·ρ`` at every order, Opacus' conversion.
+
+    The discrete Gaussian with integer L2 sensitivity Δ is ρ = Δ²/(2σ²)-zCDP (Canonne,
+    Kamath, Steinke 2020), and zCDP composes by adding ρ.
+    """
+    if rho == 0:
+        return 0.0
+    if not math.isfinite(rho):
+        return math.inf
+    return rdp_to_epsilon([a * rho for a in orders], orders, delta)[0]
+
+
+def zcdp_rho_for(epsilon: float, delta: float) -> float:
+    """The largest ρ whose zCDP guarantee converts to at most ε at δ (bisection)."""
+    if not (epsilon > 0 and 0 < delta < 1):
+        raise ValueError("need epsilon > 0 and 0 < delta < 1")
+    low, high = 0.0, max(epsilon, 1.0)
+    while zcdp_epsilon(high, delta) <= epsilon:
+        high *= 2
+    for _ in range(100):
+        mid = (low + high) / 2
+        if zcdp_epsilon(mid, delta) > epsilon:
+            high = mid
+        else:
+            low = mid
+        if high - low <= 1e-10 * high:
+            break
+    return low

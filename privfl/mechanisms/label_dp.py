@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 import math
+import secrets
 
 import numpy as np
+
+SEED_BITS = 256
+"""Entropy from the OS CSPRNG behind every private generator."""
+
+
+def private_generator() -> np.random.Generator:
+    """A generator for privacy noise, seeded with 256 bits from the OS CSPRNG (``secrets``).
+
+    Randomized response's privacy rests on nobody being able to recompute which
+    labels flipped, so its generator must never be seeded from anything another
+    party can know (such as the job file's ``seed``).
+    """
+    return np.random.default_rng(secrets.randbits(SEED_BITS))
 
 
 def keep_probability(epsilon: float, num_classes: int = 2) -> float:

@@ -5,7 +5,10 @@ received message is validated (session, receiver, sender, duplicate id) before i
 body is decoded; a bad one is logged and dropped, never raised. A valid message
 that the party is not ready for yet (a peer raced ahead) is kept until asked for —
 at most ``max_pending_bytes`` of them per peer, so an allow-listed peer cannot fill
-our memory with messages we never asked for.
+our memory with messages we never asked for. While it waits, the channel keeps
+reading (an Abort ends the wait at once) and asks the transport, if it can tell,
+whether a peer's connection is lost (the wait then ends within the liveness grace,
+naming the peer, whatever the timeout).
 """
 
 from __future__ import annotations
@@ -16,14 +19,17 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
+from privfl.crypto import fresh
 from privfl.errors import PeerAborted, PeerUnavailable, PrivflError, ProtocolError
 from privfl.protocol import codec
+from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, lost_message
 from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind, Message, kind_of
 from privfl.protocol.transport import Transport
 
 MAX_PENDING = 10_000
 MAX_PENDING_BYTES = 256 * 1024 * 1024  # per peer: a few of the largest legal messages
 WAIT_NOTE_SECONDS = 10.0  # how often a long wait is logged, naming whom we wait for
+LIVENESS_POLL_SECONDS = 0.5  # how often a wait asks the transport whether a peer is lost
 log = logging.getLogger("privfl.channel")
 
 
@@ -53,8 +59,12 @@ class Channel:
         timeout: float,
         observer: Callable[[str, str, Header | None, list[bytes]], None] | None = None,
         max_pending_bytes: int = MAX_PENDING_BYTES,
+        fresh_rule: bool = True,
     ) -> None:
         self.transport = transport
+        # Off only for the conformance kit, which plays a peer that sends chosen
+        # (non-fresh) ciphertexts on purpose to check the tested party re-randomises.
+        self._fresh_rule = fresh_rule
         self.name = transport.name
         self.session = session
         self.timeout = timeout
@@ -72,7 +82,10 @@ class Channel:
 
         Until a peer has been reached once, an unreachable peer is retried for the
         channel's timeout (it may simply not have started yet), with a log line each try.
+        Every ciphertext in ``body`` must be Fresh and never sent before (crypto.fresh).
         """
+        if self._fresh_rule:
+            fresh.require(body)
         try:
             if peer in self._reached:
                 self._post(peer, body, round_)
@@ -83,24 +96,39 @@ class Channel:
             raise
 
     def _first_contact(self, peer: str, body: Message, round_: int) -> None:
+        """Send once ``peer`` is connected; meanwhile keep reading, so an Abort is not missed.
+
+        A peer that already stopped may have told us so: its Abort waits in our
+        inbox while we try to reach it, and is what ends the wait.
+        """
         began = time.monotonic()
+        note = began + 1.0  # a peer starting a moment after us is not worth a log line
+        connected: Callable[[str], bool] | None = getattr(self.transport, "connected", None)
         while True:
-            try:
-                self._post(peer, body, round_)
-            except PeerUnavailable:
-                waited = time.monotonic() - began
-                if waited >= self.timeout:
-                    raise
+            if connected is None or connected(peer):
+                try:
+                    self._post(peer, body, round_)
+                except PeerUnavailable:
+                    pass
+                else:
+                    self._reached.add(peer)
+                    return
+            waited = time.monotonic() - began
+            if waited >= self.timeout:
+                raise PeerUnavailable(
+                    f"{self.name} could not reach {peer} within {self.timeout:g} s; check that "
+                    f"{peer} is running, that its endpoint is right and that it allow-lists "
+                    "our public key"
+                )
+            if time.monotonic() >= note:
+                note = time.monotonic() + WAIT_NOTE_SECONDS
                 log.info(
                     "waiting for %s to come online for %.0f s (giving up after %.0f s)",
                     peer,
                     waited,
                     self.timeout,
                 )
-                time.sleep(min(1.0, self.timeout - waited))
-                continue
-            self._reached.add(peer)
-            return
+            self._hold_incoming(min(1.0, self.timeout - waited))
 
     def _post(self, peer: str, body: Message, round_: int, *, wait: bool = True) -> None:
         header = Header(
@@ -129,14 +157,36 @@ class Channel:
         gone before our send to it, while the Abort to us is still on its way. That
         Abort, not "peer unreachable", is what the user needs to see.
         """
-        deadline = time.monotonic() + grace
+        self._hold_incoming(grace, check_links=False)
+
+    def _hold_incoming(self, seconds: float, *, check_links: bool = True) -> None:
+        """Read for ``seconds``, keeping what arrives; PeerAborted on an Abort.
+
+        With ``check_links``, also PeerUnavailable once a peer's connection is lost.
+        """
+        deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
-            env = self._receive(left)  # raises PeerAborted on an Abort
+            env = self._receive(min(left, LIVENESS_POLL_SECONDS))  # raises on an Abort
             if env is not None:
                 try:
                     self._keep(env)
-                except ProtocolError:  # over the cap: dropped, the send error stands
+                except ProtocolError:  # over the cap
+                    if check_links:  # waiting to send: the flood is the error
+                        raise
+                    # looking for an Abort after a failed send: that error stands
                     log.debug("dropped a message of %s while looking for an Abort", env.sender)
+            elif check_links:
+                self._check_links()
+
+    def _check_links(self) -> None:
+        """Raise PeerUnavailable naming the peers whose connection went and stayed away."""
+        lost_peers: Callable[[], dict[str, float]] | None = getattr(
+            self.transport, "lost_peers", None
+        )
+        lost = lost_peers() if lost_peers is not None else {}
+        if lost:
+            grace = getattr(self.transport, "grace", None) or DEFAULT_GRACE_SECONDS
+            raise PeerUnavailable(lost_message(self.name, lost, grace))
 
     def broadcast(self, peers: Iterable[str], body: Message, round_: int = 0) -> None:
         """Send the same body to several peers."""
@@ -160,8 +210,10 @@ class Channel:
         deadline = began + (self.timeout if timeout is None else timeout)
         note = began + WAIT_NOTE_SECONDS
         while (left := deadline - time.monotonic()) > 0:
-            got = self._receive(min(left, max(note - time.monotonic(), 0.01)))
+            slice_ = min(left, LIVENESS_POLL_SECONDS, max(note - time.monotonic(), 0.01))
+            got = self._receive(slice_)
             if got is None:
+                self._check_links()
                 if time.monotonic() >= note:
                     note = time.monotonic() + WAIT_NOTE_SECONDS
                     self._note_wait(kinds, senders, time.monotonic() - began, deadline - began)

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,7 +186,12 @@ def resume_host(
         return []
     saved = load(ctx, completed)
     state.theta = np.array(saved["theta"], dtype=np.float64)
+    # The flipped labels are the Host's own secret state: a resumed run continues with
+    # the same noisy labels, never with a fresh draw (that would spend ε twice).
     state.labels = np.array(saved["labels"], dtype=state.labels.dtype)
+    if "flip" in saved:
+        state.flip = replace(state.flip, **saved["flip"])
+    log.info("continuing with the interrupted run's %d flipped labels", state.flip.flipped)
     state.zh_cache = np.array(saved["zh_cache"], dtype=np.float64)
     state.flipped_back = int(saved["flipped_back"])
     rng.bit_generator.state = saved["rng"]
@@ -204,6 +210,7 @@ def save_host(
         {
             "theta": state.theta.tolist(),
             "labels": state.labels.tolist(),
+            "flip": {"flipped": state.flip.flipped, "rows": state.flip.rows},
             "zh_cache": state.zh_cache.tolist(),
             "flipped_back": state.flipped_back,
             "rng": rng.bit_generator.state,

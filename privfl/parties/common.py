@@ -15,6 +15,7 @@ import numpy as np
 
 from privfl.config import JobConfig
 from privfl.crypto.paillier import PublicKey
+from privfl.data.alignment import row_commitment
 from privfl.errors import ConfigError, ProtocolError
 from privfl.parties.channel import Channel
 from privfl.protocol.messages import BigInts, Hello, Kind
@@ -50,18 +51,44 @@ def announce(
     rows: int,
     features: int,
     to: Sequence[str],
+    rows_digest: str = "",
     train_rows: int = 0,
 ) -> None:
-    """Send our Hello (job fingerprint, table shape) to the parties that check it."""
-    hello = Hello(role, ctx.job.fingerprint(), rows, features, train_rows)
+    """Send our Hello (job fingerprint, table shape, row commitment) to those who check it."""
+    hello = Hello(
+        role=role,
+        job_fingerprint=ctx.job.fingerprint(),
+        rows=rows,
+        features=features,
+        rows_digest=rows_digest,
+        train_rows=train_rows,
+    )
     ctx.channel.broadcast(to, hello)
+
+
+def rows_digest(ctx: PartyContext, train_ids: Sequence[str], test_ids: Sequence[str]) -> str:
+    """Our commitment to the ordered row ids, salted by the session (docs/protocol.md §2.3)."""
+    return row_commitment(ctx.job.session, train_ids, test_ids)
+
+
+def check_rows(sender: str, digest: str, reference: str, whose: str) -> None:
+    """Refuse a party whose ordered rows differ from ``whose`` rows (its row commitment)."""
+    if digest != reference:
+        got = digest[:16] or "none"
+        raise ConfigError(
+            f"{sender}'s rows do not line up with {whose}: row commitment {got}, expected "
+            f"{reference[:16]}; every party must hold the same ids in the same order and split "
+            "(docs/protocol.md §2.3)"
+        )
 
 
 def check_hello(ctx: PartyContext, sender: str, hello: Hello) -> None:
     """Refuse a peer that runs another job file or claims another role."""
-    if hello.job_fingerprint != ctx.job.fingerprint():
+    ours = ctx.job.fingerprint()
+    if hello.job_fingerprint != ours:
         raise ConfigError(
-            f"party {sender} runs a different job file; give every party the same job.toml"
+            f"party {sender} runs a different job file (fingerprint {hello.job_fingerprint}, "
+            f"ours {ours}); give every party the same job.toml"
         )
     expected = ctx.job.party(sender).role
     if hello.role != expected:

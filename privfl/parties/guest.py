@@ -8,14 +8,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from privfl.crypto import packing
+from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.noise import NoisePool
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.data.views import PartyData
 from privfl.errors import ProtocolError
 from privfl.parties import checkpoint
-from privfl.parties.common import PartyContext, announce, big, receive_public_key, save_model
+from privfl.parties.common import (
+    PartyContext,
+    announce,
+    receive_public_key,
+    rows_digest,
+    save_model,
+)
 from privfl.parties.taylor import gradient, learning_rate
 from privfl.protocol.messages import (
     Batch,
@@ -86,28 +92,27 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     scores = encrypt(state, encode(z, VALUE_BITS, n))
     squares = encrypt(state, encode([float(z @ z)], LOSS_BITS, n))
     state.stage = Stage.AWAIT_RESIDUAL
-    return Forward(epoch=msg.epoch, batch=msg.batch, scores=big(scores), sum_squares=big(squares))
+    return Forward(epoch=msg.epoch, batch=msg.batch, scores=scores, sum_squares=squares)
 
 
 def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTerm | None]:
-    """``[[X_gᵀ 4d]]`` plus a fresh mask for the Server; the loss cross term for the Host."""
+    """``[[X_gᵀ 4d]]``, masked then re-randomised, for the Server; the loss cross term for the Host.
+
+    Every ciphertext sent is re-randomised last (crypto.fresh).
+    """
     assert state.batch is not None and state.z is not None
     x = state.x_exp[state.rows()]
     if len(msg.residual) != x.shape[0]:
         raise ProtocolError(f"residual has {len(msg.residual)} rows, the batch {x.shape[0]}")
     grad = packing.pack(state.key, state.noise.matvec_t(state.key, x, msg.residual.values))
-    grad = state.key.rerandomize(grad, state.noise.take(len(grad)))
-    masked, state.masks = state.key.mask(grad)
-    request = DecryptRequest(
-        epoch=msg.epoch, batch=msg.batch, purpose="gradient", values=big(masked)
-    )
+    masked, state.masks = fresh.mask(state.key, grad, take(state, len(grad)))
+    request = DecryptRequest(epoch=msg.epoch, batch=msg.batch, purpose="gradient", values=masked)
     cross = None
     if msg.others is not None:
         z_exp = to_exponents(state.z, DATA_BITS).tolist()
-        value = state.key.rerandomize(
-            [state.key.dot(msg.others.values, z_exp)], state.noise.take(1)
-        )
-        cross = CrossTerm(epoch=msg.epoch, batch=msg.batch, value=big(value))
+        cross_term = [state.key.dot(msg.others.values, z_exp)]
+        value = fresh.rerandomize(state.key, cross_term, take(state, 1))
+        cross = CrossTerm(epoch=msg.epoch, batch=msg.batch, value=value)
     state.stage = Stage.AWAIT_GRADIENT
     return request, cross
 
@@ -131,21 +136,29 @@ def scores(state: GuestState, msg: ScoreRequest) -> Scores:
     z = x @ state.theta
     n = state.key.n
     values = encrypt(state, packing.pack_plain(encode(z, VALUE_BITS, n), n))
-    return Scores(epoch=msg.epoch, split=msg.split, scores=big(values))
+    return Scores(epoch=msg.epoch, split=msg.split, scores=values)
 
 
-def encrypt(state: GuestState, plain: list[int]) -> list[int]:
+def encrypt(state: GuestState, plain: list[int]) -> fresh.Fresh:
     """Encrypt with pooled obfuscators, and start computing as many for next time."""
-    values = state.key.encrypt_with_noise(plain, state.noise.take(len(plain)))
-    state.noise.prefetch(len(plain))
-    return values
+    return fresh.encrypt(state.key, plain, take(state, len(plain)))
+
+
+def take(state: GuestState, count: int) -> list[int]:
+    """``count`` pooled obfuscators; the workers start on as many for next time."""
+    noise = state.noise.take(count)
+    state.noise.prefetch(count)
+    return noise
 
 
 def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str, object]:
     """Answer the Host batch by batch until it finishes the session; save our own weights."""
     job, channel = ctx.job, ctx.channel
     host, server = job.host, job.server
-    announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host], len(data.x_train))
+    digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    announce(
+        ctx, "guest", data.rows, data.x_train.shape[1], [server, host], digest, len(data.x_train)
+    )
     key = receive_public_key(ctx)
     noise = NoisePool(key.n, workers, key.h_s)
     # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,

@@ -17,13 +17,18 @@ from typing import Any
 import numpy as np
 
 from privfl.config import JobConfig
-from privfl.crypto import packing
+from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
+from privfl.crypto.noise import NoisePool
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
-from privfl.mechanisms.label_dp import flip_probability, flipback, randomized_response
-from privfl.parties.common import big
+from privfl.mechanisms.label_dp import (
+    flip_probability,
+    flipback,
+    private_generator,
+    randomized_response,
+)
 from privfl.parties.taylor import LOG2, gradient, residual_offset, sigmoid
 from privfl.protocol.messages import (
     CrossTerm,
@@ -31,11 +36,16 @@ from privfl.protocol.messages import (
     DecryptRequest,
     Forward,
     Loss,
+    Residual,
     Scores,
 )
 
 log = logging.getLogger("privfl.host")
 LOSS_BITS = VALUE_BITS + DATA_BITS
+NOISE_NOTE = {
+    False: "flips drawn from the OS CSPRNG (256-bit seed from secrets), not from the job",
+    True: "seeded noise — not private (a caller's seeded generator, for experiments)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,9 @@ class HostState:
     labels: np.ndarray
     flip: FlipReport
     l2: float
+    noise: NoisePool  # obfuscators, computed ahead by workers while the Host waits
+    seeded_noise: bool = False  # the flips came from a caller's seeded generator: not private
+    least_batch: int = 1  # fewest rows a batch may have (parties/batches.py)
     theta: np.ndarray = field(init=False)
     x_train: np.ndarray = field(init=False)
     x_test: np.ndarray = field(init=False)
@@ -79,12 +92,25 @@ class HostState:
 
 
 def init_state(
-    data: PartyData, key: PublicKey, guests: list[str], job: JobConfig, rng: np.random.Generator
+    data: PartyData,
+    key: PublicKey,
+    guests: list[str],
+    job: JobConfig,
+    label_rng: np.random.Generator | None = None,
+    noise: NoisePool | None = None,
 ) -> HostState:
-    """Flip the labels once (ε-label-DP) and drop the true training labels."""
+    """Flip the labels once (ε-label-DP) and drop the true training labels.
+
+    The flips come from ``label_rng``: by default a generator seeded from the OS
+    CSPRNG (never from the job's public ``seed``). A caller's seeded generator makes
+    the noise reproducible and the run not private; the summary says so. ``noise``:
+    the obfuscator pool (default: computed inline, no worker processes).
+    """
     if data.y_train is None or data.y_test is None:
         raise ConfigError("the host needs the label column")
     eps = job.label_dp.epsilon
+    seeded = label_rng is not None
+    rng = label_rng if label_rng is not None else private_generator()
     noisy = randomized_response(data.y_train, eps, rng)
     report = FlipReport(
         epsilon=eps,
@@ -106,13 +132,37 @@ def init_state(
         labels=noisy,
         flip=report,
         l2=job.training.l2,
+        noise=noise or NoisePool(key.n, 1, key.h_s),
+        seeded_noise=seeded,
     )
+
+
+def take(state: HostState, count: int) -> list[int]:
+    """``count`` obfuscators from the pool; its workers start on as many for next time."""
+    noise = state.noise.take(count)
+    state.noise.prefetch(count)
+    return noise
+
+
+def batch_obfuscations(state: HostState, rows: int) -> int:
+    """Fresh obfuscations one batch of ``rows`` costs the Host.
+
+    A residual per guest, with two or more guests each one's ``others`` too, the
+    packed gradient and the loss.
+    """
+    guests = len(state.guests)
+    per_guest = rows * (2 if guests > 1 else 1)
+    return guests * per_guest + packing.packed_length(len(state.theta), state.key.n) + 1
 
 
 def combine(
     state: HostState, rows: slice | np.ndarray, forwards: dict[str, Forward]
-) -> tuple[list[int], list[int], dict[str, list[int] | None]]:
-    """``[[Z]] = Σ_g [[z_g]]``, the residual ``[[4d]]`` and each guest's ``[[Z − z_g]]``."""
+) -> tuple[list[int], list[int]]:
+    """``[[Z]] = Σ_g [[z_g]]`` and the residual ``[[4d]]``, both for the Host's own use.
+
+    Neither may leave the Host as it is: ``[[4d]] = [[Z]] · (1 + n·offset)`` divided by
+    the guests' own ciphertexts would show the offset. :func:`residuals` re-randomises.
+    """
     key = state.key
     size = len(state.labels[rows])
     for guest, fwd in forwards.items():
@@ -126,7 +176,20 @@ def combine(
     for i, row in enumerate(idx):
         state.z_cache[row] = total[i]
     state.zh_cache[idx] = z_host
-    return residual, total, others_of(state, forwards)
+    return residual, total
+
+
+def residuals(
+    state: HostState, epoch: int, batch: int, residual: list[int], forwards: dict[str, Forward]
+) -> dict[str, Residual]:
+    """Each guest's Residual: its own re-randomisation of ``[[4d]]`` and of its ``others``."""
+    key = state.key
+    out: dict[str, Residual] = {}
+    for guest, others in others_of(state, forwards).items():
+        mine = fresh.rerandomize(key, residual, take(state, len(residual)))
+        extra = None if others is None else fresh.rerandomize(key, others, take(state, len(others)))
+        out[guest] = Residual(epoch, batch, mine, extra)
+    return out
 
 
 def add_all(key: PublicKey, vectors: list[tuple[int, ...]]) -> list[int]:
@@ -177,7 +240,7 @@ def assemble_loss(
         epoch=epoch,
         batch=batch[0],
         n_batches=batch[1],
-        value=big(key.rerandomize(value)),
+        value=fresh.rerandomize(key, value, take(state, 1)),
         denominator=8 * b,
         scale_bits=LOSS_BITS,
     )
@@ -185,10 +248,10 @@ def assemble_loss(
 
 def own_gradient(
     state: HostState, rows: slice | np.ndarray, residual: list[int]
-) -> tuple[list[int], list[int]]:
-    """``[[X_Hᵀ 4d + R]]`` (re-randomised) and the mask ``R`` kept to remove it later."""
-    grad = packing.pack(state.key, state.key.matvec_t(state.x_exp[rows], residual))
-    return state.key.mask(state.key.rerandomize(grad))
+) -> tuple[fresh.Fresh, list[int]]:
+    """``[[X_Hᵀ 4d + R]]`` (masked, then re-randomised) and the mask ``R`` to remove later."""
+    grad = packing.pack(state.key, state.noise.matvec_t(state.key, state.x_exp[rows], residual))
+    return fresh.mask(state.key, grad, take(state, len(grad)))
 
 
 def apply_gradient(
@@ -221,13 +284,12 @@ def masked_request(
 ) -> tuple[DecryptRequest, list[int]]:
     """Ask the Server for ``[[v]]`` packed, under a fresh uniform mask (it learns nothing of v).
 
-    No re-randomisation: these are sums of the guests' fresh encryptions, whose
-    randomness is independent of the data, and the Server has never seen them.
+    Masked, then re-randomised by the Host like everything it sends (crypto.fresh).
     """
     if not packed:
         ciphertexts = packing.pack(state.key, ciphertexts)
-    masked, masks = state.key.mask(ciphertexts)
-    return DecryptRequest(epoch=epoch, batch=0, purpose="scores", values=big(masked)), masks
+    masked, masks = fresh.mask(state.key, ciphertexts, take(state, len(ciphertexts)))
+    return DecryptRequest(epoch=epoch, batch=0, purpose="scores", values=masked), masks
 
 
 def unmask_scores(
@@ -276,6 +338,7 @@ def summary_of(
             "count": state.flip.flipped,
             "probability": state.flip.probability,
             "rows": state.flip.rows,
+            "noise": NOISE_NOTE[state.seeded_noise],
         },
         "flipback": {
             "every": job.label_dp.flipback_every,
@@ -311,9 +374,11 @@ def ledger(job: JobConfig, state: HostState) -> dict[str, Any]:
             "epsilon": eps if math.isfinite(eps) else "inf",
             "unit": "per training label, for the whole run, against the guests and the server",
             "flipback": "post-processing of the flipped labels and the model: no extra epsilon",
+            "noise": NOISE_NOTE[state.seeded_noise],
         },
         "server_sees": "masked gradients and masked scores (uniform over Z_n), the Taylor loss",
-        "guests_see": "encrypted residuals; their own masked-then-unmasked gradient",
+        "guests_see": "encrypted residuals, re-randomised by the Host for each guest; "
+        "their own masked-then-unmasked gradient",
         "host_sees": "the guests' summed partial scores on test rows each epoch and on "
         "training rows at flipback epochs (never a single guest's, with 2+ guests)",
     }

@@ -12,24 +12,28 @@ from typing import Any, TypeVar
 import numpy as np
 
 from privfl.config import JobConfig
+from privfl.crypto import packing
+from privfl.crypto.noise import NoisePool
 from privfl.crypto.paillier import PublicKey
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, TrainingDiverged
 from privfl.parties import checkpoint
 from privfl.parties import host as steps
+from privfl.parties.batches import check_batch, job_least_batch
 from privfl.parties.common import (
     PartyContext,
     announce,
     append_jsonl,
-    big,
     check_hello,
+    check_rows,
     receive_public_key,
+    rows_digest,
     save_model,
     write_json,
 )
 from privfl.parties.host import HostState
 from privfl.parties.metrics import binary_metrics, plot_history
-from privfl.parties.taylor import batch_plan, learning_rate, sigmoid
+from privfl.parties.taylor import batch_plan, batch_sizes, learning_rate, sigmoid
 from privfl.protocol.messages import (
     Batch,
     CrossTerm,
@@ -40,7 +44,6 @@ from privfl.protocol.messages import (
     Forward,
     Hello,
     Kind,
-    Residual,
     ScoreRequest,
     Scores,
 )
@@ -51,14 +54,47 @@ T = TypeVar("T")
 
 
 def run_host(
-    ctx: PartyContext, data: PartyData, on_epoch: EpochHook | None = None
+    ctx: PartyContext,
+    data: PartyData,
+    on_epoch: EpochHook | None = None,
+    *,
+    workers: int = 1,
+    label_rng: np.random.Generator | None = None,
 ) -> dict[str, Any]:
-    """Train with every guest and the Server, evaluate each epoch, write the outputs."""
+    """Train with every guest and the Server, evaluate each epoch, write the outputs.
+
+    ``workers`` processes compute the Host's obfuscators ahead (0 = one per core).
+    ``label_rng``: None (always, outside experiments) flips the labels with a generator
+    seeded from the OS CSPRNG; a seeded one makes the run reproducible and not private.
+    The job's public ``seed`` chooses only the batch order.
+    """
     start = time.monotonic()
     job = ctx.job
-    key, guests = handshake(ctx, data)
-    rng = np.random.default_rng(job.seed)
-    state = steps.init_state(data, key, guests, job, rng)
+    key, guests, least = handshake(ctx, data)
+    noise = NoisePool(key.n, workers, key.h_s)
+    try:
+        state = steps.init_state(data, key, guests, job, label_rng, noise)
+        state.least_batch = least
+        noise.prefetch(first_epoch_obfuscations(state, job))
+        return train(ctx, state, on_epoch, start)
+    finally:
+        noise.close()
+
+
+def first_epoch_obfuscations(state: HostState, job: JobConfig) -> int:
+    """What the workers compute while the guests encrypt: a batch, and the test scores."""
+    batch = max(batch_sizes(len(state.labels), job.training.batch_size, state.least_batch))
+    return steps.batch_obfuscations(state, batch) + packing.packed_length(
+        len(state.x_test), state.key.n
+    )
+
+
+def train(
+    ctx: PartyContext, state: HostState, on_epoch: EpochHook | None, start: float
+) -> dict[str, Any]:
+    """The epoch loop (after the handshake and the flip), then Finish and the outputs."""
+    job, guests = ctx.job, state.guests
+    rng = np.random.default_rng(job.seed)  # public: batch order only
     metrics_path = ctx.out / "metrics.jsonl"
     records = checkpoint.resume_host(ctx, state, rng)
     reason = "max_epochs"
@@ -91,10 +127,16 @@ def run_host(
     return finish(ctx, state, records, time.monotonic() - start, reason)
 
 
-def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str]]:
-    """Greet the Server, hear every guest (same job, same rows), get the public key."""
+def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str], int]:
+    """Greet the Server, hear every guest (same job, same rows), get the public key.
+
+    Also returns the least batch size the guests' declared feature counts allow (batches.py).
+    """
     job = ctx.job
-    announce(ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], len(data.x_train))
+    digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    announce(
+        ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], digest, len(data.x_train)
+    )
     for sender, hello in ctx.channel.gather(Kind.HELLO, job.guests).items():
         assert isinstance(hello, Hello)
         check_hello(ctx, sender, hello)
@@ -103,19 +145,9 @@ def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str]]
                 f"{sender} has {hello.rows} rows, the host {data.rows}: every party must hold "
                 "the same rows in the same order"
             )
-        check_batch_size(job, sender, hello.features)
-    return receive_public_key(ctx), list(job.guests)
-
-
-def check_batch_size(job: JobConfig, guest: str, features: int) -> None:
-    """Refuse batches a guest could solve for the residuals from (FATE issue 3691)."""
-    size = job.training.batch_size
-    if size and size <= features and not job.training.allow_small_batches:
-        raise ConfigError(
-            f"batch size {size} is not larger than {guest}'s {features} features: it could "
-            "solve for the residuals and so the labels; raise training.batch_size or set "
-            "training.allow_small_batches = true"
-        )
+        check_rows(sender, hello.rows_digest, digest, "the host's")
+    least = job_least_batch(job, len(data.x_train))  # the Server derives the same
+    return receive_public_key(ctx), list(job.guests), least
 
 
 def train_epoch(
@@ -124,22 +156,21 @@ def train_epoch(
     """Every batch of one epoch (steps 1–7), then the Server's verdict on the loss."""
     channel, job = ctx.channel, ctx.job
     server = job.server
-    plan = batch_plan(len(state.labels), job.training.batch_size, rng)
+    plan = batch_plan(len(state.labels), job.training.batch_size, rng, state.least_batch)
     lr = learning_rate(job.training, epoch)
     for number, idx in enumerate(plan):
         rows: slice | np.ndarray = slice(None) if idx is None else idx
+        check_batch(len(state.labels[rows]), state.least_batch)
         channel.broadcast(state.guests, Batch(epoch, number, len(plan), idx), epoch)
         forwards = typed(channel.gather(Kind.FORWARD, state.guests), Forward)
-        residual, total, others = steps.combine(state, rows, forwards)
-        for guest in state.guests:
-            extra = others[guest]
-            message = Residual(epoch, number, big(residual), None if extra is None else big(extra))
+        residual, total = steps.combine(state, rows, forwards)
+        for guest, message in steps.residuals(state, epoch, number, residual, forwards).items():
             channel.send(guest, message, epoch)
         crosses: dict[str, CrossTerm] = {}
         if len(state.guests) > 1:
             crosses = typed(channel.gather(Kind.CROSS_TERM, state.guests), CrossTerm)
         request_values, masks = steps.own_gradient(state, rows, residual)
-        channel.send(server, DecryptRequest(epoch, number, "gradient", big(request_values)), epoch)
+        channel.send(server, DecryptRequest(epoch, number, "gradient", request_values), epoch)
         loss = steps.assemble_loss(
             state, rows, total, forwards, crosses, epoch, (number, len(plan))
         )

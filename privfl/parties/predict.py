@@ -20,14 +20,22 @@ from typing import Any
 import numpy as np
 
 from privfl.config import JobConfig
-from privfl.crypto import packing
+from privfl.crypto import fresh, packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import unmask
+from privfl.data.alignment import positions
 from privfl.data.tables import IdTable, read_id_csv, standardise_with
 from privfl.errors import ConfigError, ProtocolError
 from privfl.parties import host as host_steps
 from privfl.parties.channel import Channel
-from privfl.parties.common import PartyContext, announce, big, check_hello, receive_public_key
+from privfl.parties.common import (
+    PartyContext,
+    announce,
+    check_hello,
+    check_rows,
+    receive_public_key,
+    rows_digest,
+)
 from privfl.parties.server import run_server
 from privfl.parties.taylor import sigmoid
 from privfl.protocol.messages import (
@@ -102,9 +110,12 @@ def predict_party(
         assert model is not None and table is not None
         rows = align(ctx, table) if by_id else table
         x = standardise_with(rows, model.mean, model.scale)
+        # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
+        ids = rows.ids if by_id else positions(range(len(rows.ids)))
+        digest = rows_digest(ctx, ids, ())
         if role == "guest":
-            return guest_scores(ctx, x @ model.weights)
-        return host_predict(ctx, rows, x @ model.weights + (model.bias or 0.0), out)
+            return guest_scores(ctx, x @ model.weights, digest)
+        return host_predict(ctx, rows, x @ model.weights + (model.bias or 0.0), out, digest)
     except BaseException as exc:
         logging.getLogger("privfl.party").error("%s stopped: %s", name, exc, extra={"file_only": 1})
         channel.abort(ctx.peers, exc)
@@ -113,30 +124,33 @@ def predict_party(
         transport.close()
 
 
-def guest_scores(ctx: PartyContext, z: np.ndarray) -> dict[str, Any]:
+def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str, Any]:
     """Announce our rows, then send ``[[z_g]]`` when the Host asks, and wait for the end."""
     job, channel = ctx.job, ctx.channel
-    announce(ctx, "guest", len(z), 0, [job.server, job.host])
+    announce(ctx, "guest", len(z), 0, [job.server, job.host], digest)
     key = receive_public_key(ctx)
     request = channel.expect({Kind.SCORE_REQUEST}, {job.host}).body
     assert isinstance(request, ScoreRequest)
-    values = key.encrypt(packing.pack_plain(encode(z, VALUE_BITS, key.n), key.n))
-    channel.send(job.host, Scores(epoch=request.epoch, split=request.split, scores=big(values)))
+    values = fresh.encrypt(key, packing.pack_plain(encode(z, VALUE_BITS, key.n), key.n))
+    channel.send(job.host, Scores(epoch=request.epoch, split=request.split, scores=values))
     done = channel.expect({Kind.FINISH}, {job.host}).body
     assert isinstance(done, Finish)
     log.info("sent encrypted scores for %d rows", len(z))
     return {"rows": len(z)}
 
 
-def host_predict(ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path) -> dict[str, Any]:
+def host_predict(
+    ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path, digest: str = ""
+) -> dict[str, Any]:
     """Collect the guests' summed scores (masked decryption), write id, probability, label."""
     job, channel = ctx.job, ctx.channel
-    announce(ctx, "host", len(z_host), 0, [job.server])
+    announce(ctx, "host", len(z_host), 0, [job.server], digest)
     for sender, hello in channel.gather(Kind.HELLO, job.guests).items():
         assert isinstance(hello, Hello)
         check_hello(ctx, sender, hello)
         if hello.rows != len(z_host):
             raise ConfigError(f"{sender} has {hello.rows} rows to score, the host {len(z_host)}")
+        check_rows(sender, hello.rows_digest, digest, "the host's")
     key = receive_public_key(ctx)
     channel.broadcast(job.guests, ScoreRequest(epoch=0, split="test"))
     replies = channel.gather(Kind.SCORES, job.guests)
@@ -148,8 +162,8 @@ def host_predict(ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path
     if any(len(r.scores) != expected for r in typed.values()):
         raise ProtocolError(f"a guest sent scores for another number of rows than {len(z_host)}")
     total = host_steps.add_all(key, [typed[g].scores.values for g in job.guests])
-    masked, masks = key.mask(total)
-    channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=big(masked)))
+    masked, masks = fresh.mask(key, total)  # masked, then re-randomised by the Host
+    channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=masked))
     reply = channel.expect({Kind.DECRYPTED}, {job.server}).body
     assert isinstance(reply, Decrypted)
     unmasked = unmask(reply.values.values, masks, key.n)

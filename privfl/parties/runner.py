@@ -6,6 +6,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from privfl.config import JobConfig
 from privfl.data.tables import IdTable
 from privfl.data.views import PartyData, demo_table, read_csv, split_view
@@ -54,7 +56,14 @@ def open_transport(job: JobConfig, name: str) -> ReliableTransport:
         {peer: keys_dir / f"{peer}.key" for peer in peers},
     )
     send_timeout = min(job.timeout_seconds, 30.0)
-    sockets = ZmqTransport(name, job.party(name).endpoint, peers, ring, send_timeout=send_timeout)
+    sockets = ZmqTransport(
+        name,
+        job.party(name).endpoint,
+        peers,
+        ring,
+        send_timeout=send_timeout,
+        grace=job.liveness_grace_seconds,
+    )
     return ReliableTransport(sockets)
 
 
@@ -70,10 +79,13 @@ def run_party(
     table: IdTable | None = None,
     observer: Observer | None = None,
     resume: bool = False,
+    label_rng: np.random.Generator | None = None,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
-    ``workers`` processes compute a guest's Paillier obfuscators (0 = one per core).
+    ``workers`` processes compute a Host's or guest's Paillier obfuscators (0 = one per
+    core). ``label_rng`` (Host, experiments only): a seeded generator for the label flips,
+    which makes the run reproducible and **not private**; None draws them from the OS CSPRNG.
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
     ``resume``: continue after the last epoch every party has a checkpoint of.
     """
@@ -105,7 +117,8 @@ def run_party(
         assert data is not None
         check_feature_count(job, name, data)
         if role == "host":
-            return psi_stage.recorded(ctx, table, data, run_host(ctx, data, on_epoch))
+            result = run_host(ctx, data, on_epoch, workers=workers, label_rng=label_rng)
+            return psi_stage.recorded(ctx, table, data, result)
         return run_guest(ctx, data, workers)
     except BaseException as exc:
         # The CLI prints the one-line error; the log keeps it too, without echoing it twice.

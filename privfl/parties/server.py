@@ -20,7 +20,7 @@ from privfl.errors import ProtocolError
 from privfl.parties import checkpoint
 from privfl.parties import server_rules as rules
 from privfl.parties.channel import Envelope
-from privfl.parties.common import PartyContext, big, check_hello
+from privfl.parties.common import PartyContext, big, check_hello, check_rows
 from privfl.parties.server_rules import Allowance, Position
 from privfl.protocol.messages import (
     Decrypted,
@@ -107,6 +107,8 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
         assert isinstance(hello, Hello)
         check_hello(ctx, sender, hello)
         hellos[sender] = hello
+    for sender in job.guests:  # every guest's rows line up with the Host's
+        check_rows(sender, hellos[sender].rows_digest, hellos[job.host].rows_digest, "the host's")
     make = rules.prediction_allowance if predicting else rules.training_allowance
     allow = make(job, hellos, public.n)
     ctx.channel.broadcast(ctx.peers, PublicKeyMsg(n=public.n, bits=public.bits, h_s=public.h_s))

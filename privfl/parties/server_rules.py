@@ -27,7 +27,8 @@ from privfl.config import JobConfig
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS
 from privfl.crypto.packing import packed_length
 from privfl.errors import ConfigError, ProtocolError
-from privfl.parties.taylor import batch_plan
+from privfl.parties.batches import job_least_batch
+from privfl.parties.taylor import batch_sizes
 from privfl.protocol.messages import DecryptRequest, Hello, Loss
 
 LOSS_BITS = VALUE_BITS + DATA_BITS  # the scale of the Host's [[8·b·L]]
@@ -128,8 +129,8 @@ def training_allowance(job: JobConfig, hellos: dict[str, Hello], n: int) -> Allo
     else:
         train, test = split_sizes(rows, job.data.test_size, job.data.split_seed)
     declared = feature_counts(job)
-    # Sizes do not depend on the shuffle, so any generator gives the Host's plan's sizes.
-    plan = batch_plan(train, job.training.batch_size, np.random.default_rng(0))
+    # The Host's plan: same sizes, the same too-short last batch folded (batches.py).
+    sizes = batch_sizes(train, job.training.batch_size, job_least_batch(job, train))
     dp = job.label_dp
     return Allowance(
         host=job.host,
@@ -137,7 +138,7 @@ def training_allowance(job: JobConfig, hellos: dict[str, Hello], n: int) -> Allo
             name: packed_length(count + (1 if name == job.host else 0), n)
             for name, count in declared.items()
         },
-        batch_sizes=tuple(train if idx is None else len(idx) for idx in plan),
+        batch_sizes=tuple(sizes),
         score_length={"train": packed_length(train, n), "test": packed_length(test, n)},
         flipback_every=dp.flipback_every if math.isfinite(dp.epsilon) else 0,
         max_epochs=job.training.epochs,

@@ -44,12 +44,36 @@ def gradient(
     return np.asarray(x_t_4d / (4.0 * batch) + l2 * theta * penalised / batch)
 
 
-def batch_plan(rows: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray | None]:
-    """One epoch's batches: ``[None]`` for full batch, else a shuffled partition of rows."""
+def batch_sizes(rows: int, batch_size: int, min_rows: int = 1) -> list[int]:
+    """The sizes of one epoch's batches: ``batch_size`` each, a last one of the remainder.
+
+    A remainder smaller than ``min_rows`` is folded into the batch before it rather
+    than sent on its own (``[rows]`` for full batch, ``batch_size`` 0 or ≥ rows).
+    """
     if batch_size <= 0 or batch_size >= rows:
+        return [rows]
+    sizes = [batch_size] * (rows // batch_size)
+    remainder = rows - sum(sizes)
+    if remainder >= min_rows:
+        sizes.append(remainder)
+    elif remainder:
+        sizes[-1] += remainder
+    return sizes
+
+
+def batch_plan(
+    rows: int, batch_size: int, rng: np.random.Generator, min_rows: int = 1
+) -> list[np.ndarray | None]:
+    """One epoch's batches: ``[None]`` for full batch, else a shuffled partition of rows.
+
+    Sizes as :func:`batch_sizes` (a too-small remainder folded into the last batch).
+    """
+    sizes = batch_sizes(rows, batch_size, min_rows)
+    if len(sizes) == 1:
         return [None]
     order = rng.permutation(rows).astype(np.int64)
-    return [order[i : i + batch_size] for i in range(0, rows, batch_size)]
+    ends = np.cumsum(sizes)
+    return [order[end - size : end] for size, end in zip(sizes, ends.tolist(), strict=True)]
 
 
 def reference_train(
@@ -58,12 +82,14 @@ def reference_train(
     cfg: TrainingConfig,
     rng: np.random.Generator,
     penalised: Sequence[np.ndarray] | None = None,
+    min_rows: int = 1,
 ) -> tuple[list[np.ndarray], list[float]]:
     """Train every party's block in the clear exactly as the protocol does.
 
     ``parts[0]`` is the Host's matrix (bias column included), the rest the guests'.
     Returns the weights per part and the mean Taylor loss per epoch (before each
-    epoch's updates, as the Server reports it). No early stopping.
+    epoch's updates, as the Server reports it). No early stopping. ``min_rows``: the
+    Host's least batch (a smaller remainder is folded, see :func:`batch_sizes`).
     """
     thetas = [np.zeros(p.shape[1]) for p in parts]
     masks = list(penalised) if penalised is not None else [np.ones(p.shape[1]) for p in parts]
@@ -71,7 +97,7 @@ def reference_train(
     for epoch in range(cfg.epochs):
         lr = learning_rate(cfg, epoch)
         total, count = 0.0, 0
-        for idx in batch_plan(parts[0].shape[0], cfg.batch_size, rng):
+        for idx in batch_plan(parts[0].shape[0], cfg.batch_size, rng, min_rows):
             rows = slice(None) if idx is None else idx
             xs = [p[rows] for p in parts]
             y = labels[rows]

@@ -54,8 +54,9 @@ class RoundStart:
     """The aggregator opens a round: global weights, who is asked, the token and report key.
 
     ``indices`` are the public top-k coordinates (empty when unused); ``token`` is the
-    round's validity token and ``report_key`` the aggregator's X25519 public key for
-    sealing reports (both only with a Shuffler, else empty).
+    round's validity token sealed inside every report, ``client_tokens`` one single-use
+    token per selected client (in ``selected`` order) that the Shuffler checks, and
+    ``report_key`` the aggregator's X25519 public key (all only with a Shuffler).
     """
 
     round: int
@@ -64,6 +65,7 @@ class RoundStart:
     indices: np.ndarray
     token: bytes
     report_key: bytes
+    client_tokens: bytes | None = None  # None (left off the wire) without a Shuffler
 
     def __post_init__(self) -> None:
         count(self.round, "round", 1)
@@ -72,6 +74,11 @@ class RoundStart:
         _ids(self.indices, "indices")
         _require(len(self.token) in (0, TOKEN_BYTES), "bad token length")
         _require(len(self.report_key) in (0, REPORT_KEY_BYTES), "bad report key length")
+        _require(
+            self.client_tokens is None
+            or len(self.client_tokens) == TOKEN_BYTES * len(self.selected),
+            "client_tokens must hold one token per selected client",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +109,28 @@ class RoundDone:
 
 @dataclass(frozen=True, slots=True)
 class Sealed:
-    """A report sealed for the aggregator (X25519, ChaCha20-Poly1305); opaque to the Shuffler."""
+    """A report sealed for the aggregator (X25519, ChaCha20-Poly1305); opaque to the Shuffler.
+
+    ``token`` is the client's single-use token of the round, which the Shuffler checks
+    against the digests the aggregator gave it and strips before forwarding.
+    """
 
     round: int
     blob: bytes
+    token: bytes | None = None
 
     def __post_init__(self) -> None:
         count(self.round, "round")
+        _require(self.token is None or len(self.token) == TOKEN_BYTES, "bad token length")
 
 
 @dataclass(frozen=True, slots=True)
 class ShuffleWindow:
-    """The aggregator tells the Shuffler about a round: how many may report, the dummy."""
+    """The aggregator tells the Shuffler about a round: how many may report, the dummy.
+
+    ``token_digests`` are the SHA-256 digests of the round's client tokens (each usable
+    once); ``host_caps`` is ``host:count,…``, the most reports each host may send.
+    """
 
     round: int
     expected: int
@@ -122,11 +139,18 @@ class ShuffleWindow:
     slot_seconds: float
     dummy: np.ndarray
     report_key: bytes
+    token_digests: bytes | None = None
+    host_caps: str = ""
 
     def __post_init__(self) -> None:
         count(self.round, "round")
         count(self.expected, "expected")
         count(self.min_reports, "min_reports")
+        _require(
+            self.token_digests is None or len(self.token_digests) % TOKEN_BYTES == 0,
+            "bad token digests length",
+        )
+        _require(len(self.host_caps) <= 1 << 16, "host_caps too long")
         _require(0 < self.beta <= 1 and 0 < self.slot_seconds < 86400, "bad window parameters")
         _vector(self.dummy, "dummy")
         _require(len(self.report_key) == REPORT_KEY_BYTES, "bad report key length")

@@ -104,6 +104,10 @@ def _position(epoch: int, batch: int = 0) -> None:
     count(batch, "batch")
 
 
+def _is_sha256_hex(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
 @dataclass(frozen=True, slots=True)
 class Hello:
     """A party announces itself to the Server and the Host and proves it runs the same job.
@@ -116,7 +120,8 @@ class Hello:
     job_fingerprint: str
     rows: int
     features: int
-    train_rows: int = 0
+    rows_digest: str = ""  # issue 13: commitment to the ordered row ids ("" = none)
+    train_rows: int = 0  # the agreed training rows (0 = the job's own split of ``rows``)
 
     def __post_init__(self) -> None:
         _require(self.role in ("server", "host", "guest"), f"unknown role {self.role!r}")
@@ -124,6 +129,10 @@ class Hello:
         count(self.rows, "rows")
         count(self.features, "features")
         count(self.train_rows, "train_rows", 0, self.rows)
+        _require(
+            self.rows_digest == "" or _is_sha256_hex(self.rows_digest),
+            "rows_digest is empty or 64 lowercase hex digits",
+        )
 
 
 @dataclass(frozen=True, slots=True)

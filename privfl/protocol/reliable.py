@@ -38,6 +38,7 @@ MAX_CHUNKS = -(-MAX_MESSAGE_BYTES // CHUNK_BYTES)
 MAX_PARTIAL = 8  # unfinished messages kept per peer; the oldest is dropped beyond
 MAX_PARTIAL_BYTES = MAX_MESSAGE_BYTES  # and at most this many bytes of them per peer
 MAX_UNACKED = 4096  # messages kept for resending per peer
+UNSENT_RETRY = 0.05  # a best-effort send (an Abort) that could not go out is retried this soon
 CLOSE_LINGER_MS = 500
 MAGIC, LINK_VERSION = b"PL", 1
 DATA, ACK = 1, 2
@@ -156,8 +157,11 @@ class ReliableTransport(Closeable):
                 self._inner.send(peer, chunk)
             else:
                 sent = self._inner.try_send(peer, chunk) and sent
+        # A message that could not go out at all (the connection to a peer that
+        # just started is still being made) is retried at once, not after seconds.
+        retry = self._retry_after if sent else UNSENT_RETRY
         pending = self._unacked.setdefault(peer, OrderedDict())
-        pending[seq] = _Outgoing(chunks, time.monotonic() + self._retry_after, self._retry_after)
+        pending[seq] = _Outgoing(chunks, time.monotonic() + retry, retry)
         if len(pending) > MAX_UNACKED:
             dropped, _ = pending.popitem(last=False)
             log.warning("%s: gave up resending message %d to %s", self.name, dropped, peer)
@@ -182,8 +186,15 @@ class ReliableTransport(Closeable):
         return sum(len(p) for p in self._unacked.values())
 
     def _recent_unacked(self) -> bool:
+        """Whether a recent send waits for its ACK from a peer that may still send one."""
         cutoff = time.monotonic() - 2 * self._flush_seconds
-        pending = (out for queue in self._unacked.values() for out in queue.values())
+        lost = self.lost_peers()
+        pending = (
+            out
+            for peer, queue in self._unacked.items()
+            if peer not in lost
+            for out in queue.values()
+        )
         return any(out.first_sent > cutoff for out in pending)
 
     def silent_peers(self, older_than: float) -> dict[str, float]:
@@ -201,6 +212,21 @@ class ReliableTransport(Closeable):
                 if age > older_than:
                     silent[peer] = age
         return silent
+
+    def lost_peers(self) -> dict[str, float]:
+        """Peers whose connection is gone past the grace (if the inner transport can tell)."""
+        lost = getattr(self._inner, "lost_peers", None)
+        return lost() if lost is not None else {}
+
+    def connected(self, peer: str) -> bool:
+        """Whether the inner transport has a connection to ``peer`` (True if it cannot tell)."""
+        connected = getattr(self._inner, "connected", None)
+        return connected(peer) if connected is not None else True
+
+    @property
+    def grace(self) -> float | None:
+        """The inner transport's liveness grace, if it has one."""
+        return getattr(self._inner, "grace", None)
 
     # --- receiving -------------------------------------------------------------
 
@@ -295,8 +321,11 @@ class ReliableTransport(Closeable):
         try:
             # Only recent sends (a Finish, an Abort) are worth waiting for: a peer
             # that has not ACKed for longer is gone and would only delay our exit.
+            # They are resent meanwhile: an Abort to a peer whose connection was
+            # still being made when we failed must reach it all the same.
             while self._recent_unacked() and (left := deadline - time.monotonic()) > 0:
-                got = self._inner.recv(min(left, 0.05))
+                wait = min(left, self._resend_due(), UNSENT_RETRY)
+                got = self._inner.recv(wait)
                 if got is not None:
                     self._on_link(*got)
         except PeerUnavailable:

@@ -11,6 +11,8 @@ handshake that carries it). ROUTER_HANDOVER lets a restarted connection of the s
 DEALER take its route back at once; another allow-listed party cannot take a route
 over, because it cannot present that id — connecting under a bare ``<name>`` only
 opens a route of its own, whose messages are refused (User-Id ≠ name).
+A LinkWatch (protocol/liveness.py) follows each DEALER's connection, so a peer
+whose connection is gone for longer than the grace is reported as lost.
 The in-memory transport for tests lives in protocol/memory.py.
 """
 
@@ -29,6 +31,7 @@ import zmq
 
 from privfl.errors import ConfigError, PeerUnavailable, PrivflError
 from privfl.protocol.keys import KeyRing, check_party_name, fingerprint
+from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, LinkWatch, lost_message
 from privfl.protocol.zap import (
     ZAP_DOMAIN,
     AllowListAuthenticator,
@@ -40,6 +43,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_IVL_MS = 1000
 HEARTBEAT_TIMEOUT_MS = 5000
+SEND_POLL_MS = 250  # how often a waiting send checks whether its peer is lost
 # Larger frames make libzmq drop the connection before buffering them: the
 # reliable layer (protocol/reliable.py) never sends a frame over 1 MiB.
 MAX_WIRE_FRAME = 1024 * 1024 + 64
@@ -101,6 +105,7 @@ class ZmqTransport(Closeable):
         send_timeout: float = 30.0,
         linger_ms: int = 2000,
         max_frame: int = MAX_WIRE_FRAME,
+        grace: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
         self.name = check_party_name(name)
         self._check_keys(keys, curve)
@@ -117,6 +122,7 @@ class ZmqTransport(Closeable):
         self._peer_keys = dict(keys.peers) if keys else {}
         self._inbox: zmq.Socket[bytes] | None = None
         self._dealers: dict[str, zmq.Socket[bytes]] = {}
+        self._links = LinkWatch(self.name, grace)
         try:
             self._open(endpoint, keys)
         except BaseException:
@@ -182,7 +188,6 @@ class ZmqTransport(Closeable):
         # Queue only onto completed (authenticated) connections, so a send to a
         # peer that is down or refuses our key times out instead of piling up.
         dealer.setsockopt(zmq.IMMEDIATE, 1)
-        dealer.setsockopt(zmq.SNDTIMEO, max(0, round(self._send_timeout * 1000)))
         if self._curve and keys is not None:
             server_key = keys.peers.get(peer)
             if server_key is None:
@@ -190,6 +195,7 @@ class ZmqTransport(Closeable):
             dealer.setsockopt(zmq.CURVE_SERVERKEY, server_key)
             dealer.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
             dealer.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
+        self._links.watch(peer, dealer)  # before connecting: no event may be missed
         try:
             dealer.connect(endpoint)
         except zmq.ZMQError as exc:
@@ -197,21 +203,48 @@ class ZmqTransport(Closeable):
         return dealer
 
     def send(self, peer: str, frames: Sequence[bytes]) -> None:
-        """Send one multipart message to `peer`, waiting at most `send_timeout` seconds."""
+        """Send one multipart message to `peer`, waiting at most `send_timeout` seconds.
+
+        The wait ends early, naming the peer, once its connection is lost.
+        """
+        deadline = time.monotonic() + self._send_timeout
+        while not self.try_send(peer, frames):
+            if peer not in self._dealers:
+                raise ConfigError(
+                    f"{self.name!r} has no peer {peer!r}; known: {sorted(self._dealers)}"
+                )
+            if not frames:
+                raise ValueError("a message needs at least one frame")
+            lost = self._links.lost()
+            if peer in lost:
+                raise PeerUnavailable(
+                    lost_message(self.name, {peer: lost[peer]}, self._links.grace)
+                )
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PeerUnavailable(
+                    f"{self.name!r} could not reach peer {peer!r} at {self._endpoints[peer]} "
+                    f"within {self._send_timeout:g} s; check that it is running, that the "
+                    "endpoint is right and that it allow-lists our public key"
+                )
+            self._dealers[peer].poll(min(SEND_POLL_MS, math.ceil(left * 1000)), zmq.POLLOUT)
+
+    def connected(self, peer: str) -> bool:
+        """Whether a message to `peer` can be queued now (its authenticated connection is up)."""
         self._check_open()
         dealer = self._dealers.get(peer)
-        if dealer is None:
-            raise ConfigError(f"{self.name!r} has no peer {peer!r}; known: {sorted(self._dealers)}")
-        if not frames:
-            raise ValueError("a message needs at least one frame")
-        try:
-            dealer.send_multipart(list(frames))
-        except zmq.Again as exc:
-            raise PeerUnavailable(
-                f"{self.name!r} could not reach peer {peer!r} at {self._endpoints[peer]} "
-                f"within {self._send_timeout:g} s; check that it is running, that the "
-                "endpoint is right and that it allow-lists our public key"
-            ) from exc
+        # With IMMEDIATE, a DEALER is writable exactly when a handshake has completed.
+        return dealer is not None and bool(dealer.poll(0, zmq.POLLOUT))
+
+    def lost_peers(self) -> dict[str, float]:
+        """Peers whose connection went and did not come back within the grace, and since when."""
+        self._check_open()
+        return self._links.lost()
+
+    @property
+    def grace(self) -> float:
+        """Seconds a lost connection may take to come back before its peer counts as lost."""
+        return self._links.grace
 
     def try_send(self, peer: str, frames: Sequence[bytes]) -> bool:
         """Send without waiting; False if the peer is not connected or its queue is full."""
@@ -281,6 +314,7 @@ class ZmqTransport(Closeable):
         self._closed = True
         if self._watch is not None:
             self._watch.stop()
+        self._links.close()
         for sock in [*self._dealers.values(), self._inbox]:
             if sock is not None:
                 sock.close(linger=linger)

@@ -1,1 +1,1 @@
-"""Private set intersection of id columns: RSA blind signatures (default) or X25519 ECDH."""
+"""Private set intersection of id columns: ristretto255 ECDH (default) or RSA blind signatures."""

@@ -1,47 +1,74 @@
-"""ECDH PSI maths on X25519 (no I/O): ``[a][b]H(x) = [b][a]H(x)``.
+"""ECDH PSI maths over ristretto255 (no I/O): ``[a][b]H(x) = [b][a]H(x)``.
 
-``H`` maps an id to a Montgomery u-coordinate (SHA-512, reduced mod 2^255 − 19). The
-point lies on Curve25519 or on its twist; both groups have a large prime-order
-subgroup and X25519's clamped scalars clear the small cofactors, and Curve25519 is
-twist-secure, so exponentiation by a secret scalar is a commutative keyed hash in
-either case. The scalar multiplications are the ``cryptography`` package's X25519.
+ristretto255 (RFC 9496) is a group of prime order ℓ ≈ 2^252 built on Curve25519:
+every valid encoding is a group element and there is no cofactor, no twist and no
+invalid-curve point to send. ``H`` is the RFC's hash-to-group, libsodium's
+``crypto_core_ristretto255_from_hash`` applied to SHA-512(context ‖ 0 ‖ id): two
+Elligator maps added, so ``H`` behaves as a random oracle into the group. Exponentiation
+by a secret scalar is then a keyed pseudorandom function (DDH), and nothing about an
+id survives it — unlike a hash straight to an X25519 u-coordinate, whose curve-or-twist
+bit does. All group operations are libsodium's, through the ``rbcl`` bindings.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+import rbcl
 
 from privfl.errors import ProtocolError
 
-P25519 = 2**255 - 19
-Secret = X25519PrivateKey
+POINT_BYTES = 32  # a canonical ristretto255 encoding, sent as a little-endian integer
 
 
-def new_secret() -> X25519PrivateKey:
-    """A fresh secret scalar for one session."""
-    return X25519PrivateKey.generate()
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A scalar in [1, ℓ) for one session; never sent, never written."""
+
+    scalar: bytes
+
+    def __repr__(self) -> str:
+        return "Secret(hidden)"
 
 
-def hash_to_u(ids: Sequence[str], context: bytes) -> list[int]:
-    """``H(id)`` as a u-coordinate in [0, p)."""
+def new_secret() -> Secret:
+    """A fresh uniform non-zero scalar from libsodium's CSPRNG."""
+    return Secret(rbcl.crypto_core_ristretto255_scalar_random())
+
+
+def hash_to_group(ids: Sequence[str], context: bytes) -> list[int]:
+    """``H(id)``: the encoding of a uniform-looking group element, as an integer."""
     return [
-        int.from_bytes(hashlib.sha512(context + b"\0" + i.encode()).digest(), "little") % P25519
+        int.from_bytes(
+            rbcl.crypto_core_ristretto255_from_hash(
+                hashlib.sha512(context + b"\0" + i.encode()).digest()
+            ),
+            "little",
+        )
         for i in ids
     ]
 
 
-def multiply(secret: X25519PrivateKey, points: Sequence[int]) -> list[int]:
-    """``[k]u`` for each u-coordinate (the shared-secret function of X25519)."""
+def is_element(value: int) -> bool:
+    """Whether ``value`` is the canonical encoding of a group element other than identity."""
+    if not 0 < value < 1 << (8 * POINT_BYTES):
+        return False
+    return bool(rbcl.crypto_core_ristretto255_is_valid_point(value.to_bytes(POINT_BYTES, "little")))
+
+
+def multiply(secret: Secret, points: Sequence[int]) -> list[int]:
+    """``[k]P`` for each encoded element; a value that is not one is a ProtocolError."""
     out = []
-    for u in points:
-        if not 0 <= u < P25519:
-            raise ProtocolError("an ECDH PSI value is not a field element")
+    for value in points:
+        if not is_element(value):
+            raise ProtocolError("an ECDH PSI value is not a ristretto255 group element")
         try:
-            shared = secret.exchange(X25519PublicKey.from_public_bytes(u.to_bytes(32, "little")))
-        except ValueError as exc:  # a low-order point: never produced by hashing
-            raise ProtocolError("an ECDH PSI value is a low-order point") from exc
-        out.append(int.from_bytes(shared, "little"))
+            product = rbcl.crypto_scalarmult_ristretto255(
+                secret.scalar, value.to_bytes(POINT_BYTES, "little")
+            )
+        except (RuntimeError, ValueError) as exc:  # the identity: never from a valid input
+            raise ProtocolError("an ECDH PSI product is the identity element") from exc
+        out.append(int.from_bytes(product, "little"))
     return out

@@ -1,23 +1,24 @@
 """The PSI stage before training or prediction: the Host and each guest align rows by id.
 
-Who holds what (RSA, the default): every **guest** makes a fresh RSA key for the
-session and signs; the Host blinds. Round trip per guest:
+Round trip per guest (ECDH over ristretto255, the default; RSA in brackets):
 
-1. guest → Host ``PsiHello``: method, RSA public key, how many ids it holds;
-2. Host → guest ``PsiQuery``: its ids' hashes, blinded (uniform: the guest learns
-   only how many ids the Host holds);
-3. guest → Host ``PsiAnswer``: the signed query, and the guest's own id tags in a
-   random order (the Host cannot make a tag without the guest's key, so it cannot
-   test guessed ids against them);
-4. Host → guest ``PsiResult``: positions, in that shuffled tag list, of the ids that
+1. guest → Host ``PsiHello``: method, [its fresh RSA public key, e a prime > N], how
+   many ids it holds (at most its ``max_ids`` in the job, else refused);
+2. Host → guest ``PsiQuery``: ``[a]H(x)`` [``H(x)·r^e``] for each Host id (pseudorandom
+   [uniform]: the guest learns only how many ids the Host holds, at most its cap);
+3. guest → Host ``PsiAnswer``: ``[b]`` of the query [signed], same order, and the
+   guest's own ``[b]H(y)`` [tags] in a random order;
+4. Host → guest ``PsiResult``: positions, in that shuffled list, of the ids that
    **every** party holds, in the agreed order.
 
 The Host learns which of its own ids each guest holds; a guest learns only which of its
 own ids are in the final intersection; the Server takes no part and learns nothing.
-With ECDH the same four messages carry ``[a]H(x)``, ``[b][a]H(x)`` and ``[b]H(y)``.
+Neither side can test an id it did not put in its own (capped) set: doing so needs
+the other side's secret scalar [RSA key]. Every size is checked against the job's caps
+and every value against its group before any work is done on it.
 
-The agreed order is the keyed hash of the id (:func:`held_out_mask`'s key), which tells
-nobody anything beyond the intersection.
+The agreed order is the keyed hash of the id (:func:`agreed_key`), which tells nobody
+anything beyond the intersection.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from privfl.data.tables import IdTable, split_and_standardise
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
 from privfl.parties.common import PartyContext, big, write_json
-from privfl.protocol.messages import Kind, PsiAnswer, PsiHello, PsiQuery, PsiResult
+from privfl.protocol.messages import Kind, Message, PsiAnswer, PsiHello, PsiQuery, PsiResult
 from privfl.psi import ecdh, rsa
 
 log = logging.getLogger("privfl.psi")
@@ -47,7 +48,13 @@ HostSecret = tuple[rsa.RsaPublic, list[int]] | ecdh.Secret
 def align(ctx: PartyContext, table: IdTable) -> IdTable:
     """The rows of ``table`` whose ids every party holds, in the order all parties agree."""
     began = time.monotonic()
-    role = ctx.job.party(ctx.name).role
+    me = ctx.job.party(ctx.name)
+    role = me.role
+    if role != "server" and len(table.ids) > me.max_ids:
+        raise ConfigError(
+            f"this site holds {len(table.ids)} ids, more than its max_ids of {me.max_ids}; "
+            f"raise [parties.{ctx.name}] max_ids in the job file (every site needs the same file)"
+        )
     if role == "host":
         shared = host_side(ctx, table)
     elif role == "guest":
@@ -86,6 +93,11 @@ def guest_side(ctx: PartyContext, table: IdTable) -> IdTable:
     channel.send(job.host, hello)
     query = channel.expect({Kind.PSI_QUERY}, {job.host}).body
     assert isinstance(query, PsiQuery)
+    cap = job.party(job.host).max_ids
+    if len(query.values) > cap:
+        raise ProtocolError(
+            f"{job.host} queries {len(query.values)} ids, more than its max_ids of {cap}"
+        )
     order = list(range(len(table.ids)))
     secrets.SystemRandom().shuffle(order)  # the tag order says nothing about our file
     ids = [table.ids[i] for i in order]
@@ -95,7 +107,7 @@ def guest_side(ctx: PartyContext, table: IdTable) -> IdTable:
         own = rsa.tags(signer.sign(rsa.full_domain_hash(ids, n, context(ctx))), n)
     else:
         answer = ecdh.multiply(secret, query.values.values)
-        own = ecdh.multiply(secret, ecdh.hash_to_u(ids, context(ctx)))
+        own = ecdh.multiply(secret, ecdh.hash_to_group(ids, context(ctx)))
     channel.send(job.host, PsiAnswer(values=big(answer), tags=big(own)))
     result = channel.expect({Kind.PSI_RESULT}, {job.host}).body
     assert isinstance(result, PsiResult)
@@ -113,12 +125,12 @@ def host_side(ctx: PartyContext, table: IdTable) -> IdTable:
     """Query every guest, intersect all answers, tell each guest the shared positions."""
     job, channel = ctx.job, ctx.channel
     hellos = channel.gather(Kind.PSI_HELLO, job.guests)
+    for guest in job.guests:  # every hello is checked before any guest gets a query
+        check_hello(ctx, guest, hellos[guest])
     pending: dict[str, HostSecret] = {}
     for guest in job.guests:
         hello = hellos[guest]
         assert isinstance(hello, PsiHello)
-        if hello.method != job.data.psi:
-            raise ProtocolError(f"{guest} runs PSI method {hello.method}, the job {job.data.psi}")
         query, secret = host_query(ctx, hello, table)
         pending[guest] = secret
         channel.send(guest, PsiQuery(values=big(query)))
@@ -141,17 +153,31 @@ def host_side(ctx: PartyContext, table: IdTable) -> IdTable:
     return table.take(order)
 
 
+def check_hello(ctx: PartyContext, guest: str, hello: Message) -> None:
+    """Refuse a hello with the wrong method, too many ids, or a key that is no permutation."""
+    job = ctx.job
+    assert isinstance(hello, PsiHello)
+    if hello.method != job.data.psi:
+        raise ProtocolError(f"{guest} runs PSI method {hello.method}, the job {job.data.psi}")
+    cap = job.party(guest).max_ids
+    if hello.count > cap:
+        raise ProtocolError(f"{guest} announces {hello.count} ids, more than its max_ids of {cap}")
+    if hello.method == "rsa":
+        try:
+            rsa.check_public(rsa.RsaPublic(hello.modulus, hello.exponent), job.data.psi_key_bits)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{guest}: {exc}") from exc
+
+
 def host_query(ctx: PartyContext, hello: PsiHello, table: IdTable) -> tuple[list[int], HostSecret]:
     """Blinded hashes under the guest's RSA key, or ``[a]H(x)`` with a fresh ``a``."""
     if hello.method == "rsa":
-        if hello.modulus.bit_length() < rsa.MIN_BITS:
-            raise ProtocolError(f"a guest's PSI RSA key has {hello.modulus.bit_length()} bits")
-        public = rsa.RsaPublic(hello.modulus, hello.exponent)
+        public = rsa.RsaPublic(hello.modulus, hello.exponent)  # checked by check_hello
         hashes = rsa.full_domain_hash(table.ids, public.n, context(ctx))
         blinded, factors = rsa.blind(hashes, public)
         return blinded, (public, factors)
     secret = ecdh.new_secret()
-    return ecdh.multiply(secret, ecdh.hash_to_u(table.ids, context(ctx))), secret
+    return ecdh.multiply(secret, ecdh.hash_to_group(table.ids, context(ctx))), secret
 
 
 def match(hello: PsiHello, secret: HostSecret, answer: PsiAnswer, rows: int) -> dict[int, int]:
@@ -163,6 +189,8 @@ def match(hello: PsiHello, secret: HostSecret, answer: PsiAnswer, rows: int) -> 
         ours = rsa.tags(rsa.unblind(answer.values.values, factors, public), public.n)
         theirs = answer.tags.values
     else:
+        if not all(ecdh.is_element(v) for v in answer.values.values):
+            raise ProtocolError("a guest's ECDH PSI answer holds a value outside the group")
         ours = list(answer.values.values)
         theirs = tuple(ecdh.multiply(secret, answer.tags.values))
     position = {tag: i for i, tag in enumerate(theirs)}

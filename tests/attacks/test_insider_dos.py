@@ -193,8 +193,8 @@ def test_a_real_server_shrugs_off_a_zero_denominator(tmp_path: Path) -> None:
         daemon=True,
     )
     thread.start()
-    host = Channel(transports["host"], session=job.session, timeout=10)
-    guest = Channel(transports["guest-1"], session=job.session, timeout=10)
+    host = Channel(transports["host"], session=job.session, timeout=10, fresh_rule=False)
+    guest = Channel(transports["guest-1"], session=job.session, timeout=10, fresh_rule=False)
     host.send("server", Hello("host", job.fingerprint(), 569, 11))
     guest.send("server", Hello("guest", job.fingerprint(), 569, 20))
     host.expect({Kind.CHECKPOINTS}, {"server"})

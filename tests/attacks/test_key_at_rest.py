@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers import memory_job, read_model
 from processes import spawn
@@ -79,9 +80,17 @@ def run_all(
     results: dict[str, Any] = {}
 
     def party(name: str) -> None:
+        # The flips seeded (not private) so a resumed run can be compared with the
+        # uninterrupted one; a resumed Host reloads its flipped labels anyway.
+        label_rng = np.random.default_rng(7) if name == job.host else None
         try:
             results[name] = run_party(
-                job, name, out / name, transport=transports[name], resume=resume
+                job,
+                name,
+                out / name,
+                transport=transports[name],
+                resume=resume,
+                label_rng=label_rng,
             )
         except BaseException as exc:
             results[name] = exc

@@ -99,7 +99,7 @@ def session(tmp_path: Path, job: JobConfig, guest_features: int = GUEST_FEATURES
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     host, guest = (
-        Channel(transports[n], session=job.session, timeout=10)
+        Channel(transports[n], session=job.session, timeout=10, fresh_rule=False)
         for n in job.parties
         if n != "server"
     )
@@ -189,7 +189,8 @@ def test_guest_claiming_10000_features_gets_no_key(tmp_path: Path) -> None:
     )
     thread.start()
     host, guest = (
-        Channel(transports[n], session=job.session, timeout=10) for n in ("host", "guest-1")
+        Channel(transports[n], session=job.session, timeout=10, fresh_rule=False)
+        for n in ("host", "guest-1")
     )
 
     host.send("server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES))
@@ -274,8 +275,9 @@ def test_host_gets_one_loss_per_batch_of_the_batch_in_progress(tmp_path: Path) -
 def test_gradient_lengths_come_from_the_job_not_the_hello(tmp_path: Path) -> None:
     # A guest whose Hello matches a job that declares 10,000 features for it does get
     # that many — the count is in the job every party agreed to, so nobody is fooled.
+    # (More features than rows: only a job that allows small batches runs at all.)
     spec = replace(memory_job().party("guest-1"), columns=(), feature_count=10_000)
-    base = memory_job(epochs=5)
+    base = memory_job(epochs=5, allow_small_batches=True)
     job = replace(base, parties={**base.parties, "guest-1": spec})
     played = session(tmp_path, job, guest_features=10_000)
 

@@ -21,14 +21,16 @@ def cli(*args: str) -> list[str]:
 
 
 def make_kit(folder: Path, *extra: str) -> Path:
-    """A demo kit with 512-bit keys, 3 epochs, mini-batches and a flipback after epoch 2.
+    """A demo kit with two guests, 512-bit keys, 3 epochs, mini-batches and a flipback.
 
     Three batches of 150 rows per epoch (426 training rows, more than any party's
     features) and ``flipback_every = 2`` make the host send every kind of packed
     decryption request: per-batch gradients, test scores and flipback's training scores.
+    Two guests: the guest script checks the cross term against ``others``.
     """
+    options = ["--epochs", "3", "--timeout", "10", "--guests", "2", *extra]
     made = subprocess.run(
-        cli("init", "vfl", "--out", str(folder), *WEAK, "--epochs", "3", "--timeout", "10", *extra),
+        cli("init", "vfl", "--out", str(folder), *WEAK, *options),
         capture_output=True,
         text=True,
         timeout=60,
@@ -79,39 +81,36 @@ def test_our_party_conforms_with_djn(djn_kit: Path, tmp_path: Path, role: str, p
     conforms(djn_kit, tmp_path, role, party, "finish")
 
 
-def conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> None:
-    """Run the party under test and the scripted peer; both must end as ``ending`` says."""
-    out = tmp_path / party
-    log = (tmp_path / "party.log").open("wb")
-    under_test = subprocess.Popen(
-        cli("vfl", role, "--job", str(kit), "--party", party, "--out", str(out), "--workers", "1"),
-        stdout=log,
-        stderr=log,
-    )
+def check(
+    kit: Path, out: Path, role: str, party: str, ending: str, party_cmd: list[str]
+) -> subprocess.CompletedProcess[str]:
+    """``privfl conformance`` starting the party under test itself (after ``--``)."""
     args = ["--role", role, "--job", str(kit), "--party", party, "--ending", ending]
-    try:
-        checker = subprocess.run(
-            cli("conformance", *args),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        code = under_test.wait(timeout=30)
-    finally:
-        if under_test.poll() is None:
-            under_test.kill()
-            under_test.wait()
-        log.close()
-    party_log = (tmp_path / "party.log").read_text()
+    command = [*party_cmd, role, "--job", str(kit), "--party", party, "--out", str(out)]
+    return subprocess.run(
+        cli("conformance", *args, "--", *command, "--workers", "1"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
-    assert checker.returncode == 0, checker.stdout + checker.stderr + party_log
+
+def conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> None:
+    """Run the scripted peer against our party; both must end as ``ending`` says."""
+    out = tmp_path / party
+    checker = check(kit, out, role, party, ending, cli("vfl"))
+    output = checker.stdout + checker.stderr
+
+    assert checker.returncode == 0, output
     assert "FAIL" not in checker.stdout and "checks passed" in checker.stdout
     assert "refused a message" in (out / "party.log").read_text()  # the invalid ones, logged
     if ending == "finish":
-        assert code == 0, party_log
+        assert f"PASS  {party} exits 0 after finish" in checker.stdout
+        assert f"PASS  {party} sends no Abort after finish" in checker.stdout
         assert role == "server" or (out / "model.json").exists()
     else:
-        assert code != 0 and "privfl: error:" in party_log and "Traceback" not in party_log
+        assert f"PASS  {party} exits non-zero after the violation" in checker.stdout
+        assert "privfl: error:" in output and "Traceback" not in output
 
 
 def test_conformance_refuses_a_role_mismatch(kit: Path) -> None:

@@ -1,6 +1,7 @@
 """Golden vectors: one fixed example of every message kind, and of the link layer.
 
-``python tests/conformance/vectors.py`` rewrites ``golden.json`` from these
+``python tests/conformance/vectors.py`` rewrites ``golden.json`` (shipped in the package,
+``privfl/conformance/vectors/``) from these
 examples; do that only for a deliberate wire-format change (and bump VERSION).
 The test (test_golden.py) checks, byte for byte, that encoding these examples
 gives the checked-in frames and that decoding the frames gives them back.
@@ -56,7 +57,7 @@ from privfl.protocol.messages import (
 )
 from privfl.protocol.reliable import ACK, DATA, link_header, pack_frames
 
-GOLDEN = Path(__file__).with_name("golden.json")
+GOLDEN = Path(__file__).parents[2] / "privfl" / "conformance" / "vectors" / "golden.json"
 SESSION = "golden-session"
 # Any odd 256-bit number will do (no one factors it here); > 2**64, so it takes the
 # big-integer extension on the wire.
@@ -75,6 +76,7 @@ TOKEN = bytes(range(32))
 REPORT_KEY = bytes(range(32, 64))
 SEALED = bytes((7 * i) % 256 for i in range(108))
 SEALED_2 = bytes((11 * i + 5) % 256 for i in range(108))
+ROWS_DIGEST = "3f" * 32  # any 64 lowercase hex digits
 
 
 def _messages() -> list[tuple[str, str, str, int, Message]]:
@@ -151,6 +153,8 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         # performance (issue 4): a DJN key; appended so that every earlier example keeps
         # its message id and bytes (a standard key leaves h_s = 0 out: "public_key" above)
         ("public_key_djn", "server", "host", 0, PublicKey(n=N, bits=256, h_s=H_S)),
+        # conformance (issue 13): a Hello with its row commitment (rows_digest, §2.3)
+        ("hello_rows", "guest-1", "host", 0, Hello("guest", "5e55", 569, 15, ROWS_DIGEST)),
     ]
 
 

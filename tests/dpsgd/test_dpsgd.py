@@ -21,6 +21,7 @@ from privfl.dpsgd import (
 )
 from privfl.dpsgd.core import per_sample_norms, relevance_budgets
 from privfl.mechanisms import rdp_gaussian_epsilon
+from privfl.mechanisms.noise import private_source
 
 # Reference ε from Opacus 1.6.0's RDP accountant: the wheel was fetched with
 # `pip download opacus --no-deps`, opacus/accountants/analysis/rdp.py loaded on its own,
@@ -84,8 +85,8 @@ def test_clipping_bounds_each_sample_and_keeps_small_ones() -> None:
 
 def test_dpsgd_noise_has_the_calibrated_scale() -> None:
     grads = {"w": torch.zeros(4, 20_000)}
-    gen = torch.Generator().manual_seed(3)
-    out = dpsgd_gradient(grads, clip=2.0, noise_multiplier=1.5, expected_batch=4.0, gen=gen)
+    rng = private_source().rng
+    out = dpsgd_gradient(grads, clip=2.0, noise_multiplier=1.5, expected_batch=4.0, rng=rng)
     assert float(out["w"].std()) == pytest.approx(1.5 * 2.0 / 4.0, rel=0.03)
 
 
@@ -109,15 +110,15 @@ def test_fsdp_gradient_is_finite_noisy_and_shaped_like_the_model() -> None:
     model = _model()
     x = torch.randn(16, 5, generator=torch.Generator().manual_seed(5))
     grads = per_sample_grads(model, x, torch.randint(0, 3, (16,)))
-    clean = fsdp_gradient(model, grads, 0.0, 16.0, torch.Generator().manual_seed(0), rank=2)
-    noisy = fsdp_gradient(model, grads, 2.0, 16.0, torch.Generator().manual_seed(0), rank=2)
+    clean = fsdp_gradient(model, grads, 0.0, 16.0, private_source().rng, rank=2)
+    noisy = fsdp_gradient(model, grads, 2.0, 16.0, private_source().rng, rank=2)
     for name, p in model.named_parameters():
         assert clean[name].shape == p.shape and torch.isfinite(noisy[name]).all()
         assert not torch.allclose(clean[name], noisy[name])
     mean = {k: g.mean(0) for k, g in grads.items()}
     # without noise and outliers, FSDP's rebuilt gradient is the clipped mean gradient
     plain = fsdp_gradient(
-        model, grads, 0.0, 16.0, torch.Generator(), rank=5, adaptive_clip=False, clip=1e6
+        model, grads, 0.0, 16.0, private_source().rng, rank=5, adaptive_clip=False, clip=1e6
     )
     for name in mean:
         torch.testing.assert_close(plain[name], mean[name], rtol=1e-3, atol=1e-5)

@@ -42,6 +42,9 @@ def test_quick_experiment_writes_csv_png_and_report(name: str, tmp_path: Path) -
         assert section in report
     assert quoted in report
     assert "--quick" in report
+    if name.startswith("vfl"):  # seeded label flips, for reproducibility: said so
+        assert "Seeded noise — not private" in report
+        assert all("not private" in r["label_noise"] for r in rows)
     for p in pngs:
         assert f"({p.name})" in report
 

@@ -272,7 +272,7 @@ def test_clients_exit_with_a_clear_error_when_the_aggregator_dies(tmp_path: Path
         "--rounds",
         "50",
         "--timeout",
-        "3",
+        "600",
         "--round-timeout",
         "3",
     )
@@ -303,7 +303,7 @@ def test_clients_exit_with_a_clear_error_when_the_aggregator_dies(tmp_path: Path
     agg.send_signal(signal.SIGKILL)
     killed = time.monotonic()
     assert client.wait(timeout=60) == 1
-    assert time.monotonic() - killed < 30  # timeout + round timeout + start-up slack
+    assert time.monotonic() - killed < 15  # the lost connection, not the 600 s timeout
     output = (tmp_path / "c1.log").read_text().strip().splitlines()
     # Waiting for the next round ("no round_start … from aggregator") or sending to it.
     assert output[-1].startswith("privfl: error: ")

@@ -16,31 +16,50 @@ from privfl.hfl.data import load_dataset, read_idx, split_clients
 from privfl.hfl.ledger import PrivacyLedger
 from privfl.hfl.models import build_model
 from privfl.hfl.simulate import run_experiment
-from privfl.mechanisms import rdp_gaussian_epsilon, subsampling_amplification
+from privfl.mechanisms import subsampling_amplification
+from privfl.mechanisms.accountants import zcdp_epsilon
 
 
 def test_pnpm_ledger_states_per_weight_and_per_report_epsilon() -> None:
     ledger = PrivacyLedger(HflConfig(mechanism="pnpm", epsilon=0.5, fraction=0.5), dims=100, k=10)
-    ledger.record([0, 1], 2)
+    ledger.record([0, 1], [0, 1], 2)
     snap = ledger.snapshot()
     assert snap["epsilon_per_weight"] == 0.5
     assert snap["epsilon_per_client_round"] == 50.0  # d·ε, basic composition over weights
-    assert snap["epsilon_total"] == pytest.approx(subsampling_amplification(50.0, 0.5))
-    assert snap["epsilon_total_unamplified"] == 50.0
+    # the K-of-N sample is public: no amplification, one release costs its full ε
+    assert snap["epsilon_total"] == 50.0 and snap["amplification_rate"] == 1.0
+    assert set(snap["epsilon_assumptions"]) >= {"epsilon_per_weight", "epsilon_total"}
+    assert "no amplification" in snap["epsilon_assumptions"]["epsilon_total"]
 
 
-def test_topk_ledger_splits_epsilon_over_k_and_composes_over_rounds() -> None:
+def test_amplification_needs_the_clients_own_coin_and_a_shuffler() -> None:
+    base = dict(mechanism="laplace-topk", epsilon=2.0, participation=0.5)
+    hidden = PrivacyLedger(HflConfig(**base, shuffler=True), dims=100, k=10)
+    seen = PrivacyLedger(HflConfig(**base), dims=100, k=10)
+    seeded = PrivacyLedger(HflConfig(**base, shuffler=True, seeded_noise=True), dims=100, k=10)
+    for ledger in (hidden, seen, seeded):
+        ledger.record([0, 1], None if ledger.config.shuffler else [0], 2)
+    assert hidden.total_epsilon() == pytest.approx(subsampling_amplification(2.0, 0.5))
+    assert seen.total_epsilon() == 2.0  # client 0 released once, the aggregator saw it
+    assert seeded.total_epsilon() == 2.0  # a job-derived coin is no secret
+    assert "seeded noise" in seeded.snapshot()["noise"]
+
+
+def test_topk_ledger_splits_epsilon_over_k_and_composes_over_releases() -> None:
     ledger = PrivacyLedger(HflConfig(mechanism="laplace-topk", epsilon=2.0), dims=100, k=10)
     for _ in range(3):
-        ledger.record([0], 1)
+        ledger.record([0, 1], [0], 1)
     assert ledger.epsilon_per_weight == pytest.approx(0.2)
-    assert ledger.total_epsilon(3) == pytest.approx(6.0)  # q = 1: basic beats advanced here
+    assert ledger.total_epsilon() == pytest.approx(6.0)  # basic beats advanced here
+    assert ledger.snapshot()["max_participations"] == 3
 
 
-def test_gaussian_ledger_uses_rdp() -> None:
+def test_gaussian_ledger_composes_zcdp() -> None:
     config = HflConfig(mechanism="gaussian", epsilon=1.0, fraction=0.2)
-    ledger = PrivacyLedger(config, dims=10, k=1, noise_multiplier=1.5)
-    assert ledger.total_epsilon(40) == pytest.approx(rdp_gaussian_epsilon(0.2, 1.5, 40, 1e-5))
+    ledger = PrivacyLedger(config, dims=10, k=1, rho=0.05)
+    for _ in range(40):
+        ledger.record([3], [3], 1)
+    assert ledger.total_epsilon() == pytest.approx(zcdp_epsilon(40 * 0.05, 1e-5))
 
 
 def test_budget_stops_training_before_it_is_exceeded() -> None:
@@ -48,7 +67,7 @@ def test_budget_stops_training_before_it_is_exceeded() -> None:
         mechanism="laplace-topk", epsilon=2.0, epsilon_budget=5.0, rounds=5, clients=4
     )
     summary = run_experiment(config)
-    assert summary["rounds"] == 2  # a third round would make it 6 > 5
+    assert summary["rounds"] == 2  # a third report would make it 6 > 5
     assert summary["epsilon_total"] == pytest.approx(4.0)
     assert summary["stop_reason"].startswith("privacy budget")
 

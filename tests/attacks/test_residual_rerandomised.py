@@ -1,0 +1,178 @@
+"""Attack (issue 11, finding 1): an honest-but-curious guest reads the residual's offset.
+
+The Host forms ``[[4d]] = [[Σ_g z_g]] · (1 + n·offset)``. A guest that follows the
+protocol keeps its own Forward ciphertexts ``F_g`` and receives ``[[4d]]`` and, with
+several guests, ``others = [[Σ_{h≠g} z_h]]``. It computes ``q = [[4d]] / (F_g · others)``
+row by row: without fresh randomness from the Host, ``q = 1 + n·offset`` — a trivial
+encryption, ``(q − 1) % n == 0`` — and ``offset = z_H − 4ỹ + 2`` is read in the clear
+(at epoch 0, with the Host's weights at zero, the labels themselves).
+
+The observer below is that guest: it records every Forward it sent and every Residual
+it received (from the in-memory hub, or as a party's channel observer over real
+CURVE sockets) and divides. It must read 0 rows; with the Host's re-randomisation
+switched off (the leaky construction, minted by hand) it reads every label.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import decoded_traffic, failures, memory_job, party_data, run_in_threads
+from processes import spawn
+from test_cli import WEAK, privfl
+
+from privfl.config import JobConfig, load_job
+from privfl.crypto import fresh
+from privfl.crypto.encoding import VALUE_BITS, decode
+from privfl.parties.runner import run_party
+from privfl.protocol import codec
+from privfl.protocol.memory import InMemoryHub
+from privfl.protocol.messages import Forward, Message, PublicKey, Residual
+
+
+@dataclass
+class CuriousGuest:
+    """What one guest legitimately holds: the key, its Forwards, the Residuals it got."""
+
+    name: str
+    n: int = 0
+    forwards: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)
+    residuals: list[Residual] = field(default_factory=list)
+
+    def record(self, sender: str, receiver: str, body: Message) -> None:
+        if sender == self.name and isinstance(body, Forward):
+            self.forwards[(body.epoch, body.batch)] = body.scores.values
+        elif receiver == self.name and isinstance(body, PublicKey):
+            self.n = body.n
+        elif receiver == self.name and isinstance(body, Residual):
+            self.residuals.append(body)
+
+    def read(self) -> tuple[int, list[tuple[int, int, np.ndarray]]]:
+        """Divide every residual by our Forward (and ``others``): rows checked, rows read.
+
+        Returns the count of rows tried and, per (epoch, batch), the offsets read.
+        """
+        n, n2 = self.n, self.n * self.n
+        tried, read = 0, []
+        for res in self.residuals:
+            own = self.forwards[(res.epoch, res.batch)]
+            others = res.others.values if res.others is not None else (1,) * len(own)
+            plain = []
+            for r, f, o in zip(res.residual.values, own, others, strict=True):
+                q = r * pow(f * o % n2, -1, n2) % n2
+                if (q - 1) % n == 0:
+                    plain.append((q - 1) // n)
+            tried += len(own)
+            if plain:
+                read.append((res.epoch, res.batch, decode(plain, VALUE_BITS, n)))
+        return tried, read
+
+
+def observe(job: JobConfig, hub: InMemoryHub) -> dict[str, CuriousGuest]:
+    """Every guest as an honest-but-curious observer of the recorded traffic."""
+    guests = {g: CuriousGuest(g) for g in job.guests}
+    for sender, receiver, _, body in decoded_traffic(hub):
+        for guest in guests.values():
+            guest.record(sender, receiver, body)
+    return guests
+
+
+def run(job: JobConfig, out: Path) -> dict[str, CuriousGuest]:
+    hub = InMemoryHub()
+    results = run_in_threads(job, hub, out)
+    assert not failures(results), failures(results)
+    return observe(job, hub)
+
+
+def leaky_rerandomize(key: Any, c: Iterable[int], noise: Any = None) -> fresh.Fresh:
+    """The construction issue 11 found: the vector sent as it is, no fresh randomness."""
+    return fresh._mint(list(c))
+
+
+CASES = [(1, "standard", 0), (2, "standard", 0), (1, "djn", 0), (2, "djn", 0), (2, "standard", 150)]
+
+
+@pytest.mark.parametrize(("guests", "obfuscation", "batch_size"), CASES)
+def test_no_residual_row_is_readable(
+    tmp_path: Path, guests: int, obfuscation: str, batch_size: int
+) -> None:
+    # Prepare: no label noise, so a leak would show the true labels.
+    job = replace(memory_job(guests, epochs=2, batch_size=batch_size), obfuscation=obfuscation)
+
+    # Act
+    observers = run(job, tmp_path)
+
+    # Assert: every guest tried every row of every batch and read none.
+    rows = len(party_data(job)[job.host].x_train)
+    for guest in observers.values():
+        tried, read = guest.read()
+        assert tried == job.training.epochs * rows
+        assert read == [], f"{guest.name} read {sum(len(v) for *_, v in read)} rows"
+
+
+def test_same_residual_never_goes_to_two_guests(tmp_path: Path) -> None:
+    job = memory_job(2, epochs=1)
+
+    observers = run(job, tmp_path)
+
+    first, second = (observers[g].residuals[0] for g in job.guests)
+    assert set(first.residual.values).isdisjoint(second.residual.values)
+
+
+@pytest.mark.parametrize("guests", [1, 2])
+def test_the_attack_reads_every_label_without_rerandomisation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, guests: int
+) -> None:
+    # Prepare: the leaky Host of issue 11 (the observer must be able to fail).
+    monkeypatch.setattr(fresh, "rerandomize", leaky_rerandomize)
+    job = memory_job(guests, epochs=1)
+    y = party_data(job)[job.host].y_train
+    assert y is not None
+
+    # Act
+    observers = run(job, tmp_path)
+
+    # Assert: at epoch 0 (θ_H = 0) the offset is 2 − 4y: every label, for every guest.
+    for guest in observers.values():
+        tried, read = guest.read()
+        assert tried == len(y) and len(read) == 1
+        epoch, batch, offset = read[0]
+        assert (epoch, batch) == (0, 0) and len(offset) == len(y)
+        assert np.array_equal(np.rint((2.0 - offset) / 4.0).astype(np.int64), y)
+
+
+@pytest.mark.slow
+def test_no_row_is_readable_over_real_sockets(tmp_path: Path) -> None:
+    """Server and Host as real processes over CURVE; the curious guest is our own guest code,
+    its channel observer recording the frames it sends and receives."""
+    kit = tmp_path / "kit"
+    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "1", "--timeout", "20")
+    assert made.returncode == 0, made.stderr
+    job_path = kit / "job.toml"
+    for role in ("server", "host"):
+        spawn(
+            "vfl", role, "--job", str(job_path), "--party", role, "--out",
+            str(tmp_path / role), "--no-progress", "--workers", "1", log=tmp_path / f"{role}.log",
+        )  # fmt: skip
+    guest = CuriousGuest("guest-1")
+    lock = threading.Lock()
+
+    def frames_seen(direction: str, peer: str, header: Any, frames: list[bytes]) -> None:
+        if direction in ("sent", "received") and header is not None:
+            _, body = codec.decode(frames)
+            sender, receiver = (guest.name, peer) if direction == "sent" else (peer, guest.name)
+            with lock:
+                guest.record(sender, receiver, body)
+
+    job = load_job(job_path)  # the guest runs the kit's own job file, as the others do
+    run_party(job, "guest-1", tmp_path / "guest-1", observer=frames_seen)
+
+    tried, read = guest.read()
+    assert guest.n and tried == len(party_data(job)[job.host].x_train)
+    assert read == []
