@@ -405,15 +405,17 @@ def init_vfl(out: Path, host_name: str, base_port: int | None, **opts: Any) -> N
       privfl vfl host   --job OUT/job.toml --party host   --out run/host
       privfl vfl guest  --job OUT/job.toml --party guest-1 --out run/guest-1
 
-    With --parties, one folder per site instead (OUT/<site>/job.toml, keys/,
-    start.sh): see docs/deploy.md for the walkthrough across machines.
+    With --parties, one folder per site instead (OUT/<site>/job.toml, start.sh):
+    each site then makes its own key pair (`privfl keys gen`) and imports its peers'
+    public keys; --all-keys-here makes every site's keys here instead (risky: see its
+    help). See docs/deploy.md for the walkthrough across machines.
     """
     from privfl.kit import write_kit
     from privfl.site_cli import init_sites, pop_site_options
 
     site = pop_site_options(opts)
     job = build_job(None, host=host_name, base_port=base_port, **opts)
-    if site.parties or site.psi or site.psi_key_bits:
+    if site.parties or site.psi or site.psi_key_bits or site.feature_counts:
         job = init_sites(job, out, site)
         if site.parties:
             return

@@ -17,13 +17,15 @@ from privfl.errors import ConfigError
 ROLES = ("server", "host", "guest")
 PSI_METHODS = ("rsa", "ecdh")
 LOCAL_KEYS = ("data", "id_column", "label_column", "features")  # may differ between sites
-LOCAL_JOB_KEYS = ("liveness_grace_seconds",)  # each site's own patience: not fingerprinted
+# Top-level keys each site sets for itself (its patience, its memory): not fingerprinted.
+LOCAL_JOB_KEYS = ("liveness_grace_seconds", "max_buffered_mib")
 MAX_GRACE_SECONDS = 60.0
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256
 # A site's largest id set in the PSI: also how many guessed ids a deviating peer could test.
 DEFAULT_MAX_IDS = 10_000
 OBFUSCATIONS = ("standard", "djn")
+DEFAULT_BUFFERED_MIB = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +41,16 @@ class PartySpec:
     id_column: str = ""
     label_column: str = ""
     features: tuple[str, ...] = ()
+    # How many feature columns it trains on (every party agrees: in the fingerprint). The
+    # Server sizes its gradient decryptions by it; 0 = len(columns) (the demo's split).
+    feature_count: int = 0
     # The most ids this site brings to the PSI; peers refuse larger sets (docs/security.md).
     max_ids: int = DEFAULT_MAX_IDS
+
+    @property
+    def declared_features(self) -> int:
+        """The agreed feature count (bias not included); 0 when the job does not say."""
+        return self.feature_count or len(self.columns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +102,9 @@ class JobConfig:
     seed: int = 0
     keys_dir: str = "keys"
     obfuscation: str = "standard"  # "djn": short-exponent obfuscation (docs/performance.md)
+    # Per peer, MiB of received messages a party holds before it is ready for them; more
+    # is an error naming the peer. A local limit: not in the fingerprint.
+    max_buffered_mib: int = DEFAULT_BUFFERED_MIB
     training: TrainingConfig = field(default_factory=TrainingConfig)
     label_dp: LabelDPConfig = field(default_factory=LabelDPConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -137,16 +150,19 @@ def canonical_job(job: JobConfig) -> bytes:
     """The job's canonical encoding (docs/protocol.md §2.1): what the fingerprint hashes.
 
     Every key of the job after defaults are filled, without the site-local keys of
-    ``LOCAL_KEYS``, as RFC 8785 JSON (sorted keys, no whitespace, UTF-8, numbers in
-    their shortest ECMAScript form, so ``120`` and ``120.0`` encode alike); ±∞ (only
+    ``LOCAL_JOB_KEYS`` and ``LOCAL_KEYS``, as RFC 8785 JSON (sorted keys, no whitespace,
+    UTF-8, numbers in their shortest ECMAScript form, so ``120`` and ``120.0`` encode
+    alike); ±∞ (only
     ``label_dp.epsilon`` may be ∞) becomes the string ``"inf"`` / ``"-inf"``.
     """
     data = to_dict(job)
     for key in LOCAL_JOB_KEYS:
-        data.pop(key)
+        data.pop(key, None)
     for spec in data["parties"].values():
         for key in LOCAL_KEYS:
             spec.pop(key, None)
+        if spec["role"] != "server":  # the Server trains no weights
+            spec.setdefault("feature_count", 0)
     try:
         return bytes(rfc8785.dumps(_finite(data)))
     except rfc8785.CanonicalizationError as exc:
@@ -186,6 +202,13 @@ def validate(job: JobConfig) -> None:
     for p in job.parties.values():
         if p.role not in ROLES:
             raise ConfigError(f"party {p.name!r} has role {p.role!r}; roles are {', '.join(ROLES)}")
+        if p.feature_count < 0 or (
+            p.feature_count and p.columns and p.feature_count != len(p.columns)
+        ):
+            raise ConfigError(
+                f"party {p.name!r}: feature_count {p.feature_count} disagrees with its "
+                f"{len(p.columns)} demo columns; drop one of them"
+            )
         if p.max_ids < 1:
             raise ConfigError(f"parties.{p.name}.max_ids must be at least 1, got {p.max_ids}")
     if roles.count("server") != 1 or roles.count("host") != 1 or roles.count("guest") < 1:
@@ -202,6 +225,8 @@ def validate(job: JobConfig) -> None:
         raise ConfigError("data.test_size must lie strictly between 0 and 1")
     if job.timeout_seconds <= 0:
         raise ConfigError("timeout_seconds must be positive")
+    if job.max_buffered_mib < 1:
+        raise ConfigError("max_buffered_mib must be at least 1")
     if not 0 < job.liveness_grace_seconds <= MAX_GRACE_SECONDS:
         raise ConfigError(
             f"liveness_grace_seconds must lie in (0, {MAX_GRACE_SECONDS:g}]; 3 suits most sites"
@@ -214,7 +239,13 @@ def validate(job: JobConfig) -> None:
 
 def to_dict(job: JobConfig) -> dict[str, Any]:
     """The job as plain TOML-ready data (without its source path)."""
+    extra = (
+        {}
+        if job.max_buffered_mib == DEFAULT_BUFFERED_MIB
+        else {"max_buffered_mib": job.max_buffered_mib}
+    )
     return {
+        **extra,
         "session": job.session,
         "key_bits": job.key_bits,
         "allow_weak_keys": job.allow_weak_keys,
@@ -243,6 +274,8 @@ def party_dict(spec: PartySpec) -> dict[str, Any]:
         value = getattr(spec, key)
         if value:
             table[key] = list(value) if isinstance(value, tuple) else value
+    if spec.feature_count:
+        table["feature_count"] = spec.feature_count
     return table
 
 
@@ -260,6 +293,7 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
                 id_column=str(spec.get("id_column", "")),
                 label_column=str(spec.get("label_column", "")),
                 features=tuple(str(f) for f in spec.get("features", ())),
+                feature_count=int(spec.get("feature_count", 0)),
                 max_ids=int(spec.get("max_ids", DEFAULT_MAX_IDS)),
             )
             for name, spec in data.pop("parties", {}).items()

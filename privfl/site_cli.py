@@ -28,7 +28,26 @@ SITE_OPTIONS = [
     click.option(
         "--own-keys",
         is_flag=True,
-        help="Write no keys: each site runs `privfl keys gen` and `privfl keys import` itself.",
+        help="With --parties (the default): write no keys; each site runs `privfl keys gen` "
+        "and `privfl keys import` itself, so no secret key is ever made on another machine.",
+    ),
+    click.option(
+        "--all-keys-here",
+        is_flag=True,
+        help="With --parties: make EVERY site's secret key on this machine and put each in its "
+        "site's folder. Risky: this machine then holds all the secret keys, and anyone who "
+        "copies it (or a folder in transit) can impersonate that party — a guest could pose "
+        "as the Server. Only for rehearsals, or if you trust this machine and the channel "
+        "each folder travels over; delete the folders here afterwards.",
+    ),
+    click.option(
+        "--feature-count",
+        "feature_counts",
+        multiple=True,
+        metavar="NAME=N",
+        help="How many feature columns a Host or Guest trains on (its CSV's, without id and "
+        "label). Every site agrees on it; the Server decrypts gradients of that size only. "
+        "Repeat per party. [the demo's columns]",
     ),
     click.option(
         "--psi",
@@ -52,7 +71,8 @@ class SiteOptions:
 
     parties: list[str]
     endpoints: dict[str, str]
-    own_keys: bool
+    all_keys_here: bool
+    feature_counts: dict[str, int]
     psi: str | None
     psi_key_bits: int | None
 
@@ -66,6 +86,15 @@ def pop_site_options(opts: dict[str, Any]) -> SiteOptions:
         if not sep or not url.startswith("tcp://"):
             raise ConfigError(f"--endpoint {item!r}: write NAME=tcp://ADDRESS:PORT")
         endpoints[name.strip()] = url.strip()
+    own, everything = bool(opts.pop("own_keys")), bool(opts.pop("all_keys_here"))
+    if own and everything:
+        raise ConfigError("--own-keys and --all-keys-here contradict each other: choose one")
+    counts = {}
+    for item in opts.pop("feature_counts"):
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit() or int(value) < 1:
+            raise ConfigError(f"--feature-count {item!r}: write NAME=N with N >= 1")
+        counts[name.strip()] = int(value)
     if parties:
         from privfl.site_kit import role_of
 
@@ -74,7 +103,8 @@ def pop_site_options(opts: dict[str, Any]) -> SiteOptions:
     return SiteOptions(
         parties=parties,
         endpoints=endpoints,
-        own_keys=bool(opts.pop("own_keys")),
+        all_keys_here=everything,
+        feature_counts=counts,
         psi=opts.pop("psi"),
         psi_key_bits=opts.pop("psi_key_bits"),
     )
@@ -89,19 +119,33 @@ def init_sites(job: JobConfig, out: Path, site: SiteOptions) -> JobConfig:
         data, psi=site.psi or data.psi, psi_key_bits=site.psi_key_bits or data.psi_key_bits
     )
     job = replace(job, data=data)
+    if site.parties:
+        job = replace(job, parties=site_parties(site.parties, site.endpoints, job))
+    job = with_feature_counts(job, site.feature_counts)
     if not site.parties:
         validate(job)
         return job
-    job = replace(job, parties=site_parties(site.parties, site.endpoints, job))
-    folders = write_site_kits(job, out, own_keys=site.own_keys)
+    folders = write_site_kits(job, out, all_keys_here=site.all_keys_here)
     click.echo(f"wrote one folder per site in {out} (session {job.session}):")
     for folder, spec in zip(folders, job.parties.values(), strict=True):
         click.echo(f"  {folder}  {spec.role:<6} listens on {spec.endpoint}")
-    if site.own_keys:
-        click.echo("no keys written: at each site run `privfl keys gen` and `privfl keys import`")
+    if site.all_keys_here:
+        click.echo("every site's secret key was made HERE: give each site ONLY its own folder,")
+        click.echo("delete them here afterwards, and compare FINGERPRINTS.txt by phone")
     else:
-        click.echo("give each site ONLY its own folder; compare FINGERPRINTS.txt by phone")
+        click.echo("no keys written: at each site run `privfl keys gen` and `privfl keys import`")
     return job
+
+
+def with_feature_counts(job: JobConfig, counts: dict[str, int]) -> JobConfig:
+    """Declare parties' feature counts (their demo columns, if any, are dropped)."""
+    parties = dict(job.parties)
+    for name, count in counts.items():
+        spec = job.party(name)
+        if spec.role == "server":
+            raise ConfigError("--feature-count: the server holds no features")
+        parties[name] = replace(spec, columns=(), feature_count=count)
+    return replace(job, parties=parties)
 
 
 @click.command("import")

@@ -3,13 +3,19 @@
 ``privfl init vfl --parties server,host,guest-a --out DIR`` writes::
 
     DIR/<site>/job.toml          the shared job (same fingerprint at every site)
-    DIR/<site>/keys/<site>.key_secret   this site's CURVE secret key (0600; never leaves)
-    DIR/<site>/keys/<peer>.key   every party's public key (its own included)
     DIR/<site>/start.sh          runs this site's party; extra flags are passed on
+    DIR/<site>/keys/             empty: the site makes its key pair and imports its peers'
+
+and with ``--all-keys-here`` also::
+
+    DIR/<site>/keys/<site>.key_secret   this site's CURVE secret key (0600)
+    DIR/<site>/keys/<peer>.key   every party's public key (its own included)
     DIR/<site>/FINGERPRINTS.txt  each public key's fingerprint, to compare by phone
 
-With ``own_keys`` the key files are left out: each site runs ``privfl keys gen`` and
-``privfl keys import`` itself, so no secret key is ever made on another machine.
+By default the key files are left out: each site runs ``privfl keys gen`` and
+``privfl keys import`` itself, so no secret key is ever made on another machine. With
+``all_keys_here`` every key pair is made here and each site's secret key goes into
+its folder (simpler, but this machine then held every party's secret key).
 """
 
 from __future__ import annotations
@@ -73,10 +79,10 @@ def site_parties(
     return specs
 
 
-def write_site_kits(job: JobConfig, out: Path, *, own_keys: bool = False) -> list[Path]:
+def write_site_kits(job: JobConfig, out: Path, *, all_keys_here: bool = False) -> list[Path]:
     """One folder per party; returns the folders."""
     central = out / ".keys-being-made"
-    if not own_keys:
+    if all_keys_here:
         for name in job.parties:
             generate_keypair(central, name, overwrite=True)
     folders = []
@@ -89,7 +95,7 @@ def write_site_kits(job: JobConfig, out: Path, *, own_keys: bool = False) -> lis
             start = folder / "start.sh"
             start.write_text(START.format(name=name, role=spec.role, session=job.session))
             start.chmod(start.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-            if not own_keys:
+            if all_keys_here:
                 for peer in job.parties:
                     shutil.copy2(central / f"{peer}{PUBLIC_SUFFIX}", keys)
                 shutil.copy2(central / f"{name}{SECRET_SUFFIX}", keys)

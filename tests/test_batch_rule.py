@@ -6,6 +6,7 @@ batch of an epoch (a too-small remainder is folded into the batch before it).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +15,11 @@ from helpers import failures, memory_job, run_in_threads
 
 from privfl.config import with_overrides
 from privfl.errors import ConfigError
-from privfl.parties.batches import check_batch, least_batch
+from privfl.parties.batches import check_batch, job_least_batch, least_batch
+from privfl.parties.server_rules import training_allowance
 from privfl.parties.taylor import batch_plan, batch_sizes
 from privfl.protocol.memory import InMemoryHub
+from privfl.protocol.messages import Hello
 
 
 @pytest.mark.parametrize("size", [1, 19, 20])
@@ -75,3 +78,26 @@ def test_the_refusal_stops_every_party_before_training(tmp_path: Path) -> None:
     assert set(failed) == set(job.parties)
     assert "batch size 10" in str(failed["host"]) and "guest-" in str(failed["host"])
     assert not (tmp_path / "host" / "summary.json").exists()
+
+
+def test_the_server_derives_the_hosts_folded_batch_plan_from_the_job() -> None:
+    # Prepare: 426 training rows in batches of 136 leave 18 < 21 (guest-1 has 20 features)
+    job = memory_job(1, batch_size=136)
+    features = {n: job.party(n).declared_features + (n == job.host) for n in job.parties}
+    hellos = {
+        n: Hello(job.party(n).role, job.fingerprint(), 569, features[n])
+        for n in (job.host, *job.guests)
+    }
+    host_least = job_least_batch(job, 426)
+    host_plan = batch_plan(426, 136, np.random.default_rng(0), host_least)
+
+    # Act
+    allowance = training_allowance(job, hellos, n=(1 << 511) + 1)
+
+    # Assert: the same sizes as the Host's plan, the short remainder folded, not sent
+    assert host_least == 21
+    assert allowance.batch_sizes == tuple(len(idx) for idx in host_plan) == (136, 136, 154)
+    unfolded = training_allowance(
+        replace(job, training=replace(job.training, allow_small_batches=True)), hellos, 1 << 511
+    )
+    assert unfolded.batch_sizes == (136, 136, 136, 18)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -10,11 +11,13 @@ from typing import Any
 import pytest
 
 from privfl.config import (
+    LOCAL_JOB_KEYS,
     DataConfig,
     JobConfig,
     LabelDPConfig,
     PartySpec,
     TrainingConfig,
+    canonical_job,
     from_dict,
     load_job,
     save_job,
@@ -324,3 +327,19 @@ def test_the_liveness_grace_is_each_sites_own_and_bounded(tmp_path: Path) -> Non
     for bad in (0.0, -1.0, 61.0):
         with pytest.raises(ConfigError, match="liveness_grace_seconds"):
             replace(job, liveness_grace_seconds=bad)
+
+
+def test_every_site_local_top_level_key_is_left_out_of_the_fingerprint() -> None:
+    # Prepare: each site's own patience and memory, and a shared setting for contrast
+    job = _job()
+    local = replace(job, liveness_grace_seconds=7.0, max_buffered_mib=64)
+    shared = replace(job, timeout_seconds=99.0)
+
+    # Act
+    canonical = json.loads(canonical_job(local))
+
+    # Assert
+    assert local.fingerprint() == job.fingerprint()
+    assert shared.fingerprint() != job.fingerprint()
+    assert not set(LOCAL_JOB_KEYS) & set(canonical)
+    assert set(LOCAL_JOB_KEYS) <= set(to_dict(local))  # kept in the site's own file

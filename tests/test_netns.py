@@ -96,6 +96,7 @@ def test_parties_in_separate_network_namespaces_train(
             "vfl",
             "--parties",
             ",".join(NAMES),
+            "--all-keys-here",
             "--out",
             str(out),
             "--key-bits",

@@ -23,12 +23,47 @@ def privfl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_by_default_no_secret_key_is_made_for_another_site(tmp_path: Path) -> None:
+    out = tmp_path / "sites"
+
+    made = privfl("init", "vfl", "--parties", "server,host,guest-a", "--out", str(out), *WEAK)
+
+    assert made.returncode == 0, made.stderr
+    assert not [p for p in out.rglob("*") if p.is_file() and "key" in p.name]
+    assert "privfl keys gen" in made.stdout
+    assert (out / "guest-a" / "start.sh").exists()
+
+
+def test_all_keys_here_is_explicit_and_its_help_names_the_risk() -> None:
+    shown = privfl("init", "vfl", "--help")
+    both = privfl("init", "vfl", "--parties", "server,host,guest-a", "--own-keys",
+                  "--all-keys-here", "--out", "x", *WEAK)  # fmt: skip
+
+    help_text = " ".join(shown.stdout.split())
+    assert "--all-keys-here" in help_text and "impersonate" in help_text
+    assert both.returncode != 0 and "contradict" in both.stderr
+
+
+def test_feature_counts_go_into_every_sites_job(tmp_path: Path) -> None:
+    out = tmp_path / "sites"
+
+    made = privfl("init", "vfl", "--parties", "server,host,guest-a", "--out", str(out),
+                  "--feature-count", "guest-a=7", "--feature-count", "host=3", *WEAK)  # fmt: skip
+
+    assert made.returncode == 0, made.stderr
+    job = load_job(out / "server" / "job.toml")
+    assert job.party("guest-a").declared_features == 7
+    assert job.party("host").declared_features == 3
+    assert job.fingerprint() == load_job(out / "guest-a" / "job.toml").fingerprint()
+
+
 def test_each_site_gets_its_job_its_secret_and_only_public_peer_keys(tmp_path: Path) -> None:
     out = tmp_path / "sites"
 
     made = privfl(
-        "init", "vfl", "--parties", "server,host,guest-a,guest-b", "--out", str(out), *WEAK
-    )
+        "init", "vfl", "--parties", "server,host,guest-a,guest-b", "--all-keys-here",
+        "--out", str(out), *WEAK,
+    )  # fmt: skip
 
     assert made.returncode == 0, made.stderr
     names = ["server", "host", "guest-a", "guest-b"]
@@ -50,7 +85,7 @@ def test_sites_with_their_own_keys_import_public_keys_and_train(tmp_path: Path) 
     out = tmp_path / "sites"
     names = ["server", "host", "guest-a"]
     made = privfl(
-        "init", "vfl", "--parties", ",".join(names), "--own-keys", "--out", str(out),
+        "init", "vfl", "--parties", ",".join(names), "--out", str(out),
         *WEAK, "--epochs", "2", "--label-epsilon", "inf",
     )  # fmt: skip
     assert made.returncode == 0, made.stderr

@@ -136,7 +136,15 @@ def run_parties(
     )
     extra: dict[str, list[str]] = {}
     if workload.tables is not None:
-        specs = {name: replace(spec, columns=()) for name, spec in job.parties.items()}
+        tables = workload.tables
+        specs = {
+            name: replace(
+                spec,
+                columns=(),
+                feature_count=tables[name].x.shape[1] if name in tables else 0,
+            )
+            for name, spec in job.parties.items()
+        }
         job = replace(job, parties=specs)
         for name, table in workload.tables.items():
             path = write_csv(table, out / "data" / f"{name}.csv")

@@ -24,7 +24,7 @@ from privfl.config import JobConfig, load_job
 from privfl.conformance.guest import guest_script
 from privfl.conformance.host import host_script
 from privfl.conformance.peer import Report
-from privfl.conformance.roles import server_script
+from privfl.conformance.server import server_script
 from privfl.errors import ConfigError
 
 Script = Callable[[JobConfig, str, str, Report, "subprocess.Popen[bytes] | None"], None]

@@ -48,3 +48,13 @@ def check_batch(size: int, least: int) -> None:
             "could solve for the residuals and so the labels; raise training.batch_size or "
             "set training.allow_small_batches = true"
         )
+
+
+def job_least_batch(job: JobConfig, rows: int) -> int:
+    """:func:`least_batch` from the guests' feature counts the job declares.
+
+    The one rule the Host (to cut its batches) and the Server (to know each batch's
+    rows before any arrives) both apply, so their batch plans agree, folding included.
+    The Server refuses a Hello whose feature count differs from the job's.
+    """
+    return least_batch(job, rows, {name: job.party(name).declared_features for name in job.guests})

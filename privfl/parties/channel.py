@@ -3,10 +3,12 @@
 The transport moves frames; the channel turns them into checked messages. Every
 received message is validated (session, receiver, sender, duplicate id) before its
 body is decoded; a bad one is logged and dropped, never raised. A valid message
-that the party is not ready for yet (a peer raced ahead) is kept until asked for.
-While it waits, the channel keeps reading (an Abort ends the wait at once) and asks
-the transport, if it can tell, whether a peer's connection is lost (the wait then
-ends within the liveness grace, naming the peer, whatever the timeout).
+that the party is not ready for yet (a peer raced ahead) is kept until asked for —
+at most ``max_pending_bytes`` of them per peer, so an allow-listed peer cannot fill
+our memory with messages we never asked for. While it waits, the channel keeps
+reading (an Abort ends the wait at once) and asks the transport, if it can tell,
+whether a peer's connection is lost (the wait then ends within the liveness grace,
+naming the peer, whatever the timeout).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from privfl.crypto import fresh
 from privfl.errors import PeerAborted, PeerUnavailable, PrivflError, ProtocolError
@@ -25,6 +27,7 @@ from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind, Mes
 from privfl.protocol.transport import Transport
 
 MAX_PENDING = 10_000
+MAX_PENDING_BYTES = 256 * 1024 * 1024  # per peer: a few of the largest legal messages
 WAIT_NOTE_SECONDS = 10.0  # how often a long wait is logged, naming whom we wait for
 LIVENESS_POLL_SECONDS = 0.5  # how often a wait asks the transport whether a peer is lost
 log = logging.getLogger("privfl.channel")
@@ -37,6 +40,12 @@ class Envelope:
     sender: str
     header: Header
     body: Message
+    frames: tuple[bytes, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def size(self) -> int:
+        """Bytes on the wire (header and body frames)."""
+        return sum(len(f) for f in self.frames)
 
 
 class Channel:
@@ -49,6 +58,7 @@ class Channel:
         session: str,
         timeout: float,
         observer: Callable[[str, str, Header | None, list[bytes]], None] | None = None,
+        max_pending_bytes: int = MAX_PENDING_BYTES,
         fresh_rule: bool = True,
     ) -> None:
         self.transport = transport
@@ -61,6 +71,8 @@ class Channel:
         self._ids = itertools.count(1)
         self._seen: set[tuple[str, int]] = set()
         self._pending: list[Envelope] = []
+        self._pending_bytes: dict[str, int] = {}
+        self.max_pending_bytes = max_pending_bytes
         self._reached: set[str] = set()
         self._observer = observer
         self._refusals: dict[str, int] = {}
@@ -155,9 +167,15 @@ class Channel:
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
             env = self._receive(min(left, LIVENESS_POLL_SECONDS))  # raises on an Abort
-            if env is not None and len(self._pending) < MAX_PENDING:
-                self._pending.append(env)
-            elif env is None and check_links:
+            if env is not None:
+                try:
+                    self._keep(env)
+                except ProtocolError:  # over the cap
+                    if check_links:  # waiting to send: the flood is the error
+                        raise
+                    # looking for an Abort after a failed send: that error stands
+                    log.debug("dropped a message of %s while looking for an Abort", env.sender)
+            elif check_links:
                 self._check_links()
 
     def _check_links(self) -> None:
@@ -186,6 +204,7 @@ class Channel:
         """
         for i, env in enumerate(self._pending):
             if env.header.kind in kinds and env.sender in senders:
+                self._pending_bytes[env.sender] -= env.size
                 return self._pending.pop(i)
         began = time.monotonic()
         deadline = began + (self.timeout if timeout is None else timeout)
@@ -201,9 +220,7 @@ class Channel:
                 continue
             if got.header.kind in kinds and got.sender in senders:
                 return got
-            if len(self._pending) >= MAX_PENDING:
-                raise ProtocolError(f"more than {MAX_PENDING} unexpected messages queued")
-            self._pending.append(got)
+            self._keep(got)
         wanted = "/".join(sorted(str(k) for k in kinds))
         who = ", ".join(sorted(senders))
         waited = self.timeout if timeout is None else timeout
@@ -211,6 +228,28 @@ class Channel:
             f"no {wanted} from {who} within {waited:g} s; "
             f"check that {who} is running and reachable (see its log){self._silence(waited)}"
         )
+
+    def _keep(self, env: Envelope) -> None:
+        """Queue a message we are not ready for, within the count and per-peer byte caps."""
+        held = self._pending_bytes.get(env.sender, 0) + env.size
+        if held > self.max_pending_bytes:
+            raise ProtocolError(
+                f"{env.sender} sent more than {self.max_pending_bytes} bytes of messages we are "
+                f"not ready for (a {env.header.kind} of {env.size} bytes on top of "
+                f"{held - env.size}); it is out of step or flooding us (limit: max_buffered_mib "
+                "in the job file)"
+            )
+        if len(self._pending) >= MAX_PENDING:
+            raise ProtocolError(
+                f"more than {MAX_PENDING} unexpected messages queued, the last from {env.sender}"
+            )
+        self._pending.append(env)
+        self._pending_bytes[env.sender] = held
+
+    def refuse(self, env: Envelope) -> None:
+        """Audit a valid message that protocol logic refused (the caller then stops)."""
+        if self._observer:
+            self._observer("refused", env.sender, env.header, list(env.frames))
 
     def _silence(self, waited: float) -> str:
         """Name the peers that stopped acknowledging us (the transport knows, if reliable)."""
@@ -292,7 +331,7 @@ class Channel:
         if getattr(body, "epoch", header.round) != header.round:
             raise ProtocolError(f"envelope round {header.round} differs from the body's epoch")
         self._seen.add((sender, header.msg_id))
-        return Envelope(sender=sender, header=header, body=body)
+        return Envelope(sender=sender, header=header, body=body, frames=tuple(frames))
 
 
 def should_log(count: int) -> bool:

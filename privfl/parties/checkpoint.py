@@ -9,9 +9,12 @@ that makes the plaintext results: weights, flipped labels, RNG state, caches,
 losses and metrics. Paillier randomness and masks are not saved: they cancel
 exactly, so the resumed model equals the uninterrupted one.
 
-The Server's Paillier key pair is saved once per run (``paillier-key.json``,
-mode 0600, deleted when the run finishes) so that ciphertexts the Host kept in
-its checkpoint stay decryptable; a Server without it offers no checkpoints.
+No checkpoint holds a ciphertext, and the Server's Paillier private key is never
+written to disk: a resumed session runs under a fresh key pair. That is sound
+because the only ciphertexts a party keeps across epochs — the Host's cache of the
+guests' summed scores, which flipback decrypts at the end of an epoch — are all
+rewritten by that epoch's own batches (every epoch's batches cover every training
+row) before anything reads them.
 """
 
 from __future__ import annotations
@@ -22,14 +25,12 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privfl.crypto.paillier import PrivateKey, PublicKey, private_primes
 from privfl.errors import ConfigError, ProtocolError
 from privfl.protocol.messages import Checkpoints, Decrypted, EpochResult, Kind, Message, Resume
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("privfl.checkpoint")
 FOLDER = "checkpoints"
-KEY_FILE = "paillier-key.json"
+LEGACY_KEY_FILE = "paillier-key.json"  # written by privfl before the key stayed in memory
 KEEP = 3  # a party killed mid-epoch may lack the newest epoch another party has
 FORMAT = 1
 _NAME = re.compile(r"^epoch-(\d{5})\.json$")
@@ -191,7 +192,6 @@ def resume_host(
     if "flip" in saved:
         state.flip = replace(state.flip, **saved["flip"])
     log.info("continuing with the interrupted run's %d flipped labels", state.flip.flipped)
-    state.z_cache = [int(v) for v in saved["z_cache"]]
     state.zh_cache = np.array(saved["zh_cache"], dtype=np.float64)
     state.flipped_back = int(saved["flipped_back"])
     rng.bit_generator.state = saved["rng"]
@@ -211,7 +211,6 @@ def save_host(
             "theta": state.theta.tolist(),
             "labels": state.labels.tolist(),
             "flip": {"flipped": state.flip.flipped, "rows": state.flip.rows},
-            "z_cache": [str(v) for v in state.z_cache],
             "zh_cache": state.zh_cache.tolist(),
             "flipped_back": state.flipped_back,
             "rng": rng.bit_generator.state,
@@ -240,40 +239,23 @@ def after_guest_step(ctx: PartyContext, state: GuestState, body: Message) -> Non
 # --- the Server -------------------------------------------------------------------
 
 
-def server_key(
-    ctx: PartyContext, generate: Callable[[int], tuple[PublicKey, PrivateKey]]
-) -> tuple[PublicKey, PrivateKey, bool]:
-    """The run's Paillier key pair: reloaded on resume if saved, else new (and saved).
-
-    ``generate`` makes a new pair from a bit size. Returns ``(public, private, reloaded)``.
-    """
-    if not ctx.checkpoints:
-        public, private = generate(ctx.job.key_bits)
-        return public, private, False
-    path = folder(ctx) / KEY_FILE
-    if ctx.resume and path.exists():
-        try:
-            saved = json.loads(path.read_text())
-            public = PublicKey.from_n(int(saved["n"]), int(saved.get("h_s", 0)))
-            private = PrivateKey(public, int(saved["p"]), int(saved["q"]))
-            if public.bits >= ctx.job.key_bits and public.obfuscation == ctx.job.obfuscation:
-                return public, private, True
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring unreadable key file %s: %s", path, exc)
-    public, private = generate(ctx.job.key_bits)
-    p, q = private_primes(private)
-    write_private_json(path, {"n": str(public.n), "h_s": str(public.h_s), "p": str(p), "q": str(q)})
-    return public, private, False
+def remove_legacy_key(ctx: PartyContext) -> None:
+    """Delete a Paillier key file an older privfl left in the checkpoint folder."""
+    path = folder(ctx) / LEGACY_KEY_FILE
+    if path.exists():
+        path.unlink(missing_ok=True)
+        log.warning("removed %s: an older privfl kept the Paillier key there; no longer", path)
 
 
-def resume_server(ctx: PartyContext, state: ServerState, reloaded_key: bool) -> None:
-    """Agree (offering checkpoints only under the reloaded key), restore the loss history."""
+def resume_server(ctx: PartyContext, state: ServerState) -> None:
+    """Agree on where to resume, restore the loss history (under this run's fresh key)."""
     if not ctx.checkpoints:
         return
-    completed = agree(ctx, None if reloaded_key else [])
+    completed = agree(ctx)
     if completed:
         state.losses = [float(v) for v in load(ctx, completed)["losses"]]
-        state.next_loss = (completed, 0)
+        state.at.epoch = completed
+        state.at.closed = completed >= state.allow.max_epochs
 
 
 def save_server(ctx: PartyContext, state: ServerState, result: EpochResult) -> None:
@@ -281,8 +263,3 @@ def save_server(ctx: PartyContext, state: ServerState, result: EpochResult) -> N
     if not ctx.checkpoints:
         return
     save(ctx, result.epoch + 1, {"losses": state.losses})
-
-
-def forget_server_key(ctx: PartyContext) -> None:
-    """The run finished: nothing is left to resume, so the private key leaves the disk."""
-    (folder(ctx) / KEY_FILE).unlink(missing_ok=True)

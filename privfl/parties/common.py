@@ -52,6 +52,7 @@ def announce(
     features: int,
     to: Sequence[str],
     rows_digest: str = "",
+    train_rows: int = 0,
 ) -> None:
     """Send our Hello (job fingerprint, table shape, row commitment) to those who check it."""
     hello = Hello(
@@ -60,6 +61,7 @@ def announce(
         rows=rows,
         features=features,
         rows_digest=rows_digest,
+        train_rows=train_rows,
     )
     ctx.channel.broadcast(to, hello)
 

@@ -156,7 +156,9 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
     job, channel = ctx.job, ctx.channel
     host, server = job.host, job.server
     digest = rows_digest(ctx, data.train_ids, data.test_ids)
-    announce(ctx, "guest", data.rows, data.x_train.shape[1], [server, host], digest)
+    announce(
+        ctx, "guest", data.rows, data.x_train.shape[1], [server, host], digest, len(data.x_train)
+    )
     key = receive_public_key(ctx)
     noise = NoisePool(key.n, workers, key.h_s)
     # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,

@@ -19,7 +19,7 @@ from privfl.data.views import PartyData
 from privfl.errors import ConfigError, TrainingDiverged
 from privfl.parties import checkpoint
 from privfl.parties import host as steps
-from privfl.parties.batches import check_batch, least_batch
+from privfl.parties.batches import check_batch, job_least_batch
 from privfl.parties.common import (
     PartyContext,
     announce,
@@ -130,12 +130,13 @@ def train(
 def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str], int]:
     """Greet the Server, hear every guest (same job, same rows), get the public key.
 
-    Also returns the least batch size the guests' feature counts allow (batches.py).
+    Also returns the least batch size the guests' declared feature counts allow (batches.py).
     """
     job = ctx.job
     digest = rows_digest(ctx, data.train_ids, data.test_ids)
-    announce(ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], digest)
-    features: dict[str, int] = {}
+    announce(
+        ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], digest, len(data.x_train)
+    )
     for sender, hello in ctx.channel.gather(Kind.HELLO, job.guests).items():
         assert isinstance(hello, Hello)
         check_hello(ctx, sender, hello)
@@ -145,8 +146,7 @@ def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str],
                 "the same rows in the same order"
             )
         check_rows(sender, hello.rows_digest, digest, "the host's")
-        features[sender] = hello.features
-    least = least_batch(job, len(data.x_train), features)
+    least = job_least_batch(job, len(data.x_train))  # the Server derives the same
     return receive_public_key(ctx), list(job.guests), least
 
 

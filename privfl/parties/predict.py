@@ -106,7 +106,7 @@ def predict_party(
     role = job.party(name).role
     try:
         if role == "server":
-            return run_server(ctx)
+            return run_server(ctx, predicting=True)
         assert model is not None and table is not None
         rows = align(ctx, table) if by_id else table
         x = standardise_with(rows, model.mean, model.scale)

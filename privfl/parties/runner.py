@@ -101,7 +101,13 @@ def run_party(
         if observer is not None and header is not None:
             observer(direction, peer, header, frames)
 
-    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds, observer=observe)
+    channel = Channel(
+        transport,
+        session=job.session,
+        timeout=job.timeout_seconds,
+        observer=observe,
+        max_pending_bytes=job.max_buffered_mib * 1024 * 1024,
+    )
     ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
     try:
         if role == "server":
@@ -109,6 +115,7 @@ def run_party(
         if table is not None:
             data = psi_stage.training_rows(ctx, table)
         assert data is not None
+        check_feature_count(job, name, data)
         if role == "host":
             result = run_host(ctx, data, on_epoch, workers=workers, label_rng=label_rng)
             return psi_stage.recorded(ctx, table, data, result)
@@ -120,6 +127,18 @@ def run_party(
         raise
     finally:
         transport.close()
+
+
+def check_feature_count(job: JobConfig, name: str, data: PartyData) -> None:
+    """Our own columns against the count the job declares for us (the Server enforces it)."""
+    declared = job.party(name).declared_features
+    have = data.x_train.shape[1]
+    if declared and have != declared:
+        raise ConfigError(
+            f"party {name} has {have} feature columns, the job declares {declared}: set "
+            f"feature_count = {have} under [parties.{name}] in every site's job.toml, or "
+            "choose the columns with --features"
+        )
 
 
 def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl.errors import ProtocolError
+from privfl.protocol.bounds import count, text
 
 HFL_ROLES = ("clients", "shuffler")
 REPORT_KEY_BYTES = 32
@@ -42,7 +43,9 @@ class JoinRequest:
     clients: np.ndarray
 
     def __post_init__(self) -> None:
+        count(self.round, "round")
         _require(self.role in HFL_ROLES, f"unknown horizontal role {self.role!r}")
+        text(self.job_fingerprint, "job_fingerprint", 128)
         _ids(self.clients, "clients")
 
 
@@ -65,7 +68,7 @@ class RoundStart:
     client_tokens: bytes | None = None  # None (left off the wire) without a Shuffler
 
     def __post_init__(self) -> None:
-        _require(self.round >= 1, "rounds start at 1")
+        count(self.round, "round", 1)
         _vector(self.weights, "weights")
         _ids(self.selected, "selected")
         _ids(self.indices, "indices")
@@ -87,7 +90,8 @@ class Update:
     report: np.ndarray
 
     def __post_init__(self) -> None:
-        _require(self.client >= 0, "client ids are >= 0")
+        count(self.round, "round")
+        count(self.client, "client id")
         _vector(self.report, "report")
 
 
@@ -99,7 +103,8 @@ class RoundDone:
     sent: int
 
     def __post_init__(self) -> None:
-        _require(self.sent >= 0, "sent must be >= 0")
+        count(self.round, "round")
+        count(self.sent, "sent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +120,7 @@ class Sealed:
     token: bytes | None = None
 
     def __post_init__(self) -> None:
+        count(self.round, "round")
         _require(self.token is None or len(self.token) == TOKEN_BYTES, "bad token length")
 
 
@@ -137,13 +143,15 @@ class ShuffleWindow:
     host_caps: str = ""
 
     def __post_init__(self) -> None:
-        _require(self.expected >= 0 and self.min_reports >= 0, "counts must be >= 0")
+        count(self.round, "round")
+        count(self.expected, "expected")
+        count(self.min_reports, "min_reports")
         _require(
             self.token_digests is None or len(self.token_digests) % TOKEN_BYTES == 0,
             "bad token digests length",
         )
         _require(len(self.host_caps) <= 1 << 16, "host_caps too long")
-        _require(0 < self.beta <= 1 and self.slot_seconds > 0, "bad window parameters")
+        _require(0 < self.beta <= 1 and 0 < self.slot_seconds < 86400, "bad window parameters")
         _vector(self.dummy, "dummy")
         _require(len(self.report_key) == REPORT_KEY_BYTES, "bad report key length")
 
@@ -159,7 +167,9 @@ class Shuffled:
     padded: int
 
     def __post_init__(self) -> None:
-        _require(self.count >= 0 and self.size >= 0 and self.padded >= 0, "counts must be >= 0")
+        count(self.round, "round")
+        for value, what in ((self.count, "count"), (self.size, "size"), (self.padded, "padded")):
+            count(value, what)
         _require(
             len(self.blobs) == self.count * self.size, "blob length does not match count x size"
         )
@@ -173,3 +183,7 @@ class RoundEnd:
     accuracy: float
     stop: bool
     reason: str
+
+    def __post_init__(self) -> None:
+        count(self.round, "round")
+        text(self.reason, "reason", 256)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl.errors import ProtocolError
+from privfl.protocol.bounds import MAX_COUNT, MAX_KEY_BITS, MAX_SCALE_BITS, count, text
 from privfl.protocol.hfl_messages import (
     JoinRequest,
     RoundDone,
@@ -24,6 +25,8 @@ PROTOCOL = "privfl"
 VERSION = 2
 PURPOSES = ("gradient", "scores")
 SPLITS = ("train", "test")
+VERDICTS = ("", "converged", "diverged", "max_epochs")  # EpochResult.reason
+MIN_LOSS_DENOMINATOR = 8  # the Host sends [[8·b·L]] for a batch of b >= 1 rows
 
 
 class Kind(enum.StrEnum):
@@ -95,23 +98,37 @@ def _require(condition: bool, what: str) -> None:
         raise ProtocolError(what)
 
 
+def _position(epoch: int, batch: int = 0) -> None:
+    """Epoch and batch numbers: non-negative and bounded (range-checked, never trusted)."""
+    count(epoch, "epoch")
+    count(batch, "batch")
+
+
 def _is_sha256_hex(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 @dataclass(frozen=True, slots=True)
 class Hello:
-    """A party announces itself to the Server and the Host and proves it runs the same job."""
+    """A party announces itself to the Server and the Host and proves it runs the same job.
+
+    ``train_rows``: how many of the ``rows`` are training rows (0: not said, and then
+    the Server derives it from ``rows``; with an id column the split is by id).
+    """
 
     role: str
     job_fingerprint: str
     rows: int
     features: int
     rows_digest: str = ""  # issue 13: commitment to the ordered row ids ("" = none)
+    train_rows: int = 0  # the agreed training rows (0 = the job's own split of ``rows``)
 
     def __post_init__(self) -> None:
         _require(self.role in ("server", "host", "guest"), f"unknown role {self.role!r}")
-        _require(self.rows >= 0 and self.features >= 0, "rows and features must be >= 0")
+        text(self.job_fingerprint, "job_fingerprint", 128)
+        count(self.rows, "rows")
+        count(self.features, "features")
+        count(self.train_rows, "train_rows", 0, self.rows)
         _require(
             self.rows_digest == "" or _is_sha256_hex(self.rows_digest),
             "rows_digest is empty or 64 lowercase hex digits",
@@ -132,6 +149,8 @@ class PublicKey:
 
     def __post_init__(self) -> None:
         _require(self.n > 0 and self.n % 2 == 1, "a Paillier modulus is a positive odd number")
+        count(self.bits, "key bits", 1, MAX_KEY_BITS)
+        _require(self.n.bit_length() <= MAX_KEY_BITS, f"modulus longer than {MAX_KEY_BITS} bits")
         _require(self.n.bit_length() >= self.bits - 1, "modulus shorter than announced")
         _require(0 <= self.h_s < self.n * self.n, "the DJN generator h_s must lie in [0, n^2)")
 
@@ -146,9 +165,13 @@ class Batch:
     indices: np.ndarray | None
 
     def __post_init__(self) -> None:
-        _require(0 <= self.batch < self.n_batches, "batch number out of range")
+        _position(self.epoch, self.batch)
+        count(self.n_batches, "n_batches", 1)
+        _require(self.batch < self.n_batches, "batch number out of range")
         if self.indices is not None:
             _require(self.indices.ndim == 1 and self.indices.dtype == np.int64, "bad indices")
+            _require(len(self.indices) <= MAX_COUNT, "too many indices")
+            _require(bool((self.indices >= 0).all()), "batch indices must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +184,7 @@ class Forward:
     sum_squares: BigInts
 
     def __post_init__(self) -> None:
+        _position(self.epoch, self.batch)
         _require(len(self.sum_squares) == 1, "sum_squares is one ciphertext")
 
 
@@ -173,6 +197,9 @@ class Residual:
     residual: BigInts
     others: BigInts | None
 
+    def __post_init__(self) -> None:
+        _position(self.epoch, self.batch)
+
 
 @dataclass(frozen=True, slots=True)
 class CrossTerm:
@@ -183,6 +210,7 @@ class CrossTerm:
     value: BigInts
 
     def __post_init__(self) -> None:
+        _position(self.epoch, self.batch)
         _require(len(self.value) == 1, "a cross term is one ciphertext")
 
 
@@ -196,6 +224,7 @@ class DecryptRequest:
     values: BigInts
 
     def __post_init__(self) -> None:
+        _position(self.epoch, self.batch)
         _require(self.purpose in PURPOSES, f"unknown purpose {self.purpose!r}")
 
 
@@ -209,6 +238,7 @@ class Decrypted:
     values: BigInts
 
     def __post_init__(self) -> None:
+        _position(self.epoch, self.batch)
         _require(self.purpose in PURPOSES, f"unknown purpose {self.purpose!r}")
 
 
@@ -224,8 +254,14 @@ class Loss:
     scale_bits: int
 
     def __post_init__(self) -> None:
-        _require(len(self.value) == 1 and self.denominator > 0, "bad loss message")
-        _require(0 <= self.batch < self.n_batches, "batch number out of range")
+        _position(self.epoch, self.batch)
+        count(self.n_batches, "n_batches", 1)
+        _require(self.batch < self.n_batches, "batch number out of range")
+        _require(len(self.value) == 1, "a loss is one ciphertext")
+        # [[8·b·L]]: a multiple of 8, at least 8 (never a zero or negative divisor).
+        count(self.denominator, "loss denominator", MIN_LOSS_DENOMINATOR, 8 * MAX_COUNT)
+        _require(self.denominator % 8 == 0, "the loss denominator is 8 times the batch size")
+        count(self.scale_bits, "loss scale_bits", 0, MAX_SCALE_BITS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +274,9 @@ class EpochResult:
     reason: str
 
     def __post_init__(self) -> None:
+        count(self.epoch, "epoch")
         _require(not math.isnan(self.loss), "loss is NaN")
+        _require(self.reason in VERDICTS, f"unknown verdict {self.reason[:40]!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +287,7 @@ class ScoreRequest:
     split: str
 
     def __post_init__(self) -> None:
+        count(self.epoch, "epoch")
         _require(self.split in SPLITS, f"unknown split {self.split!r}")
 
 
@@ -264,6 +303,7 @@ class Scores:
     scores: BigInts
 
     def __post_init__(self) -> None:
+        count(self.epoch, "epoch")
         _require(self.split in SPLITS, f"unknown split {self.split!r}")
 
 
@@ -274,12 +314,19 @@ class Finish:
     epochs: int
     reason: str
 
+    def __post_init__(self) -> None:
+        count(self.epochs, "epochs")
+        text(self.reason, "reason", 256)
+
 
 @dataclass(frozen=True, slots=True)
 class Abort:
     """A party stops because of an error and tells its peers why, so nobody waits for it."""
 
     reason: str
+
+    def __post_init__(self) -> None:
+        text(self.reason, "reason")
 
 
 # PSI and prediction
@@ -297,6 +344,9 @@ class PsiHello:
     def __post_init__(self) -> None:
         _require(self.method in ("rsa", "ecdh"), f"unknown PSI method {self.method!r}")
         _require(self.modulus >= 0 and self.exponent >= 0 and self.count >= 0, "bad PSI hello")
+        count(self.count, "PSI count")
+        _require(self.modulus.bit_length() <= MAX_KEY_BITS, "PSI modulus too long")
+        _require(self.exponent.bit_length() <= MAX_KEY_BITS + 1, "PSI exponent too long")
         if self.method == "rsa":
             _require(self.modulus % 2 == 1 and self.exponent % 2 == 1, "bad RSA public key")
 
@@ -324,6 +374,7 @@ class PsiResult:
 
     def __post_init__(self) -> None:
         _require(self.positions.ndim == 1 and self.positions.dtype == np.int64, "bad PSI positions")
+        _require(bool((self.positions >= 0).all()), "PSI positions must be >= 0")
 
 
 # --- checkpoint / resume (issue 3) ---
@@ -343,7 +394,7 @@ class Checkpoints:
         c = self.completed
         _require(c.ndim == 1 and c.dtype == np.int64, "completed must be a 1-D int64 array")
         _require(len(c) <= MAX_CHECKPOINTS_OFFERED, "too many checkpoints offered")
-        _require(bool((c >= 1).all()), "completed epochs are >= 1")
+        _require(bool((c >= 1).all()) and bool((c <= MAX_COUNT).all()), "completed out of range")
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +404,7 @@ class Resume:
     completed: int
 
     def __post_init__(self) -> None:
-        _require(self.completed >= 0, "completed epochs are >= 0")
+        count(self.completed, "completed epochs")
 
 
 Message = (

@@ -3,7 +3,14 @@
 Each party has one ROUTER inbox and one DEALER per peer. With CURVE, a ZAP
 handler on the transport's own context (protocol/zap.py) admits exactly the
 allow-listed keys and stamps each connection with the peer's name as User-Id;
-`recv` then drops any message whose routing id is not that authenticated name.
+`recv` then drops any message whose routing id does not name that authenticated peer.
+
+A DEALER's routing id is ``<name>/<128 random bits>``, fresh per socket, so it is a
+route secret: only its owner and the receiving inbox ever see it (CURVE encrypts the
+handshake that carries it). ROUTER_HANDOVER lets a restarted connection of the same
+DEALER take its route back at once; another allow-listed party cannot take a route
+over, because it cannot present that id — connecting under a bare ``<name>`` only
+opens a route of its own, whose messages are refused (User-Id ≠ name).
 A LinkWatch (protocol/liveness.py) follows each DEALER's connection, so a peer
 whose connection is gone for longer than the grace is reported as lost.
 The in-memory transport for tests lives in protocol/memory.py.
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 import socket
 import time
 from collections.abc import Mapping, Sequence
@@ -151,8 +159,9 @@ class ZmqTransport(Closeable):
     def _bind_inbox(self, endpoint: str, keys: KeyRing | None) -> zmq.Socket[bytes]:
         """Bind the ROUTER inbox; as a CURVE server it sends every handshake through ZAP."""
         inbox = self._socket(zmq.ROUTER)
-        # A restarted peer reconnects under the same routing id before we notice
-        # the old connection died; handover lets the new connection take it.
+        # A DEALER that reconnects keeps its routing id, and we may not have noticed
+        # its old connection die yet: handover lets the new connection take the route.
+        # Only the route's owner knows its id (see route_id), so no other key can.
         inbox.setsockopt(zmq.ROUTER_HANDOVER, 1)
         inbox.setsockopt(zmq.MAXMSGSIZE, self._max_frame)
         if self._curve and keys is not None:
@@ -175,7 +184,7 @@ class ZmqTransport(Closeable):
         """Connect a DEALER to `peer`, presenting our name as routing id and our key."""
         dealer = self._socket(zmq.DEALER)
         self._dealers[peer] = dealer  # registered first so close() cleans up on failure
-        dealer.setsockopt(zmq.ROUTING_ID, self.name.encode())
+        dealer.setsockopt(zmq.ROUTING_ID, route_id(self.name))
         # Queue only onto completed (authenticated) connections, so a send to a
         # peer that is down or refuses our key times out instead of piling up.
         dealer.setsockopt(zmq.IMMEDIATE, 1)
@@ -271,7 +280,7 @@ class ZmqTransport(Closeable):
     def _accept(self, parts: list[zmq.Frame]) -> tuple[str, list[bytes]] | None:
         """Return (sender, body) if the routing id is a known, authenticated peer; else None."""
         claimed = parts[0].bytes
-        sender = _decode_name(claimed)
+        sender = _decode_name(claimed.split(b"/", 1)[0])
         if len(parts) < 2:
             reason = "it has no body"
         elif sender is None or sender not in self._known:
@@ -313,6 +322,11 @@ class ZmqTransport(Closeable):
         if self._auth is not None:
             self._auth.stop()
         self._ctx.term()
+
+
+def route_id(name: str) -> bytes:
+    """A DEALER's routing id: our name, then 128 random bits no other party can guess."""
+    return f"{name}/{secrets.token_hex(16)}".encode()
 
 
 def _decode_name(routing_id: bytes) -> str | None:

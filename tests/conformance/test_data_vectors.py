@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 from data_vectors import job_vector, rows_vector
 
-from privfl.config import LOCAL_KEYS, LabelDPConfig, canonical_job, load_job
+from privfl.config import LabelDPConfig, canonical_job, load_job
 from privfl.conformance.vectors import DIR, load
 
 JOB = load("job-example.json")
@@ -49,8 +49,15 @@ def test_the_canonical_form_is_sorted_compact_json_without_local_keys() -> None:
     assert sorted_keys(data) and " " not in canonical
     assert data["label_dp"]["epsilon"] == "inf"
     assert '"learning_rate":1,' in canonical and '"tolerance":0.000001}' in canonical
-    host = set(data["parties"]["host"])
-    assert {"role", "endpoint", "columns"} <= host and not host & set(LOCAL_KEYS)
+    assert set(data["parties"]["host"]) == {
+        "role",
+        "endpoint",
+        "columns",
+        "max_ids",
+        "feature_count",
+    }
+    assert set(data["parties"]["server"]) == {"role", "endpoint", "columns"}
+    assert not {"liveness_grace_seconds", "max_buffered_mib"} & set(data)
 
 
 def test_an_integer_written_for_a_float_does_not_change_the_fingerprint() -> None:

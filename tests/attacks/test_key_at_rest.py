@@ -1,0 +1,216 @@
+"""The Server's Paillier private key never reaches the disk: not during a run, not after a
+failure, not with resume, not after SIGKILL.
+
+The attacker is whoever later reads the Server's output folder (a backup, a stolen
+disk) and holds the Host's ciphertexts. The tests capture the key the real Server
+generates and search every file it wrote for its primes, in decimal, hex and bytes.
+A resumed session runs under a fresh key and still ends with the same model.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import memory_job, read_model
+from processes import spawn
+
+from privfl.config import JobConfig
+from privfl.crypto.paillier import PrivateKey, PublicKey, private_primes
+from privfl.errors import PrivflError
+from privfl.parties import checkpoint
+from privfl.parties import server as server_module
+from privfl.parties.runner import run_party
+from privfl.protocol.memory import InMemoryHub, InMemoryTransport
+
+
+class Crash(PrivflError):
+    """The injected failure."""
+
+
+class Dying:
+    """An in-memory transport whose k-th send fails (the party then aborts its peers)."""
+
+    def __init__(self, inner: InMemoryTransport, after: int) -> None:
+        self.name, self._inner, self._left = inner.name, inner, after
+
+    def send(self, peer: str, frames: Sequence[bytes]) -> None:
+        self._left -= 1
+        if self._left == 0:
+            raise Crash(f"{self.name} crashed on purpose")
+        self._inner.send(peer, frames)
+
+    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
+        return self._inner.recv(timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch) -> list[PrivateKey]:
+    """Every private key the Server generates, as the test's own record."""
+    made: list[PrivateKey] = []
+    real = server_module.generate_keypair
+
+    def spy(bits: int, obfuscation: str = "standard") -> tuple[PublicKey, PrivateKey]:
+        public, private = real(bits, obfuscation)
+        made.append(private)
+        return public, private
+
+    monkeypatch.setattr(server_module, "generate_keypair", spy)
+    return made
+
+
+def run_all(
+    job: JobConfig, out: Path, *, resume: bool = False, die: str = "", after: int = 0
+) -> dict[str, Any]:
+    hub = InMemoryHub(record=False)
+    transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
+    if die:
+        transports[die] = Dying(transports[die], after)
+    results: dict[str, Any] = {}
+
+    def party(name: str) -> None:
+        # The flips seeded (not private) so a resumed run can be compared with the
+        # uninterrupted one; a resumed Host reloads its flipped labels anyway.
+        label_rng = np.random.default_rng(7) if name == job.host else None
+        try:
+            results[name] = run_party(
+                job,
+                name,
+                out / name,
+                transport=transports[name],
+                resume=resume,
+                label_rng=label_rng,
+            )
+        except BaseException as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(job.timeout_seconds * 3 + 30)
+    return results
+
+
+def leaked(folder: Path, key: PrivateKey) -> list[str]:
+    """Files under ``folder`` that hold a prime of ``key`` in any common encoding."""
+    needles = []
+    for prime in private_primes(key):
+        size = (prime.bit_length() + 7) // 8
+        needles += [str(prime).encode(), f"{prime:x}".encode(), prime.to_bytes(size, "big")]
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [str(path) for needle in needles if needle in data]
+    return found
+
+
+def test_no_key_on_disk_after_a_run(tmp_path: Path, keys: list[PrivateKey]) -> None:
+    job = memory_job(epochs=2, epsilon=2.0, flipback_every=1)
+
+    results = run_all(job, tmp_path)
+
+    assert not [r for r in results.values() if isinstance(r, BaseException)], results
+    assert len(keys) == 1
+    assert leaked(tmp_path, keys[0]) == []
+    assert not list(tmp_path.rglob("paillier*"))
+
+
+@pytest.mark.parametrize(("victim", "after"), [("host", 30), ("server", 12)])
+def test_no_key_on_disk_after_a_failure_and_a_resume(
+    tmp_path: Path, keys: list[PrivateKey], victim: str, after: int
+) -> None:
+    job = memory_job(epochs=4, epsilon=2.0, flipback_every=2, batch_size=150, tolerance=0.0)
+    reference = run_all(job, tmp_path / "reference")
+    assert not [r for r in reference.values() if isinstance(r, BaseException)], reference
+
+    crashed = run_all(job, tmp_path / "run", die=victim, after=after)
+    assert isinstance(crashed[victim], Crash), crashed
+    assert list((tmp_path / "run" / "server" / checkpoint.FOLDER).glob("epoch-*")), "no checkpoint"
+    assert leaked(tmp_path / "run", keys[1]) == []  # mid-run state, left by the failure
+
+    resumed = run_all(job, tmp_path / "run", resume=True)
+
+    assert not [r for r in resumed.values() if isinstance(r, BaseException)], resumed
+    assert keys[2].public_key.n != keys[1].public_key.n  # a fresh key for the resumed run
+    assert all(leaked(tmp_path, key) == [] for key in keys)
+    for name in job.guests:  # and the same model as without the failure
+        assert read_model(tmp_path / "run", name) == read_model(tmp_path / "reference", name)
+
+
+def test_a_key_file_left_by_an_older_version_is_removed(
+    tmp_path: Path, keys: list[PrivateKey]
+) -> None:
+    job = memory_job(epochs=1)
+    legacy = tmp_path / "server" / checkpoint.FOLDER / checkpoint.LEGACY_KEY_FILE
+    legacy.parent.mkdir(parents=True)
+    legacy.write_text('{"n": "15", "p": "3", "q": "5"}')
+
+    results = run_all(job, tmp_path)
+
+    assert not [r for r in results.values() if isinstance(r, BaseException)], results
+    assert not legacy.exists()
+
+
+@pytest.mark.slow
+def test_a_sigkilled_server_leaves_no_key_material(tmp_path: Path) -> None:
+    kit = tmp_path / "kit"
+    made = spawn(
+        "init",
+        "vfl",
+        "--out",
+        str(kit),
+        "--key-bits",
+        "512",
+        "--allow-weak-keys",
+        "--epochs",
+        "30",
+        "--timeout",
+        "5",
+        log=tmp_path / "init.log",
+    )
+    assert made.wait(timeout=60) == 0
+    job = str(kit / "job.toml")
+    parties = {
+        name: spawn(
+            "vfl",
+            role,
+            "--job",
+            job,
+            "--party",
+            name,
+            "--out",
+            str(tmp_path / name),
+            "--no-progress",
+            "--resume",
+            log=tmp_path / f"{name}.log",
+        )
+        for role, name in (("server", "server"), ("host", "host"), ("guest", "guest-1"))
+    }
+    metrics = tmp_path / "host" / "metrics.jsonl"
+    deadline = time.monotonic() + 90
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert time.monotonic() < deadline, (tmp_path / "host.log").read_text()
+        time.sleep(0.05)
+
+    os.kill(parties["server"].pid, signal.SIGKILL)
+    parties["server"].wait(timeout=10)
+
+    # A 512-bit key's primes have 77 decimal digits, as JSON would hold them: none anywhere.
+    long_number = re.compile(rb"[0-9]{60,}")
+    for path in (tmp_path / "server").rglob("*"):
+        if path.is_file():
+            assert not long_number.search(path.read_bytes()), path
+    assert list((tmp_path / "server" / checkpoint.FOLDER).glob("epoch-*"))
