@@ -75,7 +75,9 @@ def test_a_peer_that_starts_late_is_waited_for_once(caplog: pytest.LogCaptureFix
 
     assert len(transport.sent) == 1
     notes = [r.getMessage() for r in caplog.records if "to come online" in r.getMessage()]
-    assert len(notes) == 2 and all("waiting for host" in n for n in notes)
+    # The first retry within a second is silent (a peer starting just after us), later
+    # ones are logged: one note here, two if a retry lands late on a loaded machine.
+    assert 1 <= len(notes) <= 2 and all("waiting for host" in n for n in notes)
     # Once reached, a failure is reported at once (a peer that dies mid-run).
     transport.failures = 1
     with pytest.raises(PeerUnavailable):
