@@ -104,7 +104,8 @@ def hfl_mechanisms(settings: Settings) -> ExperimentResult:
         setup=(
             f"{_data_note(settings)}, IID split, FedAvg of randomized weights, "
             f"{rows[0]['rounds']} rounds. PNPM/Duchi/PM: ε per weight (the seed's unit); "
-            "Gaussian: analytic Gaussian with ε per client per round, Δ = 2C/m."
+            "Gaussian: discrete Gaussian on a grid, σ from zCDP (the rounding in the sensitivity) "
+            "with ε per client per round, Δ = 2C/m."
         ),
         published="Seed 000 figures 4–5 (accuracy %, read from the text):\n\n"
         + table(
@@ -186,7 +187,8 @@ def hfl_nbafl(settings: Settings) -> ExperimentResult:
         figures=figures,
         setup=(
             f"{_data_note(settings)}; clients clip their model to ‖w‖ ≤ C and add Gaussian "
-            "noise calibrated (analytic Gaussian, Balle & Wang) to ε/L per upload with L = T·K/N "
+            "noise (discrete Gaussian on a grid, σ from zCDP) calibrated to ε/L per upload "
+            "with L = T·K/N "
             "expected uploads, as NbAFL's σ_U = cLΔs/ε; Δs = 2C/m. No server noise (NbAFL's "
             f"σ_D is 0 whenever T ≤ L√N, as here). Default N = 20, T = {rounds}, C = 5."
         ),
@@ -319,8 +321,9 @@ def hfl_shuffle(settings: Settings) -> ExperimentResult:
                 "ε_l grows), while SFD-RAS recovers FedAvg's accuracy once ε_l/d is large."
             )
             + " LDP-FedAvg is the same randomizer without the Shuffler; shuffling permutes "
-            "reports and cannot change the average, so its accuracy equals SFD-RAS's at equal "
-            "ε_l — the Shuffler only changes the privacy accounting. The seed's *privacy* "
+            "reports and cannot change the average, so its accuracy matches SFD-RAS's at equal "
+            "ε_l up to the noise of one draw — the Shuffler only changes the privacy "
+            "accounting. The seed's *privacy* "
             "numbers do not reproduce: with ε_l in the hundreds or more, the Feldman–McMillan–"
             "Talwar shuffle bound gives no useful amplification at these client counts (it "
             "needs ε0 ≲ log n), so our central ε stays ≈ ε_l, far from the seed's 0.37. The "
