@@ -33,51 +33,29 @@ LINK = struct.Struct(">2sBBQQII")
 CHUNK = 1 << 20
 SLOT, BOUND = 95, 88
 EXPECTED = {  # body fields of the kinds a guest receives (§6); * = defaulted
-    "public_key": ["n", "bits", "*h_s"],
-    "resume": ["completed"],
+    "public_key": ["n", "bits", "*h_s"], "resume": ["completed"],
     "batch": ["epoch", "batch", "n_batches", "indices"],
     "residual": ["epoch", "batch", "residual", "others"],
     "decrypted": ["epoch", "batch", "purpose", "values"],
-    "score_request": ["epoch", "split"],
-    "finish": ["epochs", "reason"],
-    "abort": ["reason"],
-}
-DEFAULTS: dict[str, Any] = {
-    "key_bits": 2048,
-    "allow_weak_keys": False,
-    "timeout_seconds": 120.0,
-    "seed": 0,
-    "keys_dir": "keys",
-    "obfuscation": "standard",
-}
+    "score_request": ["epoch", "split"], "finish": ["epochs", "reason"], "abort": ["reason"],
+}  # fmt: skip
+DEFAULTS: dict[str, Any] = {"key_bits": 2048, "allow_weak_keys": False, "timeout_seconds": 120.0,
+                            "seed": 0, "keys_dir": "keys", "obfuscation": "standard"}  # fmt: skip
 TABLE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "training": {
-        "epochs": 30,
-        "learning_rate": 0.3,
-        "lr_decay": 0.02,
-        "l2": 0.1,
-        "batch_size": 0,
-        "allow_small_batches": False,
-        "tolerance": 1e-6,
-        "divergence_factor": 2.0,
-    },
+    "training": {"epochs": 30, "learning_rate": 0.3, "lr_decay": 0.02, "l2": 0.1, "batch_size": 0,
+                 "allow_small_batches": False, "tolerance": 1e-6, "divergence_factor": 2.0},
     "label_dp": {"epsilon": 8.0, "flipback_every": 5, "flipback_fraction": 0.02},
-    "data": {
-        "dataset": "breast_cancer",
-        "test_size": 0.25,
-        "split_seed": 0,
-        "psi": "ecdh",
-        "psi_key_bits": 2048,
-    },
-}
+    "data": {"dataset": "breast_cancer", "test_size": 0.25, "split_seed": 0, "psi": "ecdh",
+             "psi_key_bits": 2048},
+}  # fmt: skip
 
 
-class Fatal(Exception):
-    """A protocol violation or local error: abort the session."""
+class Fatal(Exception):  # a protocol violation or local error: abort the session
+    pass
 
 
-class PeerAborted(Exception):
-    """A peer sent abort."""
+class PeerAborted(Exception):  # a peer sent abort
+    pass
 
 
 # ---------------------------------------------------------------- job, data (§2)
@@ -131,17 +109,10 @@ def load_demo(
 
 
 # ---------------------------------------------------------------- body codec (§5)
-def big(v: int) -> Any:
-    if -(1 << 63) <= v < (1 << 63):
-        return v
-    return msgpack.ExtType(3, v.to_bytes((v.bit_length() + 8) // 8, "big", signed=True))
-
-
 def bigints(vals: list[int]) -> msgpack.ExtType:
     w = max([1] + [(int(v).bit_length() + 7) // 8 for v in vals])
-    return msgpack.ExtType(
-        2, struct.pack(">I", w) + b"".join(int(v).to_bytes(w, "big") for v in vals)
-    )
+    raw = b"".join(int(v).to_bytes(w, "big") for v in vals)
+    return msgpack.ExtType(2, struct.pack(">I", w) + raw)
 
 
 def int64s(vals: list[int]) -> msgpack.ExtType:
@@ -187,6 +158,12 @@ class Key:
     def rerand(self, c: Any) -> int:
         return int(gmpy2.mpz(c) * self.obf() % self.n2)
 
+    def dot(self, cs: list[int], exps: Any) -> Any:
+        acc = gmpy2.mpz(1)
+        for c, x in zip(cs, exps, strict=True):
+            acc = acc * gmpy2.powmod(c, int(x), self.n2) % self.n2
+        return acc
+
     def pack_under(self, cs: list[Any]) -> Any:
         acc = gmpy2.mpz(cs[-1])
         for c in reversed(cs[:-1]):
@@ -212,16 +189,8 @@ def zap_handler(ctx: zmq.Context[Any], allowed: dict[bytes, str], stop: threadin
         ok = domain == b"privfl" and name is not None
         if not ok:
             print(f"refused a connection (domain {domain!r}, mechanism {mech!r})", file=sys.stderr)
-        sock.send_multipart(
-            [
-                version,
-                req,
-                b"200" if ok else b"400",
-                b"OK" if ok else b"denied",
-                (name or "").encode(),
-                b"",
-            ]
-        )
+        status = [b"200", b"OK"] if ok else [b"400", b"denied"]
+        sock.send_multipart([version, req, *status, (name or "").encode(), b""])
     sock.close(0)
 
 
@@ -234,17 +203,13 @@ class Link:
         keys = {p: zmq.auth.load_certificate(str(keys_dir / f"{p}.key"))[0] for p in job["parties"]}
         self.stop = threading.Event()
         allowed = {zmq.utils.z85.decode(k): p for p, k in keys.items()}
-        self.zap = threading.Thread(
-            target=zap_handler, args=(self.ctx, allowed, self.stop), daemon=True
-        )
+        args = (self.ctx, allowed, self.stop)
+        self.zap = threading.Thread(target=zap_handler, args=args, daemon=True)
         self.zap.start()
         time.sleep(0.05)
         self.inbox = self.ctx.socket(zmq.ROUTER)
-        self.inbox.curve_server, self.inbox.curve_secretkey, self.inbox.curve_publickey = (
-            True,
-            sec,
-            pub,
-        )
+        self.inbox.curve_server = True
+        self.inbox.curve_secretkey, self.inbox.curve_publickey = sec, pub
         self.inbox.zap_domain = b"privfl"
         self.inbox.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
         self.inbox.setsockopt(zmq.ROUTER_HANDOVER, 1)
@@ -262,35 +227,23 @@ class Link:
         self.inc = secrets.randbits(64)
         self.seq = {p: 0 for p in peers}
         self.msg_id = 0
-        self.unacked: dict[
-            tuple[str, int], list[Any]
-        ] = {}  # (peer, seq) -> [chunks, next_time, delay, sent_at]
+        # (peer, seq) -> [chunks, next send time, next delay, first sent]
+        self.unacked: dict[tuple[str, int], list[Any]] = {}
         self.partial: dict[tuple[str, int, int], dict[int, bytes]] = {}
         self.delivered: dict[str, set[Any]] = {p: set() for p in peers}
         self.seen_ids: set[Any] = set()
 
     def send(self, peer: str, kind: str, rnd: int, body: dict[str, Any]) -> None:
         self.msg_id += 1
-        head = {
-            "protocol": "privfl",
-            "version": 2,
-            "session": self.session,
-            "sender": self.me,
-            "receiver": peer,
-            "round": rnd,
-            "msg_id": self.msg_id,
-            "kind": kind,
-        }
+        head = {"protocol": "privfl", "version": 2, "session": self.session, "sender": self.me,
+                "receiver": peer, "round": rnd, "msg_id": self.msg_id, "kind": kind}  # fmt: skip
         frames = [msgpack.packb(head), msgpack.packb(body)]
-        payload = struct.pack(">I", len(frames)) + b"".join(
-            struct.pack(">I", len(f)) + f for f in frames
-        )
+        payload = struct.pack(">I", 2) + b"".join(struct.pack(">I", len(f)) + f for f in frames)
         self.seq[peer] += 1
         seq = self.seq[peer]
         parts = [payload[i : i + CHUNK] for i in range(0, len(payload), CHUNK)] or [b""]
-        chunks = [
-            [LINK.pack(b"PL", 1, 1, self.inc, seq, i, len(parts)), c] for i, c in enumerate(parts)
-        ]
+        hdr = [LINK.pack(b"PL", 1, 1, self.inc, seq, i, len(parts)) for i in range(len(parts))]
+        chunks = [[h, c] for h, c in zip(hdr, parts, strict=True)]
         self.unacked[(peer, seq)] = [chunks, 0.0, 2.0, time.monotonic()]
         self._pump()
 
@@ -319,22 +272,18 @@ class Link:
         return None
 
     def _on_frames(self, frames: list[Any]) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
-        if len(frames) != 3:
+        user = frames[-1].get("User-Id")
+        rid = frames[0].bytes.decode(errors="replace").split("/")[0]
+        if len(frames) != 3 or user != rid or user not in self.out:
             return None
-        user, rid = frames[1].get("User-Id"), frames[0].bytes.decode(errors="replace").split("/")[0]
-        if user != rid or user not in self.out:
+        if len(frames[1].bytes) != LINK.size:
             return None
-        try:
-            magic, ver, typ, inc, seq, idx, count = LINK.unpack(frames[1].bytes)
-        except struct.error:
+        magic, ver, typ, inc, seq, idx, count = LINK.unpack(frames[1].bytes)
+        if typ == 2 and inc == self.inc and magic == b"PL" and ver == 1:
+            self.unacked.pop((user, seq), None)
+        if magic != b"PL" or ver != 1 or typ != 1 or not 1 <= count <= 80 or idx >= count:
             return None
-        if magic != b"PL" or ver != 1:
-            return None
-        if typ == 2:
-            if inc == self.inc:
-                self.unacked.pop((user, seq), None)
-            return None
-        if not 1 <= count <= 80 or idx >= count or len(frames[2].bytes) > CHUNK:
+        if len(frames[2].bytes) > CHUNK:
             return None
         ack = [LINK.pack(b"PL", 1, 2, inc, seq, 0, 0), b""]
         if (inc, seq) in self.delivered[user]:
@@ -406,12 +355,11 @@ class Guest:
     def __init__(self, job_path: Path, me: str, out: Path, resume: bool) -> None:
         self.job = tomllib.loads(job_path.read_text())
         self.me, self.out, self.resume = me, out, resume
-        self.tr, self.lr = self.job.get("training", {}), self.job.get("training", {})
+        self.tr = self.job.get("training", {})
         d = self.job.get("data", {})
         cols = self.job["parties"][me].get("columns", [])
-        self.xtr, self.xte, tr_ids, te_ids = load_demo(
-            cols, d.get("test_size", 0.25), d.get("split_seed", 0)
-        )
+        split = (d.get("test_size", 0.25), d.get("split_seed", 0))
+        self.xtr, self.xte, tr_ids, te_ids = load_demo(cols, *split)
         self.digest = rows_digest(self.job["session"], tr_ids, te_ids)
         self.fp = hashlib.sha256(canonical_job(self.job)).hexdigest()
         self.theta = np.zeros(self.xtr.shape[1])
@@ -442,10 +390,8 @@ class Guest:
                 return h, b
             self.early.append(msg)
         late = sorted({p for (p, _), e in self.link.unacked.items() if time.monotonic() - e[3] > 2})
-        raise Fatal(
-            f"timed out waiting for {sender} ({'/'.join(sorted(kinds))})"
-            + (f"; not acknowledging: {', '.join(late)}" if late else "")
-        )
+        note = f"; not acknowledging: {', '.join(late)}" if late else ""
+        raise Fatal(f"timed out waiting for {sender} ({'/'.join(sorted(kinds))}){note}")
 
     def run(self) -> int:
         try:
@@ -455,7 +401,7 @@ class Guest:
             print(f"{self.me}: {e}", file=sys.stderr)
             self.link.close()
             return 1
-        except (Fatal, ValueError, ArithmeticError) as e:
+        except (Fatal, ValueError, TypeError, KeyError, ArithmeticError) as e:
             print(f"{self.me}: error: {e}", file=sys.stderr)
             for p in self.link.out:
                 self.link.send(p, "abort", 0, {"reason": f"{self.me}: {e}"})
@@ -463,14 +409,9 @@ class Guest:
             return 1
 
     def session(self) -> None:
-        hello = {
-            "role": "guest",
-            "job_fingerprint": self.fp,
-            "rows": len(self.xtr) + len(self.xte),
-            "features": self.xtr.shape[1],
-            "rows_digest": self.digest,
-            "train_rows": len(self.xtr),
-        }
+        hello = {"role": "guest", "job_fingerprint": self.fp, "rows": len(self.xtr) + len(self.xte),
+                 "features": self.xtr.shape[1], "rows_digest": self.digest,
+                 "train_rows": len(self.xtr)}  # fmt: skip
         for p in (self.server, self.host):
             self.link.send(p, "hello", 0, hello)
         _, pk = self.await_kind({"public_key"}, self.server, 2 * self.timeout)
@@ -505,80 +446,45 @@ class Guest:
                 self.train_batch(h, b)
 
     def checkpoints(self) -> list[int]:
-        return sorted(
-            int(p.stem.split("-")[1]) for p in (self.out / "checkpoints").glob("epoch-*.json")
-        )
+        files = (self.out / "checkpoints").glob("epoch-*.json")
+        return sorted(int(p.stem.split("-")[1]) for p in files)
 
     def train_batch(self, h: dict[str, Any], b: dict[str, Any]) -> None:
         e, key = b["epoch"], self.key
-        idx = (
-            np.arange(len(self.xtr))
-            if b["indices"] is None
-            else np.asarray(b["indices"], dtype=np.int64)
-        )
+        rows = b["indices"] if b["indices"] is not None else np.arange(len(self.xtr))
+        idx = np.asarray(rows, dtype=np.int64)
         if idx.ndim != 1 or len(idx) == 0 or idx.min() < 0 or idx.max() >= len(self.xtr):
             raise Fatal("batch indices outside our training rows")
         x = self.xtr[idx]
         z = x @ self.theta
-        self.link.send(
-            self.host,
-            "forward",
-            e,
-            {
-                "epoch": e,
-                "batch": b["batch"],
-                "scores": bigints([key.enc(fx(v, 32)) for v in z]),
-                "sum_squares": bigints([key.enc(fx(float(np.sum(z * z)), 48))]),
-            },
-        )
+        scores = bigints([key.enc(fx(v, 32)) for v in z])
+        sum_sq = bigints([key.enc(fx(float(np.sum(z * z)), 48))])
+        fwd = {"epoch": e, "batch": b["batch"], "scores": scores, "sum_squares": sum_sq}
+        self.link.send(self.host, "forward", e, fwd)
         _, r = self.await_kind({"residual"}, self.host)
         if (r["epoch"], r["batch"]) != (e, b["batch"]) or len(r["residual"]) != len(idx):
-            raise Fatal(
-                f"residual of the wrong batch or length ({len(r['residual'])}, expected {len(idx)})"
-            )
+            got = len(r["residual"])
+            raise Fatal(f"residual of the wrong batch or length ({got}, expected {len(idx)})")
         if r["others"] is not None and len(r["others"]) != len(idx):
             raise Fatal("residual.others of the wrong length")
-        res = [gmpy2.mpz(c) for c in r["residual"]]
         xe = np.rint(x * 2.0**16).astype(np.int64)
-        grads = []
-        for j in range(x.shape[1]):
-            acc = gmpy2.mpz(1)
-            for i, c in enumerate(res):
-                acc = acc * gmpy2.powmod(c, int(xe[i, j]), key.n2) % key.n2
-            grads.append(acc)
-        masks, packed = [], []
-        for p in range(0, len(grads), key.k):
-            c = key.pack_under(grads[p : p + key.k])
-            rmask = secrets.randbelow(int(key.n))
-            masks.append(rmask)
-            packed.append(key.rerand(c * (1 + key.n * rmask) % key.n2))
-        self.link.send(
-            self.server,
-            "decrypt_request",
-            e,
-            {"epoch": e, "batch": b["batch"], "purpose": "gradient", "values": bigints(packed)},
-        )
+        grads = [key.dot(r["residual"], xe[:, j]) for j in range(x.shape[1])]
+        masks = [secrets.randbelow(int(key.n)) for _ in range(0, len(grads), key.k)]
+        packed = [  # pack under encryption, mask, re-randomise last (§6.0)
+            key.rerand(key.pack_under(grads[p * key.k : (p + 1) * key.k]) * (1 + key.n * rm))
+            for p, rm in enumerate(masks)
+        ]
+        req = {"epoch": e, "batch": b["batch"], "purpose": "gradient", "values": bigints(packed)}
+        self.link.send(self.server, "decrypt_request", e, req)
         if r["others"] is not None:
-            acc = gmpy2.mpz(1)
-            for o, zi in zip(r["others"], z, strict=True):
-                acc = acc * gmpy2.powmod(o, fx(zi, 16), key.n2) % key.n2
-            self.link.send(
-                self.host,
-                "cross_term",
-                e,
-                {"epoch": e, "batch": b["batch"], "value": bigints([key.rerand(acc)])},
-            )
+            acc = key.dot(r["others"], [fx(zi, 16) for zi in z])
+            cross = {"epoch": e, "batch": b["batch"], "value": bigints([key.rerand(acc)])}
+            self.link.send(self.host, "cross_term", e, cross)
         _, d = self.await_kind({"decrypted"}, self.server)
         if len(d["values"]) != len(masks):
             raise Fatal("decrypted has the wrong length")
-        g4 = (
-            self.unpack(
-                [(m - rm) % int(key.n) for m, rm in zip(d["values"], masks, strict=True)],
-                x.shape[1],
-                1,
-            )
-            / 2.0**48
-        )
+        plain = [(m - rm) % int(key.n) for m, rm in zip(d["values"], masks, strict=True)]
+        g4 = self.unpack(plain, x.shape[1], 1) / 2.0**48
         bsz, lam = len(idx), self.tr.get("l2", 0.1)
         grad = g4 / (4 * bsz) + lam * self.theta / bsz
         lr_e = self.tr.get("learning_rate", 0.3) / (1 + self.tr.get("lr_decay", 0.02) * e)
@@ -605,26 +511,15 @@ class Guest:
         x = self.xtr if b["split"] == "train" else self.xte
         z, key = x @ self.theta, self.key
         vals = [fx(v, 32) + (1 << BOUND) for v in z]
-        packed = [
-            sum(v << (SLOT * i) for i, v in enumerate(vals[p : p + key.k]))
-            for p in range(0, len(vals), key.k)
-        ]
-        self.link.send(
-            self.host,
-            "scores",
-            b["epoch"],
-            {
-                "epoch": b["epoch"],
-                "split": b["split"],
-                "scores": bigints([key.enc(v) for v in packed]),
-            },
-        )
+        groups = [vals[p : p + key.k] for p in range(0, len(vals), key.k)]
+        packed = [sum(v << (SLOT * i) for i, v in enumerate(g)) for g in groups]
+        enc = bigints([key.enc(v) for v in packed])
+        self.link.send(self.host, "scores", b["epoch"], {**b, "scores": enc})
 
     def save_checkpoint(self, completed: int) -> None:
         d = self.out / "checkpoints"
         tmp = d / f".epoch-{completed:05d}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(json.dumps({"completed": completed, "theta": self.theta.tolist()}))
             f.flush()
             os.fsync(f.fileno())

@@ -93,3 +93,27 @@ def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path) ->
         "epoch-00001.json",
         "epoch-00002.json",
     ]
+
+
+def test_independent_guest_reproduces_the_shipped_job_and_row_vectors() -> None:
+    import hashlib
+    import importlib.util
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location(
+        "independent_guest", ROOT / "examples" / "independent_guest.py"
+    )
+    assert spec is not None and spec.loader is not None
+    guest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guest)
+    vectors = ROOT / "privfl" / "conformance" / "vectors"
+    expected = json.loads((vectors / "job-example.json").read_text())
+    canonical = guest.canonical_job(tomllib.loads((vectors / "job-example.toml").read_text()))
+    assert canonical.decode() == expected["canonical"]
+    assert hashlib.sha256(canonical).hexdigest() == expected["fingerprint"]
+    rows = json.loads((vectors / "rows.json").read_text())
+    split = rows["demo_split"]
+    _, _, train, test = guest.load_demo(list(range(10, 30)), 0.25, 0)
+    assert train == [str(i) for i in split["train"]] and test == [str(i) for i in split["test"]]
+    demo = rows["commitments"][2]
+    assert guest.rows_digest(demo["session"], train, test) == demo["rows_digest"]
