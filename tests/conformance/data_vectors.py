@@ -75,8 +75,8 @@ def rows_vector() -> dict[str, Any]:
             },
             {
                 "session": SESSION,
-                "train_ids": "demo_split.train as decimal strings",
-                "test_ids": "demo_split.test as decimal strings",
+                "train_ids": [str(int(i)) for i in demo.train_ids],  # positions, as text
+                "test_ids": [str(int(i)) for i in demo.test_ids],
                 "rows_digest": row_commitment(SESSION, demo.train_ids, demo.test_ids),
             },
         ],
