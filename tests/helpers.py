@@ -7,7 +7,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,38 @@ import numpy as np
 
 from privfl.config import JobConfig, LabelDPConfig, PartySpec, TrainingConfig
 from privfl.data.views import PartyData, demo_columns
+from privfl.errors import PrivflError
 from privfl.parties.runner import load_data, run_party
 from privfl.protocol import codec
-from privfl.protocol.memory import InMemoryHub
+from privfl.protocol.memory import InMemoryHub, InMemoryTransport
 from privfl.protocol.messages import Header, Message
 
 TEST_KEY_BITS = 512
+
+
+class Crash(PrivflError):
+    """The injected failure of a DyingTransport."""
+
+
+class DyingTransport:
+    """An in-memory transport whose k-th send fails once (the party then stops and aborts)."""
+
+    def __init__(self, inner: InMemoryTransport, after: int) -> None:
+        self.name = inner.name
+        self._inner = inner
+        self._left = after
+
+    def send(self, peer: str, frames: Sequence[bytes]) -> None:
+        self._left -= 1
+        if self._left == 0:
+            raise Crash(f"{self.name} crashed on purpose")
+        self._inner.send(peer, frames)
+
+    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
+        return self._inner.recv(timeout)
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 class PartyHung(Exception):

@@ -18,50 +18,23 @@ import signal
 import threading
 import time
 import tomllib
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import tomli_w
-from helpers import memory_job, read_model, read_summary
+from helpers import Crash, DyingTransport, memory_job, read_model, read_summary
 from processes import spawn
 from test_cli import WEAK, privfl
 
 from privfl.config import JobConfig
-from privfl.errors import PrivflError
 from privfl.parties import checkpoint
 from privfl.parties.runner import run_party
-from privfl.protocol.memory import InMemoryHub, InMemoryTransport
+from privfl.protocol.memory import InMemoryHub
 
 EPOCHS = 5
 LABEL_SEED = 5  # seeded flips (not private), so two runs can flip alike
-
-
-class Crash(PrivflError):
-    """The injected failure."""
-
-
-class DyingTransport:
-    """An in-memory transport whose k-th send fails once (the party then stops and aborts)."""
-
-    def __init__(self, inner: InMemoryTransport, after: int) -> None:
-        self.name = inner.name
-        self._inner = inner
-        self._left = after
-
-    def send(self, peer: str, frames: Sequence[bytes]) -> None:
-        self._left -= 1
-        if self._left == 0:
-            raise Crash(f"{self.name} crashed on purpose")
-        self._inner.send(peer, frames)
-
-    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
-        return self._inner.recv(timeout)
-
-    def close(self) -> None:
-        self._inner.close()
 
 
 def run_all(

@@ -14,45 +14,20 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import memory_job, read_model
+from helpers import Crash, DyingTransport, memory_job, read_model
 from processes import spawn
 
 from privfl.config import JobConfig
 from privfl.crypto.paillier import PrivateKey, PublicKey, private_primes
-from privfl.errors import PrivflError
 from privfl.parties import checkpoint
 from privfl.parties import server as server_module
 from privfl.parties.runner import run_party
-from privfl.protocol.memory import InMemoryHub, InMemoryTransport
-
-
-class Crash(PrivflError):
-    """The injected failure."""
-
-
-class Dying:
-    """An in-memory transport whose k-th send fails (the party then aborts its peers)."""
-
-    def __init__(self, inner: InMemoryTransport, after: int) -> None:
-        self.name, self._inner, self._left = inner.name, inner, after
-
-    def send(self, peer: str, frames: Sequence[bytes]) -> None:
-        self._left -= 1
-        if self._left == 0:
-            raise Crash(f"{self.name} crashed on purpose")
-        self._inner.send(peer, frames)
-
-    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
-        return self._inner.recv(timeout)
-
-    def close(self) -> None:
-        self._inner.close()
+from privfl.protocol.memory import InMemoryHub
 
 
 @pytest.fixture
@@ -76,7 +51,7 @@ def run_all(
     hub = InMemoryHub(record=False)
     transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
     if die:
-        transports[die] = Dying(transports[die], after)
+        transports[die] = DyingTransport(transports[die], after)
     results: dict[str, Any] = {}
 
     def party(name: str) -> None:
