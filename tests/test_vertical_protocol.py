@@ -527,14 +527,18 @@ def test_a_guest_with_another_job_file_is_refused(tmp_path: Path) -> None:
 
     # Assert: refused as a config error by the Server and the Host (one of them may
     # hear the other's Abort first); every party ended, by abort, not by timeout.
-    results = run.results
+    assert_refused_by_server_and_host(run.results, "guest-1 runs a different job file")
+    assert isinstance(run.results["guest-1"], PeerAborted)
+    assert took < 5
+
+
+def assert_refused_by_server_and_host(results: dict[str, Any], reason: str) -> None:
+    """Every party failed; the Server and the Host with ``reason`` (one may hear it by Abort)."""
     assert set(failures(results)) == {"server", "host", "guest-1"}
     ends = [results["server"], results["host"]]
     assert all(isinstance(e, ConfigError | PeerAborted) for e in ends), ends
     assert any(isinstance(e, ConfigError) for e in ends)
-    assert all("guest-1 runs a different job file" in str(e) for e in ends)
-    assert isinstance(results["guest-1"], PeerAborted)
-    assert took < 5
+    assert all(reason in str(e) for e in ends)
 
 
 def test_a_guest_whose_rows_do_not_line_up_is_refused(tmp_path: Path) -> None:
@@ -555,12 +559,7 @@ def test_a_guest_whose_rows_do_not_line_up_is_refused(tmp_path: Path) -> None:
     took = time.monotonic() - began
 
     # Assert: the Host and the Server name the guest before any batch; all stop.
-    results = run.results
-    assert set(failures(results)) == {"server", "host", "guest-1"}
-    ends = [results["server"], results["host"]]
-    assert all(isinstance(e, ConfigError | PeerAborted) for e in ends), ends
-    assert any(isinstance(e, ConfigError) for e in ends)
-    assert all("guest-1's rows do not line up with the host's" in str(e) for e in ends)
+    assert_refused_by_server_and_host(run.results, "guest-1's rows do not line up with the host's")
     assert not any(isinstance(body, Batch) for *_, body in decoded_traffic(run.hub))
     assert took < 5
 
