@@ -67,6 +67,34 @@ class TrainingConfig:
     divergence_factor: float = 2.0  # stop with an error when loss > factor × first loss
 
 
+MODEL_KINDS = ("logistic", "linear", "poisson", "multiclass", "secureboost")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """Which vertical model the job trains, and the hyper-parameters only that model reads.
+
+    The GLMs (logistic, linear, poisson, multiclass) take their optimiser settings from
+    ``[training]``; SecureBoost takes the tree settings below. A job without a ``[model]``
+    table trains logistic regression, and its fingerprint is the one it always had.
+    """
+
+    kind: str = "logistic"
+    # multiclass (one-vs-rest): how many classes; 0 = as many as the Host's labels hold
+    classes: int = 0
+    # SecureBoost (docs/security.md: what each party learns)
+    trees: int = 10
+    depth: int = 3
+    learning_rate: float = 0.3
+    bins: int = 32
+    l2: float = 1.0  # λ on leaf weights
+    gamma: float = 0.0  # least gain a split must bring
+    min_child_weight: float = 1.0  # least Σh in a child
+    subsample: float = 1.0  # fraction of rows per tree
+    colsample: float = 1.0  # fraction of each party's features per tree
+    early_stopping_rounds: int = 0  # 0 = train every tree
+
+
 @dataclass(frozen=True, slots=True)
 class LabelDPConfig:
     """Randomized response on the Host's labels and the flipback post-processing."""
@@ -106,6 +134,7 @@ class JobConfig:
     # is an error naming the peer. A local limit: not in the fingerprint.
     max_buffered_mib: int = DEFAULT_BUFFERED_MIB
     training: TrainingConfig = field(default_factory=TrainingConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
     label_dp: LabelDPConfig = field(default_factory=LabelDPConfig)
     data: DataConfig = field(default_factory=DataConfig)
     source: Path | None = None  # the file it was read from, to resolve keys_dir
@@ -231,19 +260,38 @@ def validate(job: JobConfig) -> None:
         raise ConfigError(
             f"liveness_grace_seconds must lie in (0, {MAX_GRACE_SECONDS:g}]; 3 suits most sites"
         )
+    validate_model(job.model)
     if job.data.psi not in PSI_METHODS:
         raise ConfigError(f"data.psi is {job.data.psi!r}; choose one of {', '.join(PSI_METHODS)}")
     if job.data.psi == "rsa":
         check_key_bits(job.data.psi_key_bits, job.allow_weak_keys)
 
 
+def validate_model(model: ModelConfig) -> None:
+    """Check ``[model]``: a known kind and hyper-parameters in their ranges."""
+    if model.kind not in MODEL_KINDS:
+        raise ConfigError(f"model.kind is {model.kind!r}; choose one of {', '.join(MODEL_KINDS)}")
+    if model.classes < 0 or model.classes == 1:
+        raise ConfigError("model.classes must be 0 (from the labels) or at least 2")
+    if model.trees < 1 or model.depth < 1 or model.bins < 2 or model.learning_rate <= 0:
+        raise ConfigError("model: trees >= 1, depth >= 1, bins >= 2, learning_rate > 0")
+    if model.l2 < 0 or model.gamma < 0 or model.min_child_weight < 0:
+        raise ConfigError("model: l2, gamma and min_child_weight must be >= 0")
+    if not (0 < model.subsample <= 1 and 0 < model.colsample <= 1):
+        raise ConfigError("model: subsample and colsample must lie in (0, 1]")
+    if model.early_stopping_rounds < 0:
+        raise ConfigError("model.early_stopping_rounds must be >= 0")
+
+
 def to_dict(job: JobConfig) -> dict[str, Any]:
     """The job as plain TOML-ready data (without its source path)."""
-    extra = (
+    extra: dict[str, Any] = (
         {}
         if job.max_buffered_mib == DEFAULT_BUFFERED_MIB
         else {"max_buffered_mib": job.max_buffered_mib}
     )
+    if job.model != ModelConfig():  # a job without [model] keeps its old fingerprint
+        extra["model"] = asdict(job.model)
     return {
         **extra,
         "session": job.session,
@@ -302,6 +350,7 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
             "training": TrainingConfig(**data.pop("training", {})),
             "label_dp": LabelDPConfig(**data.pop("label_dp", {})),
             "data": DataConfig(**data.pop("data", {})),
+            "model": ModelConfig(**data.pop("model", {})),
         }
         return JobConfig(parties=parties, source=source, **sections, **data)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:  # e.g. `parties = 3`

@@ -343,3 +343,17 @@ def test_every_site_local_top_level_key_is_left_out_of_the_fingerprint() -> None
     assert shared.fingerprint() != job.fingerprint()
     assert not set(LOCAL_JOB_KEYS) & set(canonical)
     assert set(LOCAL_JOB_KEYS) <= set(to_dict(local))  # kept in the site's own file
+
+
+def test_model_table_defaults_keep_the_fingerprint_and_bad_kinds_are_refused() -> None:
+    from privfl.config import ModelConfig, from_dict, to_dict
+
+    base = to_dict(_job(key_bits=512, allow_weak_keys=True))
+    job = from_dict(dict(base))
+    assert job.model == ModelConfig() and "model" not in to_dict(job)
+    boosted = from_dict({**base, "model": {"kind": "secureboost", "trees": 5}})
+    assert boosted.model.trees == 5 and boosted.fingerprint() != job.fingerprint()
+    with pytest.raises(ConfigError, match=r"model\.kind"):
+        from_dict({**base, "model": {"kind": "forest"}})
+    with pytest.raises(ConfigError, match="subsample"):
+        from_dict({**base, "model": {"kind": "secureboost", "subsample": 0}})
