@@ -1,5 +1,5 @@
 """Run the privfl command line with ``python -m privfl``."""
 
-from privfl.cli import main
+from privfl.cli.vfl import main
 
 main()

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from privfl.config import JobConfig, LabelDPConfig, PartySpec, TrainingConfig
+from privfl.config.vertical import JobConfig, LabelDPConfig, PartySpec, TrainingConfig
 from privfl.data.views import PartyData, demo_columns
 from privfl.errors import PrivflError
-from privfl.parties.runner import load_data, run_party
+from privfl.parties.vertical.runner import load_data, run_party
 from privfl.protocol import codec
 from privfl.protocol.memory import InMemoryHub, InMemoryTransport
 from privfl.protocol.messages import Header, Message

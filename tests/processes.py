@@ -7,6 +7,14 @@ import sys
 from pathlib import Path
 
 STARTED: list[subprocess.Popen[bytes]] = []
+WEAK = ["--key-bits", "512", "--allow-weak-keys"]  # test-sized keys, behind their explicit flag
+
+
+def privfl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the privfl CLI in a fresh interpreter and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "privfl", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def spawn(*args: str, log: Path) -> subprocess.Popen[bytes]:

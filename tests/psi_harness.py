@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from privfl.config import DEFAULT_MAX_IDS, DataConfig, JobConfig, PartySpec
+from privfl.config.vertical import DEFAULT_MAX_IDS, DataConfig, JobConfig, PartySpec
 from privfl.data.tables import IdTable
-from privfl.parties.channel import Channel
-from privfl.parties.common import PartyContext
+from privfl.parties.session import PartyContext
+from privfl.parties.vertical.psi import align
+from privfl.protocol.channel import Channel
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Message
-from privfl.psi.stage import align
 
 
 def job_of(

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from privfl.config import JobConfig
+from privfl.config.vertical import JobConfig
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError
 

@@ -2,7 +2,7 @@
 
 Units: every function states whether its ε is per release (one report of one
 client in one round) or composed. Nothing here knows about rounds or clients;
-:mod:`privfl.hfl.ledger` keeps that bookkeeping.
+:mod:`privfl.parties.horizontal.ledger` keeps that bookkeeping.
 """
 
 from __future__ import annotations

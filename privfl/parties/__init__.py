@@ -1,1 +1,1 @@
-"""One state machine per role: the vertical Server, Host and Guest."""
+"""Every role of both modes, and what they share: the session, checkpoints, the audit log."""

@@ -35,10 +35,10 @@ from privfl.errors import ConfigError, ProtocolError
 from privfl.protocol.messages import Checkpoints, Decrypted, EpochResult, Kind, Message, Resume
 
 if TYPE_CHECKING:
-    from privfl.parties.common import PartyContext
-    from privfl.parties.guest import GuestState
-    from privfl.parties.host import HostState
-    from privfl.parties.server import ServerState
+    from privfl.parties.session import PartyContext
+    from privfl.parties.vertical.guest import GuestState
+    from privfl.parties.vertical.host_steps import HostState
+    from privfl.parties.vertical.server import ServerState
 
 log = logging.getLogger("privfl.checkpoint")
 FOLDER = "checkpoints"

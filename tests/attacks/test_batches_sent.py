@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import decoded_traffic, failures, memory_job, party_data, run_in_threads
 
-from privfl.config import with_overrides
+from privfl.config.vertical import with_overrides
 from privfl.data.views import PartyData
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch

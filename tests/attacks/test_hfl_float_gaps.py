@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from privfl.hfl.config import HflConfig
-from privfl.hfl.perturb import calibrate, randomize
+from privfl.config.horizontal import HflConfig
 from privfl.mechanisms.noise import private_source, unit_grid
+from privfl.mechanisms.randomize import calibrate, randomize
 
 SCALE = 2.0  # Laplace scale of one coordinate in [−1, 1] (ε = 1)
 

@@ -14,10 +14,10 @@ import secrets
 import numpy as np
 import pytest
 
+from privfl.crypto.sealing import new_report_key, seal, sealed_size
 from privfl.errors import ProtocolError
-from privfl.hfl.aggregator import client_tokens, open_batch
-from privfl.hfl.sealing import new_report_key, seal, sealed_size
-from privfl.hfl.shuffler import Admission
+from privfl.parties.horizontal.aggregator import client_tokens, open_batch
+from privfl.parties.horizontal.shuffler import Admission
 from privfl.protocol.hfl_messages import TOKEN_BYTES, Shuffled, ShuffleWindow
 
 SESSION, ROUND, DIMS = "s", 3, 6

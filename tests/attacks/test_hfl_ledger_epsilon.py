@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from privfl.hfl import engine
-from privfl.hfl.config import HflConfig
-from privfl.hfl.ledger import compose_pure
-from privfl.hfl.simulate import run_experiment
+from privfl.config.horizontal import HflConfig
+from privfl.learning import fedavg as engine
 from privfl.mechanisms.accountants import advanced_composition, subsampling_amplification
+from privfl.parties.horizontal.ledger import compose_pure
+from privfl.runs.simulate import run_experiment
 
 CASE = HflConfig(
     mechanism="laplace-topk", epsilon=1.0, rounds=200, fraction=0.1, clients=20,

@@ -13,11 +13,11 @@ from dataclasses import replace
 
 import torch
 
-from privfl.hfl import engine
-from privfl.hfl.config import HflConfig
-from privfl.hfl.models import get_flat
-from privfl.hfl.simulate import run_experiment
+from privfl.config.horizontal import HflConfig
+from privfl.learning import fedavg as engine
+from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import SEEDED_LABEL, private_source, seeded_source
+from privfl.runs.simulate import run_experiment
 
 LAPLACE = HflConfig(mechanism="laplace-topk", epsilon=50.0, clients=4, local_epochs=1, seed=7)
 DPSGD = HflConfig(clients=4, local_epochs=1, local_dp="dpsgd", local_noise=1.0, seed=7)

@@ -26,9 +26,9 @@ from helpers import memory_job
 
 from privfl.errors import ProtocolError
 from privfl.parties.audit import FILE_NAME as AUDIT
-from privfl.parties.channel import Channel
-from privfl.parties.runner import run_party
+from privfl.parties.vertical.runner import run_party
 from privfl.protocol import codec
+from privfl.protocol.channel import Channel
 from privfl.protocol.keys import KeyRing
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import (

@@ -22,11 +22,11 @@ import pytest
 from helpers import Crash, DyingTransport, memory_job, read_model
 from processes import spawn
 
-from privfl.config import JobConfig
+from privfl.config.vertical import JobConfig
 from privfl.crypto.paillier import PrivateKey, PublicKey, private_primes
 from privfl.parties import checkpoint
-from privfl.parties import server as server_module
-from privfl.parties.runner import run_party
+from privfl.parties.vertical import server as server_module
+from privfl.parties.vertical.runner import run_party
 from privfl.protocol.memory import InMemoryHub
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from helpers import memory_job, party_data
 
-import privfl.parties.host as host_steps
+import privfl.parties.vertical.host_steps as host_steps
 from privfl.crypto.paillier import PublicKey, generate_keypair
 from privfl.mechanisms.label_dp import keep_probability
 

@@ -15,11 +15,11 @@ import threading
 import numpy as np
 from psi_harness import id_table, job_of, run_stage, send_as
 
+from privfl.crypto import psi_ecdh as ecdh
 from privfl.errors import ProtocolError
 from privfl.protocol import codec
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import BigInts, Kind, PsiAnswer, PsiHello, PsiQuery
-from privfl.psi import ecdh
 
 rng = np.random.default_rng(7)
 SPACE = [f"MRN-{i:05d}" for i in range(5000)]  # the guessable id space

@@ -17,9 +17,9 @@ import gmpy2
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from psi_harness import job_of, run_stage, tables
 
+from privfl.crypto import psi_ecdh as ecdh
 from privfl.errors import ProtocolError
 from privfl.protocol.memory import InMemoryHub
-from privfl.psi import ecdh
 
 P = 2**255 - 19
 A = 486662

@@ -16,11 +16,11 @@ import gmpy2
 import pytest
 from psi_harness import id_table, job_of, run_stage, send_as
 
+from privfl.crypto import psi_rsa as rsa
 from privfl.errors import ProtocolError
 from privfl.protocol import codec
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import PsiHello, PsiQuery
-from privfl.psi import rsa
 
 E = 65537  # prime, the usual exponent
 BITS = 1024

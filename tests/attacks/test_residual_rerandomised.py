@@ -24,13 +24,12 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import decoded_traffic, failures, memory_job, party_data, run_in_threads
-from processes import spawn
-from test_cli import WEAK, privfl
+from processes import WEAK, privfl, spawn
 
-from privfl.config import JobConfig, load_job
+from privfl.config.vertical import JobConfig, load_job
 from privfl.crypto import fresh
 from privfl.crypto.encoding import VALUE_BITS, decode
-from privfl.parties.runner import run_party
+from privfl.parties.vertical.runner import run_party
 from privfl.protocol import codec
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Forward, Message, PublicKey, Residual

@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 from helpers import memory_job
 
-from privfl.config import JobConfig, load_job
+from privfl.config.vertical import JobConfig, load_job
 from privfl.crypto.encoding import encode
 from privfl.crypto.packing import packed_length
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.errors import PeerAborted, ProtocolError
 from privfl.parties.audit import FILE_NAME as AUDIT
-from privfl.parties.channel import Channel
-from privfl.parties.runner import run_party
-from privfl.parties.server_rules import LOSS_BITS
+from privfl.parties.vertical.runner import run_party
+from privfl.parties.vertical.server_rules import LOSS_BITS
+from privfl.protocol.channel import Channel
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import (
     BigInts,
@@ -290,7 +290,7 @@ def test_gradient_lengths_come_from_the_job_not_the_hello(tmp_path: Path) -> Non
 
 
 def test_a_real_server_process_refuses_and_names_the_guest(tmp_path: Path) -> None:
-    from privfl.conformance.peer import Peer
+    from privfl.tools.conformance.peer import Peer
 
     kit = tmp_path / "kit"
     made = _privfl(

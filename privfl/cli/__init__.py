@@ -1,0 +1,1 @@
+"""The command line: `privfl` and its subcommands, each loaded only when it runs."""

@@ -1,0 +1,408 @@
+"""`privfl hfl …`: the horizontal mode's commands (torch is imported only when one runs)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from privfl.cli.errors import friendly_errors
+from privfl.config.horizontal import (
+    DATASETS,
+    DEVICES,
+    MECHANISMS,
+    HflConfig,
+    load_hfl_job,
+    with_settings,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@click.group()
+def hfl() -> None:
+    """Horizontal FL: PyTorch clients with local DP, FedAvg/FedProx, an optional Shuffler.
+
+    Institutions hold the same columns about different people. Each client trains
+    locally, randomizes its report with a local-DP mechanism and sends it to the
+    aggregator, directly or through a Shuffler that cannot read it. A privacy
+    ledger states ε per weight, per client per round and in total.
+    Start with `privfl hfl run-local`.
+    """
+
+
+def experiment_options(func: F) -> F:
+    """The experiment's settings; every one defaults to the job file's (or the built-in) value."""
+    options = [
+        click.option("--dataset", type=click.Choice(DATASETS), default=None, help="[digits]"),
+        click.option(
+            "--data-dir", default=None, help="Folder with the IDX / CIFAR-10 binary files."
+        ),
+        click.option(
+            "--clients", type=click.IntRange(1), default=None, help="Logical clients. [20]"
+        ),
+        click.option("--rounds", type=click.IntRange(1), default=None, help="Rounds. [10]"),
+        click.option(
+            "--local-epochs",
+            type=click.IntRange(1),
+            default=None,
+            help="Local epochs per round. [5]",
+        ),
+        click.option(
+            "--lr",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="SGD learning rate (batch 16). [0.5]",
+        ),
+        click.option(
+            "--fraction",
+            type=click.FloatRange(0, 1, min_open=True),
+            default=None,
+            help="K-of-N sample per round. [1]",
+        ),
+        click.option(
+            "--participation",
+            type=click.FloatRange(0, 1, min_open=True),
+            default=None,
+            help="p: a client joins a round with probability p. [1]",
+        ),
+        click.option(
+            "--dropout",
+            type=click.FloatRange(0, 1, max_open=True),
+            default=None,
+            help="q: a joined client drops out; β = p(1−q). [0]",
+        ),
+        click.option(
+            "--mechanism",
+            type=click.Choice(MECHANISMS),
+            default=None,
+            help="Local randomizer. [none]",
+        ),
+        click.option(
+            "--epsilon",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="ε per weight (pnpm/duchi/pm) or per client per round (others). [1]",
+        ),
+        click.option(
+            "--delta",
+            type=click.FloatRange(0, 1, min_open=True, max_open=True),
+            default=None,
+            help="[1e-5]",
+        ),
+        click.option(
+            "--topk-fraction",
+            type=click.FloatRange(0, 1, min_open=True),
+            default=None,
+            help="α of the *-topk mechanisms. [0.1]",
+        ),
+        click.option(
+            "--shuffler/--no-shuffler",
+            default=None,
+            help="Route sealed reports through a Shuffler.",
+        ),
+        click.option(
+            "--fedprox-mu",
+            type=click.FloatRange(min=0),
+            default=None,
+            help="FedProx μ (0 = FedAvg). [0]",
+        ),
+        click.option("--iid", is_flag=True, default=False, help="IID split (the default)."),
+        click.option(
+            "--dirichlet",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="Dirichlet(α) label-skew split.",
+        ),
+        click.option(
+            "--device",
+            type=click.Choice(DEVICES),
+            default=None,
+            help="auto = CUDA when present. [auto]",
+        ),
+        click.option("--seed", type=int, default=None, help="[0]"),
+        click.option(
+            "--seeded-noise",
+            is_flag=True,
+            default=None,
+            help="Research only: noise from the job seed (reproducible, NOT private).",
+        ),
+        click.option(
+            "--budget",
+            "epsilon_budget",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="Stop before the total ε per client would exceed this.",
+        ),
+        click.option(
+            "--timeout",
+            "timeout_seconds",
+            type=click.FloatRange(min=0.1),
+            default=None,
+            help="Longest wait for a silent peer, in s. [60]",
+        ),
+        click.option(
+            "--round-timeout",
+            type=click.FloatRange(min=0.1),
+            default=None,
+            help="A client host later than this is dropped. [60]",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def build_config(job_file: Path | None, opts: dict[str, Any]) -> HflConfig:
+    """The job file's settings (or the defaults) with the command line on top."""
+    base = load_hfl_job(job_file).config if job_file else HflConfig()
+    iid = opts.pop("iid")
+    if iid and opts.get("dirichlet"):
+        raise click.UsageError("--iid and --dirichlet exclude each other")
+    if iid:
+        opts["dirichlet"] = 0.0
+    return with_settings(base, **opts)
+
+
+@hfl.command("run-local")
+@click.option(
+    "--job",
+    "job_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Take settings from this job file.",
+)
+@experiment_options
+@click.option(
+    "--client-processes",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="OS processes sharing the logical clients.",
+)
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=None, help="Run directory. [runs/<timestamp>]"
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@friendly_errors
+def run_local_cmd(
+    job_file: Path | None, client_processes: int, out: Path | None, no_progress: bool, **opts: Any
+) -> None:
+    """Run the aggregator, the optional Shuffler and the client hosts as processes on this machine.
+
+    Defaults: sklearn's digits, 20 IID clients on 2 client processes, 10 rounds of
+    5 local epochs, an MLP with one hidden layer of 256, no noise. CURVE-encrypted
+    ZeroMQ on loopback with fresh keys. Outputs: OUT/summary.json (accuracy, the
+    ε figures, …), OUT/aggregator/{metrics.jsonl,training.png,checkpoint.pt}.
+
+    \b
+    Examples:
+      privfl hfl run-local
+      privfl hfl run-local --mechanism pnpm --epsilon 1 --clients 100
+      privfl hfl run-local --mechanism laplace-topk --epsilon 2 --shuffler
+      privfl hfl run-local --mechanism gaussian --epsilon 4 --fraction 0.5 --budget 20
+    """
+    from privfl.parties.vertical.host import run_dir_default
+    from privfl.runs.hfl_launcher import local_job, run_local
+
+    config = build_config(job_file, opts)
+    out = out or run_dir_default()
+    job = local_job(config, client_processes)
+    click.echo(
+        f"privfl: {config.clients} clients on {len(job.names('clients'))} process(es), "
+        f"{config.dataset}, mechanism {config.mechanism}, {config.rounds} rounds"
+        f"{', via a Shuffler' if config.shuffler else ''} -> {out}",
+        err=True,
+    )
+    summary = run_local(job, out, progress=not no_progress)
+    click.echo(results(summary, out))
+
+
+def results(summary: dict[str, Any], out: Path) -> str:
+    """Accuracy, rounds, time and the privacy ledger, one fact per line."""
+    rows = [
+        ("test accuracy", f"{summary['accuracy']:.4f}"),
+        ("test loss", f"{summary['loss']:.4f}"),
+        ("rounds", f"{summary['rounds']} ({summary['stop_reason']})"),
+        (
+            "reports in the last round",
+            str(summary["reports_history"][-1] if summary["reports_history"] else 0),
+        ),
+        ("wall time", f"{summary['wall_seconds']:.1f} s"),
+        ("outputs", str(out)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    return "\n".join([*lines, "privacy ledger:", *(f"  {line}" for line in summary["ledger"])])
+
+
+def role_command(role: str) -> click.Command:
+    """`privfl hfl aggregator|client|shuffler --job FILE --party NAME`."""
+
+    @click.option(
+        "--job",
+        "job_file",
+        type=click.Path(path_type=Path),
+        required=True,
+        help="The shared job file (`privfl hfl init`).",
+    )
+    @click.option("--party", required=True, help="This party's name in the job file.")
+    @click.option(
+        "--out",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Output folder. [runs/<timestamp>/<party>]",
+    )
+    @click.option("--no-progress", is_flag=True, help="No progress bar (aggregator).")
+    @click.option(
+        "--slow",
+        type=click.FloatRange(min=0),
+        default=0.0,
+        hidden=True,
+        help="Test aid: delay each report.",
+    )
+    @click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
+    @friendly_errors
+    def command(
+        job_file: Path, party: str, out: Path | None, no_progress: bool, slow: float, verbose: bool
+    ) -> None:
+        from privfl.parties.vertical.host import run_dir_default
+        from privfl.parties.vertical.runner import setup_logging
+
+        job = load_hfl_job(job_file)
+        spec = job.party(party)
+        wanted = {"aggregator": "aggregator", "client": "clients", "shuffler": "shuffler"}[role]
+        if spec.role != wanted:
+            raise click.UsageError(
+                f"party {party} is a {spec.role}; run the matching `privfl hfl` command"
+            )
+        out = out or run_dir_default() / party
+        setup_logging(out, party, verbose)
+        if role == "aggregator":
+            from privfl.parties.horizontal.aggregator import run_aggregator
+
+            hook = None if no_progress else round_progress(job.config.rounds)
+            summary = run_aggregator(job, party, out, hook)
+            click.echo(results(summary, out), err=True)
+        elif role == "client":
+            from privfl.parties.horizontal.client import run_client_host
+
+            run_client_host(job, party, out, slow_seconds=slow)
+        else:
+            from privfl.parties.horizontal.shuffler import run_shuffler
+
+            run_shuffler(job, party, out)
+
+    command.__doc__ = {
+        "aggregator": "Run the aggregator: opens rounds, averages reports, keeps the ledger.",
+        "client": "Run a client host: trains and randomizes its clients; connects out only.",
+        "shuffler": "Run the Shuffler: collects sealed reports, pads, permutes, forwards.",
+    }[role]
+    return click.command(role)(command)
+
+
+def round_progress(rounds: int) -> Callable[[dict[str, Any]], None]:
+    from tqdm import tqdm
+
+    bar = tqdm(total=rounds, desc="federated rounds", unit="round", file=sys.stderr)
+
+    def hook(record: dict[str, Any]) -> None:
+        bar.set_postfix(acc=f"{record['accuracy']:.3f}", eps=record["epsilon_total"])
+        bar.update(1)
+
+    return hook
+
+
+for _role in ("aggregator", "client", "shuffler"):
+    hfl.add_command(role_command(_role))
+
+
+@hfl.command("init")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Kit folder to write.")
+@click.option(
+    "--job",
+    "job_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Take settings from this job file.",
+)
+@experiment_options
+@click.option(
+    "--client-processes",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Client hosts.",
+)
+@friendly_errors
+def init_cmd(out: Path, job_file: Path | None, client_processes: int, **opts: Any) -> None:
+    """Write OUT/job.toml and CURVE keys for running each party as its own command.
+
+    \b
+    Then (aggregator first; endpoints are in the job file):
+      privfl hfl aggregator --job OUT/job.toml --party aggregator
+      privfl hfl client     --job OUT/job.toml --party clients-1
+    """
+    from privfl.runs.hfl_launcher import local_job, write_hfl_kit
+
+    job = local_job(build_config(job_file, opts), client_processes)
+    path = write_hfl_kit(job, out)
+    click.echo(f"wrote {path} and {len(job.parties)} key pairs")
+    for name, spec in job.parties.items():
+        where = (
+            spec.endpoint
+            or f"connects out; clients {spec.first_client}.."
+            f"{spec.first_client + spec.num_clients - 1}"
+        )
+        click.echo(f"  {name:<12} {spec.role:<10} {where}")
+
+
+@hfl.command("compare")
+@click.option(
+    "--mechanisms", default="pnpm,duchi,pm,gaussian", show_default=True, help="Comma-separated."
+)
+@click.option("--epsilons", default="0.5,1,2", show_default=True, help="Comma-separated ε values.")
+@click.option(
+    "--clients",
+    "client_counts",
+    default="10,100",
+    show_default=True,
+    help="Comma-separated client counts.",
+)
+@click.option("--rounds", type=click.IntRange(1), default=10, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("docs/results-hfl.md"),
+    show_default=True,
+    help="Markdown file to write.",
+)
+@friendly_errors
+def compare_cmd(
+    mechanisms: str, epsilons: str, client_counts: str, rounds: int, seed: int, out: Path
+) -> None:
+    """Run every mechanism × ε × client count in-process on digits and write a Markdown table.
+
+    The runs use the same round functions as the networked roles, without sockets.
+    """
+    from privfl.tools.experiments.compare import compare
+
+    try:
+        mechs = [m.strip() for m in mechanisms.split(",") if m.strip()]
+        eps = [float(e) for e in epsilons.split(",")]
+        counts = [int(c) for c in client_counts.split(",")]
+    except ValueError as exc:
+        raise click.BadParameter(f"comma-separated numbers expected: {exc}") from exc
+    bad = [m for m in mechs if m not in MECHANISMS]
+    if bad or any(not (e > 0 and math.isfinite(e)) for e in eps) or any(c < 1 for c in counts):
+        raise click.BadParameter(f"mechanisms from {', '.join(MECHANISMS)}; ε > 0; clients >= 1")
+    text = compare(mechs, eps, counts, rounds, seed, progress=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    click.echo(text)
+    click.echo(f"wrote {out}", err=True)

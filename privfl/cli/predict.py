@@ -1,0 +1,97 @@
+"""``privfl vfl predict``: score new rows with a trained model; every party takes part."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from privfl.cli.errors import friendly_errors
+from privfl.config.vertical import load_job
+
+
+@click.command("predict")
+@click.option(
+    "--job",
+    "job_file",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The job file of the training run (same parties, endpoints and keys).",
+)
+@click.option("--party", required=True, help="This party's name in the job file.")
+@click.option(
+    "--model",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="This party's training output folder (its model.json). Not for the server.",
+)
+@click.option(
+    "--data",
+    "data_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="CSV of the rows to score, with this party's model columns. Not for the server.",
+)
+@click.option(
+    "--id-column",
+    default=None,
+    help="Column of record ids; rows are matched by private set intersection. "
+    "Without one (here or in the job file), rows must be in the same order everywhere.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Host: the predictions CSV (id, probability, label). Every party writes party.log "
+    "in this file's folder. [runs/<timestamp>/<party>/predictions.csv]",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
+@friendly_errors
+def predict_cmd(
+    job_file: Path,
+    party: str,
+    model: Path | None,
+    data_file: Path | None,
+    id_column: str | None,
+    out: Path | None,
+    verbose: bool,
+) -> None:
+    """Score new rows with the joint model: start the Server, the Host and every Guest.
+
+    Each party applies its own saved weights to its own columns. The guests' partial
+    scores travel encrypted; the Host learns only their sum (decrypted by the Server
+    under a mask), adds its own part and writes id, probability and predicted label.
+
+    \b
+    Example (one terminal per party):
+      privfl vfl predict --job kit/job.toml --party server
+      privfl vfl predict --job kit/job.toml --party guest-1 --model run/guest-1 \\
+          --data new-guest.csv --id-column patient_id
+      privfl vfl predict --job kit/job.toml --party host --model run/host \\
+          --data new-host.csv --id-column patient_id --out predictions.csv
+    """
+    from privfl.parties.vertical.host import run_dir_default
+    from privfl.parties.vertical.predict import load_model, predict_party, prediction_rows
+    from privfl.parties.vertical.runner import open_transport, setup_logging
+
+    job = load_job(job_file)
+    role = job.party(party).role
+    out = out or run_dir_default() / party / "predictions.csv"
+    setup_logging(out.parent, party, verbose)
+    saved, table, by_id = None, None, False
+    if role != "server":
+        if model is None or data_file is None:
+            raise click.UsageError(f"{party} ({role}) needs --model DIR and --data FILE")
+        saved = load_model(model, party)
+        table, by_id = prediction_rows(job, party, saved, data_file, id_column)
+    result = predict_party(
+        job,
+        party,
+        out,
+        model=saved,
+        table=table,
+        by_id=by_id,
+        transport=open_transport(job, party),
+    )
+    if role == "host":
+        click.echo(f"{party}: {result['rows']} predictions in {out}", err=True)

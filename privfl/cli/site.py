@@ -1,0 +1,191 @@
+"""Command-line pieces for per-site kits and key exchange (`init vfl --parties`, `keys import`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from privfl.config.vertical import JobConfig, validate
+from privfl.errors import ConfigError
+
+SITE_OPTIONS = [
+    click.option(
+        "--parties",
+        default=None,
+        help="One folder per site instead of one kit: names such as server,host,guest-a,guest-b "
+        "(roles from the names: server, host, guest*).",
+    ),
+    click.option(
+        "--endpoint",
+        "endpoints",
+        multiple=True,
+        metavar="NAME=tcp://ADDRESS:PORT",
+        help="Where a site's inbox listens (its address as the other sites reach it). Repeat.",
+    ),
+    click.option(
+        "--own-keys",
+        is_flag=True,
+        help="With --parties (the default): write no keys; each site runs `privfl keys gen` "
+        "and `privfl keys import` itself, so no secret key is ever made on another machine.",
+    ),
+    click.option(
+        "--all-keys-here",
+        is_flag=True,
+        help="With --parties: make EVERY site's secret key on this machine and put each in its "
+        "site's folder. Risky: this machine then holds all the secret keys, and anyone who "
+        "copies it (or a folder in transit) can impersonate that party — a guest could pose "
+        "as the Server. Only for rehearsals, or if you trust this machine and the channel "
+        "each folder travels over; delete the folders here afterwards.",
+    ),
+    click.option(
+        "--feature-count",
+        "feature_counts",
+        multiple=True,
+        metavar="NAME=N",
+        help="How many feature columns a Host or Guest trains on (its CSV's, without id and "
+        "label). Every site agrees on it; the Server decrypts gradients of that size only. "
+        "Repeat per party. [the demo's columns]",
+    ),
+    click.option(
+        "--psi",
+        type=click.Choice(["rsa", "ecdh"]),
+        default=None,
+        help="Private set intersection for --id-column: ristretto255 ECDH or RSA blind "
+        "signatures. [ecdh]",
+    ),
+    click.option(
+        "--psi-key-bits",
+        type=click.IntRange(1024),
+        default=None,
+        help="RSA modulus of the PSI; under 2048 needs --allow-weak-keys. [2048]",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class SiteOptions:
+    """The `init vfl` options this module handles."""
+
+    parties: list[str]
+    endpoints: dict[str, str]
+    all_keys_here: bool
+    feature_counts: dict[str, int]
+    psi: str | None
+    psi_key_bits: int | None
+
+
+def pop_site_options(opts: dict[str, Any]) -> SiteOptions:
+    """Take this module's options out of the command's keyword arguments."""
+    parties = [p.strip() for p in (opts.pop("parties") or "").split(",") if p.strip()]
+    endpoints = {}
+    for item in opts.pop("endpoints"):
+        name, sep, url = item.partition("=")
+        if not sep or not url.startswith("tcp://"):
+            raise ConfigError(f"--endpoint {item!r}: write NAME=tcp://ADDRESS:PORT")
+        endpoints[name.strip()] = url.strip()
+    own, everything = bool(opts.pop("own_keys")), bool(opts.pop("all_keys_here"))
+    if own and everything:
+        raise ConfigError("--own-keys and --all-keys-here contradict each other: choose one")
+    counts = {}
+    for item in opts.pop("feature_counts"):
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit() or int(value) < 1:
+            raise ConfigError(f"--feature-count {item!r}: write NAME=N with N >= 1")
+        counts[name.strip()] = int(value)
+    if parties:
+        from privfl.runs.site_kits import role_of
+
+        # the template job gets one endpoint (and one demo column share) per guest named
+        opts["guests"] = max(1, sum(role_of(n) == "guest" for n in parties))
+    return SiteOptions(
+        parties=parties,
+        endpoints=endpoints,
+        all_keys_here=everything,
+        feature_counts=counts,
+        psi=opts.pop("psi"),
+        psi_key_bits=opts.pop("psi_key_bits"),
+    )
+
+
+def init_sites(job: JobConfig, out: Path, site: SiteOptions) -> JobConfig:
+    """Apply the PSI options; with --parties write one folder per site and report them."""
+    from privfl.runs.site_kits import site_parties, write_site_kits
+
+    data = job.data
+    data = replace(
+        data, psi=site.psi or data.psi, psi_key_bits=site.psi_key_bits or data.psi_key_bits
+    )
+    job = replace(job, data=data)
+    if site.parties:
+        job = replace(job, parties=site_parties(site.parties, site.endpoints, job))
+    job = with_feature_counts(job, site.feature_counts)
+    if not site.parties:
+        validate(job)
+        return job
+    folders = write_site_kits(job, out, all_keys_here=site.all_keys_here)
+    click.echo(f"wrote one folder per site in {out} (session {job.session}):")
+    for folder, spec in zip(folders, job.parties.values(), strict=True):
+        click.echo(f"  {folder}  {spec.role:<6} listens on {spec.endpoint}")
+    if site.all_keys_here:
+        click.echo("every site's secret key was made HERE: give each site ONLY its own folder,")
+        click.echo("delete them here afterwards, and compare FINGERPRINTS.txt by phone")
+    else:
+        click.echo("no keys written: at each site run `privfl keys gen` and `privfl keys import`")
+    return job
+
+
+def with_feature_counts(job: JobConfig, counts: dict[str, int]) -> JobConfig:
+    """Declare parties' feature counts (their demo columns, if any, are dropped)."""
+    parties = dict(job.parties)
+    for name, count in counts.items():
+        spec = job.party(name)
+        if spec.role == "server":
+            raise ConfigError("--feature-count: the server holds no features")
+        parties[name] = replace(spec, columns=(), feature_count=count)
+    return replace(job, parties=parties)
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--into",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="This site's key folder (e.g. SITE/keys).",
+)
+@click.option("--force", is_flag=True, help="Replace a different key already there.")
+def keys_import(files: tuple[Path, ...], into: Path, force: bool) -> None:
+    """Import peers' PUBLIC keys (NAME.key files) into this site's key folder.
+
+    Prints each key's fingerprint: compare it with the one its owner's
+    `privfl keys gen` printed, over a channel you trust (phone, video call).
+    Secret key files are refused.
+    """
+    from privfl.cli.errors import friendly_errors
+    from privfl.runs.site_kits import import_public_key
+
+    @friendly_errors
+    def run() -> None:
+        for source in files:
+            target, print_ = import_public_key(source, into, force=force)
+            click.echo(f"imported {target}  fingerprint {print_}")
+
+    run()
+
+
+@click.command("fingerprint")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def keys_fingerprint(files: tuple[Path, ...]) -> None:
+    """Print the fingerprint of each public key file, to compare out of band."""
+    from privfl.cli.errors import friendly_errors
+    from privfl.protocol.keys import fingerprint, load_public_key
+
+    @friendly_errors
+    def run() -> None:
+        for path in files:
+            click.echo(f"{path}  {fingerprint(load_public_key(path))}")
+
+    run()

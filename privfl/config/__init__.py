@@ -1,0 +1,1 @@
+"""The job file: one core (parties, keys, TOML, fingerprint) and each mode's settings."""

@@ -1,0 +1,1 @@
+"""The plain maths the protocols are tested against."""

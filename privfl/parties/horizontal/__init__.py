@@ -1,0 +1,1 @@
+"""The horizontal roles: aggregator, client, Shuffler; the privacy ledger."""

@@ -1,0 +1,355 @@
+"""The aggregator: opens rounds, collects reports (direct or shuffled), averages, keeps the ledger.
+
+It listens; client hosts and the Shuffler connect to it. A host that misses a
+round's deadline is dropped for that round; after MAX_MISSES rounds in a row, or
+when it cannot be reached at all, it leaves the job (it may join again); the job goes on
+while at least one host is left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from privfl.config.horizontal import DELTA_REPORTS, HflJob
+from privfl.crypto.sealing import new_report_key, open_sealed
+from privfl.errors import PeerUnavailable, PrivacyBudgetExceeded, ProtocolError
+from privfl.learning import fedavg as engine
+from privfl.learning.models import get_flat
+from privfl.mechanisms.noise import NoiseSource, private_source
+from privfl.parties.horizontal.common import make_channel, open_listener, try_expect
+from privfl.parties.horizontal.outputs import Recorder
+from privfl.protocol.channel import Channel
+from privfl.protocol.hfl_messages import (
+    TOKEN_BYTES,
+    JoinRequest,
+    RoundDone,
+    RoundEnd,
+    RoundStart,
+    Shuffled,
+    ShuffleWindow,
+    Update,
+)
+from privfl.protocol.messages import Kind
+from privfl.runs.simulate import RoundHook, close_round, make_ledger
+
+log = logging.getLogger("privfl.parties.horizontal.aggregator")
+MAX_MISSES = 2
+
+
+@dataclass
+class Roster:
+    """Who is in the job: client hosts and their logical clients, and who was dropped."""
+
+    hosts: dict[str, set[int]] = field(default_factory=dict)
+    dropped: set[str] = field(default_factory=set)
+    misses: dict[str, int] = field(default_factory=dict)
+
+    def missed(self, hosts: set[str], asked: set[str]) -> None:
+        """Count consecutive missed deadlines; drop a host at MAX_MISSES."""
+        for host in asked:
+            self.misses[host] = self.misses.get(host, 0) + 1 if host in hosts else 0
+            if self.misses[host] >= MAX_MISSES:
+                log.warning(
+                    "%s missed %d deadlines in a row; dropped from the job", host, MAX_MISSES
+                )
+                self.dropped.add(host)
+
+    def alive(self) -> dict[str, set[int]]:
+        return {h: c for h, c in self.hosts.items() if h not in self.dropped}
+
+
+def admit(job: HflJob, roster: Roster, sender: str, body: JoinRequest) -> bool:
+    """Add a client host that runs our job; False (and a warning) for anything else."""
+    if body.job_fingerprint != job.fingerprint():
+        log.warning(
+            "%s runs a different job (fingerprint %s); ignored", sender, body.job_fingerprint
+        )
+        return False
+    if body.role != "clients":
+        return False
+    spec = job.party(sender)
+    allowed = set(range(spec.first_client, spec.first_client + spec.num_clients))
+    roster.hosts[sender] = {int(c) for c in body.clients} & allowed
+    roster.dropped.discard(sender)
+    roster.misses.pop(sender, None)
+    return True
+
+
+def admit_late_joins(job: HflJob, channel: Channel, roster: Roster) -> None:
+    """Hosts that joined after the start take part from the next round on."""
+    late = set(job.names("clients")) - set(roster.alive())
+    while late and (env := try_expect(channel, {Kind.JOIN}, late, 0.01)) is not None:
+        assert isinstance(env.body, JoinRequest)
+        if admit(job, roster, env.sender, env.body):
+            log.info("%s joined late; it takes part from now on", env.sender)
+        late.discard(env.sender)
+
+
+def wait_for_joins(job: HflJob, channel: Channel, shuffler: str | None) -> Roster:
+    """JoinRequests from the client hosts (and the Shuffler) in time; at least one host."""
+    expected = set(job.names("clients")) | ({shuffler} if shuffler else set())
+    roster, shuffler_joined = Roster(), shuffler is None
+    deadline = time.monotonic() + job.config.timeout_seconds
+    while expected and (left := deadline - time.monotonic()) > 0:
+        env = try_expect(channel, {Kind.JOIN}, expected, left)
+        if env is None:
+            continue
+        body = env.body
+        assert isinstance(body, JoinRequest)
+        expected.discard(env.sender)
+        if body.role == "shuffler" and body.job_fingerprint == job.fingerprint():
+            shuffler_joined = True
+            continue
+        admit(job, roster, env.sender, body)
+    if not roster.hosts or not shuffler_joined:
+        missing = ", ".join(sorted(expected)) or "(joined with a wrong job)"
+        raise PeerUnavailable(
+            f"no client host{'' if shuffler_joined else ' or Shuffler'} joined within "
+            f"{job.config.timeout_seconds:g} s (missing: {missing}); "
+            "start them with `privfl hfl client`"
+        )
+    if expected:
+        log.warning("starting without %s (did not join in time)", ", ".join(sorted(expected)))
+    return roster
+
+
+def collect_direct(
+    job: HflJob, channel: Channel, asked: dict[str, list[int]], round_: int, dims: int
+) -> tuple[dict[int, np.ndarray], set[str]]:
+    """Updates until every asked host says RoundDone or the deadline passes; also who missed it."""
+    waiting = set(asked)
+    reports: dict[int, np.ndarray] = {}
+    deadline = time.monotonic() + job.config.round_timeout
+    while waiting and (left := deadline - time.monotonic()) > 0:
+        env = try_expect(channel, {Kind.UPDATE, Kind.ROUND_DONE}, waiting, left)
+        if env is None or env.header.round != round_:
+            continue
+        if isinstance(env.body, RoundDone):
+            waiting.discard(env.sender)
+            continue
+        assert isinstance(env.body, Update)
+        client = env.body.client
+        if client not in asked[env.sender] or client in reports or env.body.report.size != dims:
+            log.warning("refused an update for client %d from %s", client, env.sender)
+            continue
+        reports[client] = env.body.report
+    for host in waiting:
+        log.warning("round %d: %s missed the deadline; its reports are not counted", round_, host)
+    return reports, waiting
+
+
+def open_batch(
+    body: Shuffled,
+    private: Any,
+    token: bytes,
+    session: str,
+    round_: int,
+    dims: int,
+    expected: int,
+    minimum: int,
+) -> tuple[list[np.ndarray], int]:
+    """The valid reports of a shuffled batch, and how many were dropped (dummies, others' rounds).
+
+    Refuses the whole batch (ProtocolError) when the Shuffler repeats a sealed report,
+    sends more than it may, or more reports open than clients were asked: each means
+    a deviating Shuffler or client, and the round's central ε would not hold.
+    """
+    if body.count > max(expected, minimum):
+        raise ProtocolError(
+            f"round {round_}: the Shuffler sent {body.count} reports for {expected} asked "
+            f"clients (minimum {minimum}); batch refused"
+        )
+    blobs = [body.blobs[i * body.size : (i + 1) * body.size] for i in range(body.count)]
+    if len({hashlib.sha256(b).digest() for b in blobs}) != len(blobs):
+        raise ProtocolError(f"round {round_}: the Shuffler replayed a sealed report; batch refused")
+    opened = [open_sealed(b, private, token, session, round_, dims) for b in blobs]
+    valid = [r for r in opened if r is not None]
+    if len(valid) > expected:
+        raise ProtocolError(
+            f"round {round_}: {len(valid)} valid reports for {expected} asked clients; "
+            "batch refused"
+        )
+    return valid, len(blobs) - len(valid)
+
+
+def collect_shuffled(
+    job: HflJob,
+    channel: Channel,
+    shuffler: str,
+    round_: int,
+    private: Any,
+    token: bytes,
+    dims: int,
+    expected: int,
+    minimum: int,
+) -> tuple[list[np.ndarray], int]:
+    """Open the Shuffler's batch; dummies and anything that fails to open are dropped."""
+    wait = expected * job.config.slot_seconds + job.config.round_timeout
+    env = try_expect(channel, {Kind.SHUFFLED}, {shuffler}, wait)
+    if env is None or not isinstance(env.body, Shuffled) or env.body.round != round_:
+        raise PeerUnavailable(
+            f"no shuffled batch for round {round_} from {shuffler} within {wait:g} s; "
+            "is it running?"
+        )
+    body = env.body
+    valid, dropped = open_batch(body, private, token, job.session, round_, dims, expected, minimum)
+    log.info(
+        "round %d: %d sealed, %d valid, %d dropped (Shuffler padded %d)",
+        round_,
+        body.count,
+        len(valid),
+        dropped,
+        body.padded,
+    )
+    return valid, dropped
+
+
+def client_tokens(asked: dict[str, list[int]]) -> tuple[dict[str, bytes], bytes, str]:
+    """One fresh single-use token per asked client: per host, all digests, the host caps."""
+    tokens = {h: secrets.token_bytes(TOKEN_BYTES * len(ids)) for h, ids in asked.items()}
+    digests = sorted(
+        hashlib.sha256(blob[i : i + TOKEN_BYTES]).digest()
+        for blob in tokens.values()
+        for i in range(0, len(blob), TOKEN_BYTES)
+    )
+    caps = ",".join(f"{h}:{len(ids)}" for h, ids in sorted(asked.items()))
+    return tokens, b"".join(digests), caps
+
+
+def run_aggregator(
+    job: HflJob, name: str, out: Path, on_round: RoundHook | None = None
+) -> dict[str, Any]:
+    """Run every round to the end (or the budget) and write the run's outputs in ``out``."""
+    torch.set_num_threads(1)
+    cfg = job.config
+    setup = engine.make_setup(cfg)
+    ledger = make_ledger(setup)
+    recorder = Recorder(cfg, out)
+    shuffler = job.names("shuffler")[0] if cfg.shuffler else None
+    peers = job.names("clients") + ([shuffler] if shuffler else [])
+    transport = open_listener(job, name, peers)
+    channel = make_channel(job, transport)
+    roster = Roster()
+    try:
+        roster = wait_for_joins(job, channel, shuffler)
+        stop_reason = train(job, setup, channel, roster, ledger, recorder, shuffler, on_round)
+        extra = {
+            "device": str(setup.device),
+            "transport": "zmq+curve",
+            "shuffler": bool(shuffler),
+            "dropped_hosts": sorted(roster.dropped),
+        }
+        summary = recorder.summary(ledger, stop_reason, extra)
+        for peer in [*job.names("clients"), *([shuffler] if shuffler else [])]:
+            try:
+                channel.send(
+                    peer,
+                    RoundEnd(ledger.rounds, summary["accuracy"] or 0.0, True, stop_reason),
+                    ledger.rounds,
+                )
+            except PeerUnavailable:
+                log.warning("could not tell %s that the job finished", peer)
+        return summary
+    except BaseException as exc:
+        log.error("%s stopped: %s", name, exc)
+        channel.abort([*roster.alive(), *([shuffler] if shuffler else [])], exc)
+        raise
+    finally:
+        time.sleep(0.2)  # let the last messages leave before the sockets close
+        transport.close()
+
+
+def train(
+    job: HflJob,
+    setup: engine.Setup,
+    channel: Channel,
+    roster: Roster,
+    ledger: Any,
+    recorder: Recorder,
+    shuffler: str | None,
+    on_round: RoundHook | None,
+) -> str:
+    cfg = job.config
+    weights = get_flat(setup.model)
+    last_update: torch.Tensor | None = None
+    private, report_key = new_report_key() if shuffler else (None, b"")
+    source: NoiseSource = private_source()  # server noise (NbAFL σ_D), never from the job
+    for round_ in range(1, cfg.rounds + 1):
+        admit_late_joins(job, channel, roster)
+        alive = roster.alive()
+        if not alive:
+            raise PeerUnavailable("every client host has dropped out; see their logs")
+        selected = engine.sample_clients(cfg, round_)
+        asked = {h: [c for c in selected if c in clients] for h, clients in alive.items()}
+        asked = {h: ids for h, ids in asked.items() if ids}
+        try:
+            ledger.check_next([c for ids in asked.values() for c in ids])
+        except PrivacyBudgetExceeded as exc:
+            return f"privacy budget: {exc}"
+        indices = engine.report_indices(setup, last_update, round_)
+        token = secrets.token_bytes(TOKEN_BYTES) if shuffler else b""
+        tokens, digests, caps = client_tokens(asked) if shuffler else ({}, None, "")
+        w32 = weights.float().cpu().numpy()
+        expected = sum(len(ids) for ids in asked.values())
+        minimum = cfg.min_reports or max(1, round(expected * cfg.beta))
+        if shuffler:
+            dummy = np.zeros_like(w32) if cfg.mechanism in DELTA_REPORTS else w32
+            window = ShuffleWindow(
+                round_, expected, minimum, cfg.beta, cfg.slot_seconds, dummy, report_key,
+                digests, caps,
+            )  # fmt: skip
+            channel.send(shuffler, window, round_)
+        for host, ids in list(asked.items()):
+            start = RoundStart(
+                round_,
+                w32,
+                np.array(ids, np.int64),
+                indices.cpu().numpy().astype(np.int64),
+                token,
+                report_key,
+                tokens.get(host),
+            )
+            try:
+                channel.send(host, start, round_)
+            except PeerUnavailable as exc:
+                log.warning("round %d: %s; dropped from the job", round_, exc)
+                roster.dropped.add(host)
+        participants = [c for ids in asked.values() for c in ids]
+        if shuffler:
+            valid, dropped = collect_shuffled(
+                job, channel, shuffler, round_, private, token, setup.dims, expected, minimum
+            )
+            reports = [torch.from_numpy(r).to(setup.device) for r in valid]
+            reported: list[int] | None = None  # hidden by the Shuffler: all asked are booked
+        else:
+            live = {h: ids for h, ids in asked.items() if h not in roster.dropped}
+            got, missed = collect_direct(job, channel, live, round_, setup.dims)
+            roster.missed(missed, set(live))
+            reports = [torch.from_numpy(got[c]).to(setup.device) for c in sorted(got)]
+            reported, dropped = sorted(got), 0
+        new, record = close_round(
+            setup,
+            weights,
+            reports,
+            round_,
+            participants,
+            reported,
+            ledger,
+            recorder,
+            on_round,
+            source,
+            invalid_reports=dropped,
+            hosts=len(roster.alive()),
+        )
+        last_update, weights = new - weights, new
+        log.info("round %d: %d report(s), accuracy %.4f", round_, len(reports), record["accuracy"])
+    return "rounds"

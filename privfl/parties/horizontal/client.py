@@ -1,0 +1,120 @@
+"""A client host: one process, many logical clients; connects out only."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from privfl.config.horizontal import HflJob
+from privfl.crypto.sealing import seal
+from privfl.learning import fedavg as engine
+from privfl.learning.models import get_flat
+from privfl.mechanisms.noise import NoiseSource, private_source
+from privfl.parties.horizontal.common import expect_round, make_channel, open_outbound
+from privfl.protocol.hfl_messages import (
+    TOKEN_BYTES,
+    JoinRequest,
+    RoundDone,
+    RoundEnd,
+    RoundStart,
+    Sealed,
+    Update,
+)
+from privfl.protocol.messages import Kind
+
+log = logging.getLogger("privfl.parties.horizontal.client")
+
+
+def run_client_host(
+    job: HflJob, name: str, out: Path, *, slow_seconds: float = 0.0
+) -> dict[str, Any]:
+    """Serve the aggregator's rounds for this host's logical clients until it says stop.
+
+    ``slow_seconds`` delays every report (tests of the Shuffler's adaptive window).
+    """
+    torch.set_num_threads(1)
+    cfg = job.config
+    spec = job.party(name)
+    mine = set(range(spec.first_client, spec.first_client + spec.num_clients))
+    aggregator = job.names("aggregator")[0]
+    shuffler = job.names("shuffler")[0] if cfg.shuffler else None
+    setup = engine.make_setup(cfg)
+    # This process's CSPRNG: every noise draw and participation coin of its clients.
+    source = private_source()
+    # One throw-away local step before joining: torch's first call is slow, and a
+    # first round that runs late would miss the Shuffler's window for no reason.
+    engine.local_train(setup, min(mine), get_flat(setup.model), 0, source)
+    out.mkdir(parents=True, exist_ok=True)
+    targets = [aggregator] + ([shuffler] if shuffler else [])
+    transport = open_outbound(job, name, targets)
+    channel = make_channel(job, transport)
+    sent_total = 0
+    try:
+        ids = np.array(sorted(mine), dtype=np.int64)
+        channel.send(aggregator, JoinRequest(0, "clients", job.fingerprint(), ids), 0)
+        log.info("%s hosts clients %d..%d on %s", name, min(mine), max(mine), setup.device)
+        wait = cfg.timeout_seconds + cfg.round_timeout
+        while True:
+            env = expect_round(channel, {Kind.ROUND_START, Kind.ROUND_END}, {aggregator}, wait)
+            if isinstance(env.body, RoundEnd):
+                if env.body.stop:
+                    log.info("aggregator finished: %s", env.body.reason)
+                    break
+                continue
+            assert isinstance(env.body, RoundStart)
+            sent_total += serve_round(
+                job, setup, channel, env.body, mine, aggregator, shuffler, source, slow_seconds
+            )
+    except BaseException as exc:
+        log.error("%s stopped: %s", name, exc)
+        channel.abort(targets, exc)
+        raise
+    finally:
+        transport.close()
+    return {"party": name, "reports_sent": sent_total}
+
+
+def serve_round(
+    job: HflJob,
+    setup: engine.Setup,
+    channel: Any,
+    start: RoundStart,
+    mine: set[int],
+    aggregator: str,
+    shuffler: str | None,
+    source: NoiseSource,
+    slow_seconds: float,
+) -> int:
+    """Train and randomize each selected logical client of ours; send its report.
+
+    Through a Shuffler, each report travels with its client's single-use token.
+    """
+    cfg = job.config
+    round_ = start.round
+    weights = torch.from_numpy(start.weights.copy()).to(setup.device)
+    indices = torch.from_numpy(start.indices.copy()).to(setup.device)
+    sent = 0
+    for i, client in enumerate(int(c) for c in start.selected):
+        if client not in mine or not engine.joins(cfg, client, round_, source):
+            continue
+        noisy = engine.client_report(setup, client, weights, indices, round_, source)
+        report = noisy.float().cpu().numpy()
+        if slow_seconds:
+            time.sleep(slow_seconds)
+        if shuffler is not None:
+            blob = seal(report, start.token, start.report_key, job.session, round_)
+            tokens = start.client_tokens or b""
+            token = tokens[i * TOKEN_BYTES : (i + 1) * TOKEN_BYTES] or None
+            channel.send(shuffler, Sealed(round_, blob, token), round_)
+        else:
+            channel.send(aggregator, Update(round_, client, report), round_)
+        sent += 1
+    if shuffler is None:
+        channel.send(aggregator, RoundDone(round_, sent), round_)
+    log.info("round %d: sent %d report(s)", round_, sent)
+    return sent

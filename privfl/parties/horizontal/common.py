@@ -1,0 +1,62 @@
+"""What the horizontal roles share: opening the transport, the channel, round checks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+from privfl.config.horizontal import HflJob
+from privfl.errors import PeerUnavailable, ProtocolError
+from privfl.protocol.channel import Channel, Envelope
+from privfl.protocol.hfl_net import Listener, Outbound
+from privfl.protocol.keys import KeyRing
+from privfl.protocol.messages import Kind
+
+log = logging.getLogger("privfl.hfl")
+
+
+def keyring(job: HflJob, name: str, peers: Collection[str]) -> KeyRing:
+    folder = job.keys_path()
+    return KeyRing.from_files(
+        name, folder / f"{name}.key_secret", {p: folder / f"{p}.key" for p in peers}
+    )
+
+
+def open_listener(job: HflJob, name: str, peers: Collection[str]) -> Listener:
+    return Listener(name, job.party(name).endpoint, keyring(job, name, peers))
+
+
+def open_outbound(job: HflJob, name: str, targets: Collection[str]) -> Outbound:
+    endpoints = {t: job.party(t).endpoint for t in targets}
+    # Only the aggregator's loss ends the job; the Shuffler may leave first at the end.
+    aggregators = [t for t in targets if job.party(t).role == "aggregator"]
+    return Outbound(name, endpoints, keyring(job, name, targets), watch=aggregators)
+
+
+def make_channel(job: HflJob, transport: Listener | Outbound) -> Channel:
+    return Channel(transport, session=job.session, timeout=job.config.timeout_seconds)
+
+
+def expect_round(
+    channel: Channel, kinds: set[Kind], senders: Collection[str], timeout: float
+) -> Envelope:
+    """Like Channel.expect, also checking that the body's round matches the envelope's."""
+    env = channel.expect(kinds, senders, timeout)
+    if getattr(env.body, "round", env.header.round) != env.header.round:
+        raise ProtocolError(f"{env.sender}: envelope round differs from the body's")
+    return env
+
+
+def try_expect(
+    channel: Channel, kinds: set[Kind], senders: Collection[str], timeout: float
+) -> Envelope | None:
+    """expect_round, or None when nothing came within ``timeout`` (a deadline, not an error)."""
+    if timeout <= 0:
+        return None
+    try:
+        return expect_round(channel, kinds, senders, timeout)
+    except PeerUnavailable:
+        return None
+    except ProtocolError as exc:
+        log.warning("refused a message: %s", exc)
+        return None

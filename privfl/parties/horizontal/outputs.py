@@ -1,0 +1,97 @@
+"""Run-directory outputs of the horizontal mode: metrics.jsonl, summary.json, plot, checkpoint."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from privfl.config.horizontal import HflConfig, config_dict
+from privfl.parties.horizontal.ledger import PrivacyLedger
+from privfl.parties.session import append_jsonl, write_json
+
+
+@dataclass
+class Recorder:
+    """Collects per-round records and writes them where `privfl vfl` writes its own."""
+
+    config: HflConfig
+    out: Path | None
+    started: float = field(default_factory=time.monotonic)
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "metrics.jsonl").unlink(missing_ok=True)
+
+    def round(self, record: dict[str, Any], weights: torch.Tensor, ledger: PrivacyLedger) -> None:
+        self.history.append(record)
+        if self.out is None:
+            return
+        append_jsonl(self.out / "metrics.jsonl", record)
+        torch.save(
+            {"round": record["round"], "weights": weights.cpu(), "ledger": ledger.state()},
+            self.out / "checkpoint.pt",
+        )
+
+    def summary(
+        self, ledger: PrivacyLedger, stop_reason: str, extra: dict[str, Any]
+    ) -> dict[str, Any]:
+        last = self.history[-1] if self.history else {"accuracy": None, "loss": None}
+        summary: dict[str, Any] = {
+            "mode": "horizontal",
+            "dataset": self.config.dataset,
+            "mechanism": self.config.mechanism,
+            "clients": self.config.clients,
+            "rounds": len(self.history),
+            "accuracy": last["accuracy"],
+            "loss": last["loss"],
+            "accuracy_history": [r["accuracy"] for r in self.history],
+            "loss_history": [r["loss"] for r in self.history],
+            "reports_history": [r["reports"] for r in self.history],
+            "stop_reason": stop_reason,
+            "wall_seconds": round(time.monotonic() - self.started, 3),
+            **ledger.snapshot(),
+            "ledger": ledger.lines(),
+            "config": config_dict(self.config),
+            **extra,
+        }
+        if self.out is not None:
+            write_json(self.out / "summary.json", summary)
+            plot(self.history, self.out / "training.png", self.config.mechanism)
+        return summary
+
+
+def plot(history: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Test accuracy and loss per round."""
+    if not history:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rounds = [r["round"] for r in history]
+    fig, acc_ax = plt.subplots(figsize=(6, 3.5))
+    acc_ax.plot(
+        rounds, [r["accuracy"] for r in history], "o-", color="tab:blue", label="test accuracy"
+    )
+    acc_ax.set_xlabel("round")
+    acc_ax.set_ylabel("test accuracy")
+    loss_ax = acc_ax.twinx()
+    loss_ax.plot(rounds, [r["loss"] for r in history], "s--", color="tab:red", label="test loss")
+    loss_ax.set_ylabel("test cross-entropy")
+    acc_ax.set_title(f"horizontal FL, mechanism {title}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def read_summary(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return data

@@ -1,0 +1,1 @@
+"""The vertical roles: Server, Host and Guest; PSI and prediction."""

@@ -1,0 +1,202 @@
+"""The Guest: holds feature columns only; sends encrypted scores, gets a masked gradient back."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from privfl.crypto import fresh, packing
+from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
+from privfl.crypto.paillier import PublicKey, unmask
+from privfl.crypto.pools import NoisePool
+from privfl.data.views import PartyData
+from privfl.errors import ProtocolError
+from privfl.learning.taylor import gradient, learning_rate
+from privfl.parties import checkpoint
+from privfl.parties.session import (
+    PartyContext,
+    announce,
+    receive_public_key,
+    rows_digest,
+    save_model,
+)
+from privfl.protocol.messages import (
+    Batch,
+    CrossTerm,
+    Decrypted,
+    DecryptRequest,
+    Finish,
+    Forward,
+    Kind,
+    Message,
+    Residual,
+    ScoreRequest,
+    Scores,
+)
+
+log = logging.getLogger("privfl.guest")
+LOSS_BITS = VALUE_BITS + DATA_BITS
+
+
+class Stage(enum.Enum):
+    """Where a guest is within a batch; each stage accepts a fixed set of kinds."""
+
+    IDLE = "idle"
+    AWAIT_RESIDUAL = "await_residual"
+    AWAIT_GRADIENT = "await_gradient"
+    DONE = "done"
+
+
+ACCEPTS: dict[Stage, set[Kind]] = {
+    Stage.IDLE: {Kind.BATCH, Kind.SCORE_REQUEST, Kind.FINISH},
+    Stage.AWAIT_RESIDUAL: {Kind.RESIDUAL},
+    Stage.AWAIT_GRADIENT: {Kind.DECRYPTED},
+}
+
+
+@dataclass
+class GuestState:
+    """A guest's weights and what it remembers between the steps of one batch."""
+
+    data: PartyData
+    key: PublicKey
+    theta: np.ndarray
+    l2: float
+    noise: NoisePool
+    x_exp: np.ndarray = field(init=False)
+    stage: Stage = Stage.IDLE
+    batch: Batch | None = None
+    z: np.ndarray | None = None
+    masks: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.x_exp = to_exponents(self.data.x_train, DATA_BITS)
+
+    def rows(self) -> slice | np.ndarray:
+        assert self.batch is not None
+        return slice(None) if self.batch.indices is None else self.batch.indices
+
+
+def forward(state: GuestState, msg: Batch) -> Forward:
+    """Encrypt this batch's partial scores ``z_g = X_g θ_g`` and ``Σ z_g²``."""
+    state.batch = msg
+    rows = state.rows()
+    if msg.indices is not None and (msg.indices.min() < 0 or msg.indices.max() >= len(state.x_exp)):
+        raise ProtocolError("batch indices outside the training rows")
+    z = state.data.x_train[rows] @ state.theta
+    state.z = z
+    n = state.key.n
+    scores = encrypt(state, encode(z, VALUE_BITS, n))
+    squares = encrypt(state, encode([float(z @ z)], LOSS_BITS, n))
+    state.stage = Stage.AWAIT_RESIDUAL
+    return Forward(epoch=msg.epoch, batch=msg.batch, scores=scores, sum_squares=squares)
+
+
+def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTerm | None]:
+    """``[[X_gᵀ 4d]]``, masked then re-randomised, for the Server; the loss cross term for the Host.
+
+    Every ciphertext sent is re-randomised last (crypto.fresh).
+    """
+    assert state.batch is not None and state.z is not None
+    x = state.x_exp[state.rows()]
+    if len(msg.residual) != x.shape[0]:
+        raise ProtocolError(f"residual has {len(msg.residual)} rows, the batch {x.shape[0]}")
+    grad = packing.pack(state.key, state.noise.matvec_t(state.key, x, msg.residual.values))
+    masked, state.masks = fresh.mask(state.key, grad, take(state, len(grad)))
+    request = DecryptRequest(epoch=msg.epoch, batch=msg.batch, purpose="gradient", values=masked)
+    cross = None
+    if msg.others is not None:
+        z_exp = to_exponents(state.z, DATA_BITS).tolist()
+        cross_term = [state.key.dot(msg.others.values, z_exp)]
+        value = fresh.rerandomize(state.key, cross_term, take(state, 1))
+        cross = CrossTerm(epoch=msg.epoch, batch=msg.batch, value=value)
+    state.stage = Stage.AWAIT_GRADIENT
+    return request, cross
+
+
+def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
+    """Remove our mask, add our own L2 term, take one SGD step."""
+    assert state.z is not None
+    n = state.key.n
+    plain = packing.unpack(unmask(msg.values.values, state.masks, n), len(state.theta), n)
+    x_t_4d = decode(plain, LOSS_BITS, state.key.n)
+    penalised = np.ones_like(state.theta)
+    state.theta = state.theta - lr * gradient(
+        x_t_4d, state.theta, len(state.z), state.l2, penalised
+    )
+    state.stage = Stage.IDLE
+
+
+def scores(state: GuestState, msg: ScoreRequest) -> Scores:
+    """Encrypted partial scores for every row of a split, packed (the Host learns only sums)."""
+    x = state.data.x_test if msg.split == "test" else state.data.x_train
+    z = x @ state.theta
+    n = state.key.n
+    values = encrypt(state, packing.pack_plain(encode(z, VALUE_BITS, n), n))
+    return Scores(epoch=msg.epoch, split=msg.split, scores=values)
+
+
+def encrypt(state: GuestState, plain: list[int]) -> fresh.Fresh:
+    """Encrypt with pooled obfuscators, and start computing as many for next time."""
+    return fresh.encrypt(state.key, plain, take(state, len(plain)))
+
+
+def take(state: GuestState, count: int) -> list[int]:
+    """``count`` pooled obfuscators; the workers start on as many for next time."""
+    noise = state.noise.take(count)
+    state.noise.prefetch(count)
+    return noise
+
+
+def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str, object]:
+    """Answer the Host batch by batch until it finishes the session; save our own weights."""
+    job, channel = ctx.job, ctx.channel
+    host, server = job.host, job.server
+    digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    announce(
+        ctx, "guest", data.rows, data.x_train.shape[1], [server, host], digest, len(data.x_train)
+    )
+    key = receive_public_key(ctx)
+    noise = NoisePool(key.n, workers, key.h_s)
+    # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,
+    # the packed test scores); the workers start on them now.
+    gradient = packing.packed_length(data.x_train.shape[1], key.n)
+    test = packing.packed_length(len(data.x_test), key.n)
+    noise.prefetch(len(data.x_train) + 2 + gradient + test)
+    state = GuestState(
+        data=data, key=key, theta=np.zeros(data.x_train.shape[1]), l2=job.training.l2, noise=noise
+    )
+    try:
+        checkpoint.resume_guest(ctx, state)
+        while state.stage is not Stage.DONE:
+            sender = server if state.stage is Stage.AWAIT_GRADIENT else host
+            env = channel.expect(ACCEPTS[state.stage], {sender})
+            for peer, reply in step(state, env.body, learning_rate(job.training, env.header.round)):
+                channel.send(host if peer == "host" else server, reply, env.header.round)
+            checkpoint.after_guest_step(ctx, state, env.body)
+    finally:
+        noise.close()
+    save_model(ctx, "guest", data.feature_names, state.theta, data.mean, data.scale)
+    return {"weights": state.theta.tolist()}
+
+
+def step(state: GuestState, body: Message, lr: float) -> list[tuple[str, Message]]:
+    """Dispatch one accepted message; returns (``"host"``/``"server"``, reply) pairs."""
+    if isinstance(body, Batch):
+        return [("host", forward(state, body))]
+    if isinstance(body, Residual):
+        request, cross = backward(state, body)
+        return [("server", request)] + ([("host", cross)] if cross else [])
+    if isinstance(body, Decrypted):
+        apply_gradient(state, body, lr)
+        return []
+    if isinstance(body, ScoreRequest):
+        return [("host", scores(state, body))]
+    if isinstance(body, Finish):
+        log.info("host finished the session after %d epochs (%s)", body.epochs, body.reason)
+        state.stage = Stage.DONE
+        return []
+    raise ProtocolError(f"a guest does not handle {type(body).__name__}")

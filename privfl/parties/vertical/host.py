@@ -1,0 +1,270 @@
+"""The Host's driver: handshake, the epoch loop of DESIGN §3.2, evaluation and outputs."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from privfl.config.vertical import JobConfig
+from privfl.crypto import packing
+from privfl.crypto.paillier import PublicKey
+from privfl.crypto.pools import NoisePool
+from privfl.data.views import PartyData
+from privfl.errors import ConfigError, TrainingDiverged
+from privfl.learning.metrics import binary_metrics, plot_history
+from privfl.learning.taylor import batch_plan, batch_sizes, learning_rate, sigmoid
+from privfl.parties import checkpoint
+from privfl.parties.session import (
+    PartyContext,
+    announce,
+    append_jsonl,
+    check_hello,
+    check_rows,
+    receive_public_key,
+    rows_digest,
+    save_model,
+    write_json,
+)
+from privfl.parties.vertical import host_steps as steps
+from privfl.parties.vertical.batches import check_batch, job_least_batch
+from privfl.parties.vertical.host_steps import HostState
+from privfl.protocol.messages import (
+    Batch,
+    CrossTerm,
+    Decrypted,
+    DecryptRequest,
+    EpochResult,
+    Finish,
+    Forward,
+    Hello,
+    Kind,
+    ScoreRequest,
+    Scores,
+)
+
+log = logging.getLogger("privfl.host")
+EpochHook = Callable[[dict[str, Any]], None]
+T = TypeVar("T")
+
+
+def run_host(
+    ctx: PartyContext,
+    data: PartyData,
+    on_epoch: EpochHook | None = None,
+    *,
+    workers: int = 1,
+    label_rng: np.random.Generator | None = None,
+) -> dict[str, Any]:
+    """Train with every guest and the Server, evaluate each epoch, write the outputs.
+
+    ``workers`` processes compute the Host's obfuscators ahead (0 = one per core).
+    ``label_rng``: None (always, outside experiments) flips the labels with a generator
+    seeded from the OS CSPRNG; a seeded one makes the run reproducible and not private.
+    The job's public ``seed`` chooses only the batch order.
+    """
+    start = time.monotonic()
+    job = ctx.job
+    key, guests, least = handshake(ctx, data)
+    noise = NoisePool(key.n, workers, key.h_s)
+    try:
+        state = steps.init_state(data, key, guests, job, label_rng, noise)
+        state.least_batch = least
+        noise.prefetch(first_epoch_obfuscations(state, job))
+        return train(ctx, state, on_epoch, start)
+    finally:
+        noise.close()
+
+
+def first_epoch_obfuscations(state: HostState, job: JobConfig) -> int:
+    """What the workers compute while the guests encrypt: a batch, and the test scores."""
+    batch = max(batch_sizes(len(state.labels), job.training.batch_size, state.least_batch))
+    return steps.batch_obfuscations(state, batch) + packing.packed_length(
+        len(state.x_test), state.key.n
+    )
+
+
+def train(
+    ctx: PartyContext, state: HostState, on_epoch: EpochHook | None, start: float
+) -> dict[str, Any]:
+    """The epoch loop (after the handshake and the flip), then Finish and the outputs."""
+    job, guests = ctx.job, state.guests
+    rng = np.random.default_rng(job.seed)  # public: batch order only
+    metrics_path = ctx.out / "metrics.jsonl"
+    records = checkpoint.resume_host(ctx, state, rng)
+    reason = "max_epochs"
+    for epoch in range(len(records), job.training.epochs):
+        began = time.monotonic()
+        result = train_epoch(ctx, state, epoch, rng)
+        if result.reason == "diverged":
+            raise TrainingDiverged(
+                f"training diverged at epoch {epoch + 1} (Taylor loss {result.loss:.4g}): the "
+                "Taylor approximation only holds for small scores; lower training.learning_rate"
+            )
+        flipped = maybe_flipback(ctx, state, epoch, result.stop)
+        record = {
+            "epoch": epoch,
+            "loss": result.loss,
+            "flipped_back": flipped,
+            "lr": learning_rate(job.training, epoch),
+        }
+        record.update(evaluate(ctx, state, epoch))
+        record["seconds"] = round(time.monotonic() - began, 3)
+        records.append(record)
+        append_jsonl(metrics_path, record)
+        checkpoint.save_host(ctx, state, rng, records)
+        if on_epoch:
+            on_epoch(record)
+        if result.stop:
+            reason = result.reason
+            break
+    ctx.channel.broadcast([*guests, job.server], Finish(epochs=len(records), reason=reason))
+    return finish(ctx, state, records, time.monotonic() - start, reason)
+
+
+def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str], int]:
+    """Greet the Server, hear every guest (same job, same rows), get the public key.
+
+    Also returns the least batch size the guests' declared feature counts allow (batches.py).
+    """
+    job = ctx.job
+    digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    announce(
+        ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], digest, len(data.x_train)
+    )
+    for sender, hello in ctx.channel.gather(Kind.HELLO, job.guests).items():
+        assert isinstance(hello, Hello)
+        check_hello(ctx, sender, hello)
+        if hello.rows != data.rows:
+            raise ConfigError(
+                f"{sender} has {hello.rows} rows, the host {data.rows}: every party must hold "
+                "the same rows in the same order"
+            )
+        check_rows(sender, hello.rows_digest, digest, "the host's")
+    least = job_least_batch(job, len(data.x_train))  # the Server derives the same
+    return receive_public_key(ctx), list(job.guests), least
+
+
+def train_epoch(
+    ctx: PartyContext, state: HostState, epoch: int, rng: np.random.Generator
+) -> EpochResult:
+    """Every batch of one epoch (steps 1–7), then the Server's verdict on the loss."""
+    channel, job = ctx.channel, ctx.job
+    server = job.server
+    plan = batch_plan(len(state.labels), job.training.batch_size, rng, state.least_batch)
+    lr = learning_rate(job.training, epoch)
+    for number, idx in enumerate(plan):
+        rows: slice | np.ndarray = slice(None) if idx is None else idx
+        check_batch(len(state.labels[rows]), state.least_batch)
+        channel.broadcast(state.guests, Batch(epoch, number, len(plan), idx), epoch)
+        forwards = typed(channel.gather(Kind.FORWARD, state.guests), Forward)
+        residual, total = steps.combine(state, rows, forwards)
+        for guest, message in steps.residuals(state, epoch, number, residual, forwards).items():
+            channel.send(guest, message, epoch)
+        crosses: dict[str, CrossTerm] = {}
+        if len(state.guests) > 1:
+            crosses = typed(channel.gather(Kind.CROSS_TERM, state.guests), CrossTerm)
+        request_values, masks = steps.own_gradient(state, rows, residual)
+        channel.send(server, DecryptRequest(epoch, number, "gradient", request_values), epoch)
+        loss = steps.assemble_loss(
+            state, rows, total, forwards, crosses, epoch, (number, len(plan))
+        )
+        channel.send(server, loss, epoch)
+        reply = channel.expect({Kind.DECRYPTED}, {server}).body
+        assert isinstance(reply, Decrypted)
+        steps.apply_gradient(state, reply, masks, lr, len(state.labels[rows]))
+    verdict = channel.expect({Kind.EPOCH_RESULT}, {server}).body
+    assert isinstance(verdict, EpochResult)
+    return verdict
+
+
+def masked_scores(
+    ctx: PartyContext,
+    state: HostState,
+    epoch: int,
+    split: str,
+    rows: int,
+    ciphertexts: list[int] | None = None,
+) -> np.ndarray:
+    """``Σ_g z_g`` for a split, decrypted by the Server under a mask only the Host knows."""
+    channel = ctx.channel
+    packed = ciphertexts is None  # the guests pack their Scores; the cache is per row
+    if ciphertexts is None:
+        channel.broadcast(state.guests, ScoreRequest(epoch=epoch, split=split), epoch)
+        replies = typed(channel.gather(Kind.SCORES, state.guests), Scores)
+        ciphertexts = steps.sum_scores(state, replies, rows)
+    request, masks = steps.masked_request(state, ciphertexts, epoch, packed)
+    channel.send(ctx.job.server, request, epoch)
+    reply = channel.expect({Kind.DECRYPTED}, {ctx.job.server}).body
+    assert isinstance(reply, Decrypted)
+    terms = len(state.guests) if packed else 1
+    return steps.unmask_scores(state, reply, masks, rows, terms)
+
+
+def maybe_flipback(ctx: PartyContext, state: HostState, epoch: int, last: bool) -> int:
+    """Every ``flipback_every`` epochs (not after the last, nor without noise to undo)."""
+    cfg = ctx.job.label_dp
+    due = cfg.flipback_every and (epoch + 1) % cfg.flipback_every == 0
+    if not due or last or not math.isfinite(cfg.epsilon):
+        return 0
+    guest_scores = masked_scores(ctx, state, epoch, "train", len(state.labels), state.z_cache)
+    changed = steps.apply_flipback(state, guest_scores, cfg.flipback_fraction)
+    log.info("epoch %d: flipback changed %d noisy labels", epoch + 1, changed)
+    return changed
+
+
+def evaluate(ctx: PartyContext, state: HostState, epoch: int) -> dict[str, Any]:
+    """Joint-model metrics on the held-out rows, and seed 004's bottom-model accuracies."""
+    y = state.data.y_test
+    assert y is not None
+    guests = masked_scores(ctx, state, epoch, "test", len(y))
+    host = state.x_test @ state.theta
+    metrics: dict[str, Any] = binary_metrics(y, sigmoid(host + guests))
+    metrics["bottom_host_accuracy"] = float(((host >= 0) == y).mean())
+    metrics["bottom_guests_accuracy"] = float(((guests >= 0) == y).mean())
+    return metrics
+
+
+def finish(
+    ctx: PartyContext, state: HostState, records: list[dict[str, Any]], wall: float, reason: str
+) -> dict[str, Any]:
+    """Save the Host's own weights, the plot and summary.json."""
+    data = state.data
+    save_model(
+        ctx,
+        "host",
+        data.feature_names,
+        state.theta[:-1],
+        data.mean,
+        data.scale,
+        bias=float(state.theta[-1]),
+    )
+    plot_history(records, ctx.out / "training.png", title=title_of(ctx.job))
+    summary = steps.summary_of(ctx.job, state, records, round(wall, 3), reason)
+    write_json(ctx.out / "summary.json", summary)
+    return summary
+
+
+def title_of(job: JobConfig) -> str:
+    """Plot title: the settings a reader needs to interpret the curves."""
+    eps = job.label_dp.epsilon
+    return (
+        f"privfl vertical LR, {len(job.guests)} guest(s), label ε={eps:g}, "
+        f"λ={job.training.l2:g}, lr={job.training.learning_rate:g}"
+    )
+
+
+def typed(messages: dict[str, Any], cls: type[T]) -> dict[str, T]:
+    """Narrow gathered messages to their class (the channel already checked the kind)."""
+    assert all(isinstance(m, cls) for m in messages.values())
+    return messages
+
+
+def run_dir_default() -> Path:
+    """``runs/<timestamp>``, the default output folder."""
+    return Path("runs") / time.strftime("%Y%m%d-%H%M%S")

@@ -1,0 +1,394 @@
+"""The Host: holds features and the label column; runs label DP, coordinates, evaluates.
+
+The Host is the only party that ever holds labels. It flips them once with
+randomized response before training and from then on keeps only the flipped ones:
+its state has no field for the true training labels, so nothing later — flipback
+included — can read them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from privfl.config.vertical import JobConfig
+from privfl.crypto import fresh, packing
+from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
+from privfl.crypto.paillier import PublicKey, unmask
+from privfl.crypto.pools import NoisePool
+from privfl.data.views import PartyData
+from privfl.errors import ConfigError, ProtocolError
+from privfl.learning.taylor import LOG2, gradient, residual_offset, sigmoid
+from privfl.mechanisms.label_dp import (
+    flip_probability,
+    flipback,
+    private_generator,
+    randomized_response,
+)
+from privfl.protocol.messages import (
+    CrossTerm,
+    Decrypted,
+    DecryptRequest,
+    Forward,
+    Loss,
+    Residual,
+    Scores,
+)
+
+log = logging.getLogger("privfl.host")
+LOSS_BITS = VALUE_BITS + DATA_BITS
+NOISE_NOTE = {
+    False: "flips drawn from the OS CSPRNG (256-bit seed from secrets), not from the job",
+    True: "seeded noise — not private (a caller's seeded generator, for experiments)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FlipReport:
+    """What randomized response did to the training labels (goes into the outputs)."""
+
+    epsilon: float
+    probability: float
+    flipped: int
+    rows: int
+
+
+@dataclass
+class HostState:
+    """The Host's weights (bias last), its flipped labels and the caches flipback needs."""
+
+    data: PartyData  # y_train is None here: only the flipped labels below are kept
+    key: PublicKey
+    guests: list[str]
+    labels: np.ndarray
+    flip: FlipReport
+    l2: float
+    noise: NoisePool  # obfuscators, computed ahead by workers while the Host waits
+    seeded_noise: bool = False  # the flips came from a caller's seeded generator: not private
+    least_batch: int = 1  # fewest rows a batch may have (parties/batches.py)
+    theta: np.ndarray = field(init=False)
+    x_train: np.ndarray = field(init=False)
+    x_test: np.ndarray = field(init=False)
+    x_exp: np.ndarray = field(init=False)
+    penalised: np.ndarray = field(init=False)
+    z_cache: list[int] = field(init=False)  # latest [[Σ_g z_g]] per training row
+    zh_cache: np.ndarray = field(init=False)  # z_H of the same forward pass
+    flipped_back: int = 0
+
+    def __post_init__(self) -> None:
+        ones = np.ones((self.data.x_train.shape[0], 1))
+        self.x_train = np.hstack([self.data.x_train, ones])
+        self.x_test = np.hstack([self.data.x_test, np.ones((self.data.x_test.shape[0], 1))])
+        self.x_exp = to_exponents(self.x_train, DATA_BITS)
+        self.theta = np.zeros(self.x_train.shape[1])
+        self.penalised = np.r_[np.ones(self.data.x_train.shape[1]), 0.0]  # no L2 on the bias
+        self.z_cache = [0] * len(self.labels)
+        self.zh_cache = np.zeros(len(self.labels))
+
+
+def init_state(
+    data: PartyData,
+    key: PublicKey,
+    guests: list[str],
+    job: JobConfig,
+    label_rng: np.random.Generator | None = None,
+    noise: NoisePool | None = None,
+) -> HostState:
+    """Flip the labels once (ε-label-DP) and drop the true training labels.
+
+    The flips come from ``label_rng``: by default a generator seeded from the OS
+    CSPRNG (never from the job's public ``seed``). A caller's seeded generator makes
+    the noise reproducible and the run not private; the summary says so. ``noise``:
+    the obfuscator pool (default: computed inline, no worker processes).
+    """
+    if data.y_train is None or data.y_test is None:
+        raise ConfigError("the host needs the label column")
+    eps = job.label_dp.epsilon
+    seeded = label_rng is not None
+    rng = label_rng if label_rng is not None else private_generator()
+    noisy = randomized_response(data.y_train, eps, rng)
+    report = FlipReport(
+        epsilon=eps,
+        probability=flip_probability(eps),
+        flipped=int((noisy != data.y_train).sum()),
+        rows=len(noisy),
+    )
+    log.info(
+        "label DP: ε=%s, flip probability %.6f, %d of %d labels flipped",
+        eps,
+        report.probability,
+        report.flipped,
+        report.rows,
+    )
+    return HostState(
+        data=replace(data, y_train=None),
+        key=key,
+        guests=guests,
+        labels=noisy,
+        flip=report,
+        l2=job.training.l2,
+        noise=noise or NoisePool(key.n, 1, key.h_s),
+        seeded_noise=seeded,
+    )
+
+
+def take(state: HostState, count: int) -> list[int]:
+    """``count`` obfuscators from the pool; its workers start on as many for next time."""
+    noise = state.noise.take(count)
+    state.noise.prefetch(count)
+    return noise
+
+
+def batch_obfuscations(state: HostState, rows: int) -> int:
+    """Fresh obfuscations one batch of ``rows`` costs the Host.
+
+    A residual per guest, with two or more guests each one's ``others`` too, the
+    packed gradient and the loss.
+    """
+    guests = len(state.guests)
+    per_guest = rows * (2 if guests > 1 else 1)
+    return guests * per_guest + packing.packed_length(len(state.theta), state.key.n) + 1
+
+
+def combine(
+    state: HostState, rows: slice | np.ndarray, forwards: dict[str, Forward]
+) -> tuple[list[int], list[int]]:
+    """``[[Z]] = Σ_g [[z_g]]`` and the residual ``[[4d]]``, both for the Host's own use.
+
+    Neither may leave the Host as it is: ``[[4d]] = [[Z]] · (1 + n·offset)`` divided by
+    the guests' own ciphertexts would show the offset. :func:`residuals` re-randomises.
+    """
+    key = state.key
+    size = len(state.labels[rows])
+    for guest, fwd in forwards.items():
+        if len(fwd.scores) != size:
+            raise ProtocolError(f"{guest} sent {len(fwd.scores)} scores for a batch of {size}")
+    total = add_all(key, [forwards[g].scores.values for g in state.guests])
+    z_host = state.x_train[rows] @ state.theta
+    offset = residual_offset(z_host, state.labels[rows])
+    residual = key.add_plain(total, encode(offset, VALUE_BITS, key.n))
+    idx = np.arange(len(state.labels))[rows]
+    for i, row in enumerate(idx):
+        state.z_cache[row] = total[i]
+    state.zh_cache[idx] = z_host
+    return residual, total
+
+
+def residuals(
+    state: HostState, epoch: int, batch: int, residual: list[int], forwards: dict[str, Forward]
+) -> dict[str, Residual]:
+    """Each guest's Residual: its own re-randomisation of ``[[4d]]`` and of its ``others``."""
+    key = state.key
+    out: dict[str, Residual] = {}
+    for guest, others in others_of(state, forwards).items():
+        mine = fresh.rerandomize(key, residual, take(state, len(residual)))
+        extra = None if others is None else fresh.rerandomize(key, others, take(state, len(others)))
+        out[guest] = Residual(epoch, batch, mine, extra)
+    return out
+
+
+def add_all(key: PublicKey, vectors: list[tuple[int, ...]]) -> list[int]:
+    """Elementwise homomorphic sum of several equally long ciphertext vectors."""
+    total = list(vectors[0])
+    for vector in vectors[1:]:
+        total = key.add(total, vector)
+    return total
+
+
+def others_of(state: HostState, forwards: dict[str, Forward]) -> dict[str, list[int] | None]:
+    """For each guest the encrypted sum of the *other* guests' scores (None with one guest)."""
+    if len(state.guests) == 1:
+        return {state.guests[0]: None}
+    result: dict[str, list[int] | None] = {}
+    for guest in state.guests:
+        others = [forwards[g].scores.values for g in state.guests if g != guest]
+        result[guest] = add_all(state.key, others)
+    return result
+
+
+def assemble_loss(
+    state: HostState,
+    rows: slice | np.ndarray,
+    total: list[int],
+    forwards: dict[str, Forward],
+    crosses: dict[str, CrossTerm],
+    epoch: int,
+    batch: tuple[int, int],
+) -> Loss:
+    """``[[8b·L]]`` at 2^LOSS_BITS: ``8b·log2 − 4Σy'z + Σz²`` with ``z = z_H + Z``.
+
+    The plain part uses z_H; ``Σ(2z_H − 4y')Z`` is a dot product on ``[[Z]]``; ``ΣZ²``
+    comes from each guest's ``[[Σz_g²]]`` and, with several guests, their cross terms.
+    """
+    key = state.key
+    y = state.labels[rows]
+    signed = 2.0 * y - 1.0
+    z_host = state.x_train[rows] @ state.theta
+    b = len(y)
+    plain = 8 * b * LOG2 - 4.0 * float(signed @ z_host) + float(z_host @ z_host)
+    weights = to_exponents(2.0 * z_host - 4.0 * signed, DATA_BITS).tolist()
+    parts = [key.dot(total, weights)]
+    parts += [fwd.sum_squares.values[0] for fwd in forwards.values()]
+    parts += [c.value.values[0] for c in crosses.values()]
+    value = key.add_plain([key.sum(parts)], encode([plain], LOSS_BITS, key.n))
+    return Loss(
+        epoch=epoch,
+        batch=batch[0],
+        n_batches=batch[1],
+        value=fresh.rerandomize(key, value, take(state, 1)),
+        denominator=8 * b,
+        scale_bits=LOSS_BITS,
+    )
+
+
+def own_gradient(
+    state: HostState, rows: slice | np.ndarray, residual: list[int]
+) -> tuple[fresh.Fresh, list[int]]:
+    """``[[X_Hᵀ 4d + R]]`` (masked, then re-randomised) and the mask ``R`` to remove later."""
+    grad = packing.pack(state.key, state.noise.matvec_t(state.key, state.x_exp[rows], residual))
+    return fresh.mask(state.key, grad, take(state, len(grad)))
+
+
+def apply_gradient(
+    state: HostState, decrypted: Decrypted, masks: list[int], lr: float, b: int
+) -> None:
+    """Unmask, add the L2 term (not on the bias), one SGD step."""
+    n = state.key.n
+    plain = packing.unpack(unmask(decrypted.values.values, masks, n), len(state.theta), n)
+    x_t_4d = decode(plain, LOSS_BITS, n)
+    state.theta = state.theta - lr * gradient(x_t_4d, state.theta, b, state.l2, state.penalised)
+
+
+def apply_flipback(state: HostState, guest_scores: np.ndarray, fraction: float) -> int:
+    """Flip back the noisy labels the current model disagrees with most; returns how many.
+
+    Reads only the flipped labels and the joint scores of the last forward pass.
+    At most the number of flips randomized response is expected to have made.
+    """
+    probs = sigmoid(state.zh_cache + guest_scores)
+    expected = round(state.flip.probability * len(state.labels))
+    new = flipback(state.labels, probs, fraction, max_flips=expected)
+    changed = int((new != state.labels).sum())
+    state.labels = new
+    state.flipped_back += changed
+    return changed
+
+
+def masked_request(
+    state: HostState, ciphertexts: list[int], epoch: int, packed: bool = False
+) -> tuple[DecryptRequest, list[int]]:
+    """Ask the Server for ``[[v]]`` packed, under a fresh uniform mask (it learns nothing of v).
+
+    Masked, then re-randomised by the Host like everything it sends (crypto.fresh).
+    """
+    if not packed:
+        ciphertexts = packing.pack(state.key, ciphertexts)
+    masked, masks = fresh.mask(state.key, ciphertexts, take(state, len(ciphertexts)))
+    return DecryptRequest(epoch=epoch, batch=0, purpose="scores", values=masked), masks
+
+
+def unmask_scores(
+    state: HostState, decrypted: Decrypted, masks: list[int], rows: int, terms: int = 1
+) -> np.ndarray:
+    """The plain ``Σ_g z_g`` of ``rows`` rows behind a masked, packed score request.
+
+    ``terms``: how many packed vectors were summed (the guests' Scores), 1 if the Host
+    packed the summed ciphertexts itself.
+    """
+    n = state.key.n
+    plain = packing.unpack(unmask(decrypted.values.values, masks, n), rows, n, terms)
+    return decode(plain, VALUE_BITS, n)
+
+
+def sum_scores(state: HostState, replies: dict[str, Scores], rows: int) -> list[int]:
+    """``Σ_g [[z_g]]`` over every guest's packed Scores reply, checking their lengths."""
+    vectors = []
+    expected = packing.packed_length(rows, state.key.n)
+    for guest, reply in replies.items():
+        if len(reply.scores) != expected:
+            raise ProtocolError(
+                f"{guest} sent {len(reply.scores)} packed scores, expected {expected}"
+            )
+        vectors.append(reply.scores.values)
+    return add_all(state.key, vectors)
+
+
+def summary_of(
+    job: JobConfig, state: HostState, records: list[dict[str, Any]], wall: float, reason: str
+) -> dict[str, Any]:
+    """The run's summary.json (the final epoch's metrics, history, and the privacy ledger)."""
+    last = records[-1]
+    eps = job.label_dp.epsilon
+    return {
+        **{k: finite(last[k]) for k in ("accuracy", "precision", "recall", "f1", "auc")},
+        "bottom_accuracy": {
+            "host": last["bottom_host_accuracy"],
+            "guests_combined": last["bottom_guests_accuracy"],
+        },
+        "loss_history": [r["loss"] for r in records],
+        "loss_note": "Taylor loss on the flipped training labels, without the L2 term",
+        "epoch_seconds": [r["seconds"] for r in records],
+        "label_epsilon": eps if math.isfinite(eps) else "inf",
+        "flip": {
+            "count": state.flip.flipped,
+            "probability": state.flip.probability,
+            "rows": state.flip.rows,
+            "noise": NOISE_NOTE[state.seeded_noise],
+        },
+        "flipback": {
+            "every": job.label_dp.flipback_every,
+            "fraction": job.label_dp.flipback_fraction,
+            "flipped_back": state.flipped_back,
+        },
+        "privacy": ledger(job, state),
+        "key_bits": job.key_bits,
+        "obfuscation": job.obfuscation,
+        "epochs": len(records),
+        "max_epochs": job.training.epochs,
+        "stop_reason": reason,
+        "guests": len(job.guests),
+        "guest_names": job.guests,
+        "wall_seconds": wall,
+        "split_seed": job.data.split_seed,
+        "test_size": job.data.test_size,
+        "train_rows": len(state.labels),
+        "test_rows": len(state.x_test),
+        "learning_rate": job.training.learning_rate,
+        "l2": job.training.l2,
+        "batch_size": job.training.batch_size,
+        "session": job.session,
+    }
+
+
+def ledger(job: JobConfig, state: HostState) -> dict[str, Any]:
+    """What the privacy guarantee is, for whom, and what each party learns."""
+    eps = job.label_dp.epsilon
+    return {
+        "label_dp": {
+            "mechanism": "randomized response (flip), once before training",
+            "epsilon": eps if math.isfinite(eps) else "inf",
+            "unit": "per training label, for the whole run, against the guests and the server",
+            "flipback": "post-processing of the flipped labels and the model: no extra epsilon",
+            "noise": NOISE_NOTE[state.seeded_noise],
+        },
+        "server_sees": "masked gradients and masked scores (uniform over Z_n), the Taylor loss",
+        "guests_see": "encrypted residuals, re-randomised by the Host for each guest; "
+        "their own masked-then-unmasked gradient",
+        "host_sees": "the guests' summed partial scores on test rows each epoch and on "
+        "training rows at flipback epochs (never a single guest's, with 2+ guests)",
+    }
+
+
+def finite(value: float) -> float | None:
+    """JSON-safe: NaN becomes null."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def elapsed(start: float) -> float:
+    """Seconds since ``start`` (monotonic), rounded for the outputs."""
+    return round(time.monotonic() - start, 3)

@@ -1,0 +1,196 @@
+"""Federated prediction: every party online, each scores its own columns of the new rows.
+
+The rows are aligned by the same PSI stage as training (or by position without an id
+column). Each guest sends its partial scores encrypted under a fresh Paillier key of the
+Server; the Host sums them homomorphically and has the Server decrypt the sum under a
+mask only the Host knows — so the Server sees uniform noise and, with two or more
+guests, the Host learns only ``Σ_g z_g``, never one guest's score. The Host adds its own
+``z_H`` and bias and writes ``id, probability, label``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.config.vertical import JobConfig
+from privfl.crypto import fresh, packing
+from privfl.crypto.encoding import VALUE_BITS, decode, encode
+from privfl.crypto.paillier import unmask
+from privfl.data.alignment import positions
+from privfl.data.tables import IdTable, read_id_csv, standardise_with
+from privfl.errors import ConfigError, ProtocolError
+from privfl.learning.taylor import sigmoid
+from privfl.parties.session import (
+    PartyContext,
+    announce,
+    check_hello,
+    check_rows,
+    receive_public_key,
+    rows_digest,
+)
+from privfl.parties.vertical import host_steps as host_steps
+from privfl.parties.vertical.psi import align
+from privfl.parties.vertical.server import run_server
+from privfl.protocol.channel import Channel
+from privfl.protocol.messages import (
+    Decrypted,
+    DecryptRequest,
+    Finish,
+    Hello,
+    Kind,
+    ScoreRequest,
+    Scores,
+)
+from privfl.protocol.transport import Transport
+
+log = logging.getLogger("privfl.predict")
+THRESHOLD = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """One party's saved weights, by feature name, and the standardisation it trained with."""
+
+    features: tuple[str, ...]
+    weights: np.ndarray
+    mean: np.ndarray
+    scale: np.ndarray
+    bias: float | None
+
+
+def load_model(folder: Path, party: str) -> Model:
+    """Read ``folder/model.json`` written by this party's training run."""
+    path = folder / "model.json" if folder.is_dir() else folder
+    try:
+        data = json.loads(path.read_text())
+        names = tuple(data["weights"])
+        stats = data["standardisation"]
+        model = Model(
+            features=names,
+            weights=np.array([data["weights"][n] for n in names], dtype=np.float64),
+            mean=np.array([stats[n]["mean"] for n in names], dtype=np.float64),
+            scale=np.array([stats[n]["scale"] for n in names], dtype=np.float64),
+            bias=None if data.get("bias") is None else float(data["bias"]),
+        )
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"no model at {path}; pass --model with the party's training --out"
+        ) from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path} is not a privfl model.json: {exc}") from exc
+    if data.get("party") != party:
+        raise ConfigError(f"{path} is the model of {data.get('party')!r}, not of {party!r}")
+    return model
+
+
+def predict_party(
+    job: JobConfig,
+    name: str,
+    out: Path,
+    *,
+    model: Model | None,
+    table: IdTable | None,
+    by_id: bool,
+    transport: Transport,
+) -> dict[str, Any]:
+    """Run one party's side of a prediction session; the Host returns where it wrote."""
+    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
+    ctx = PartyContext(name=name, job=job, channel=channel, out=out.parent, checkpoints=False)
+    role = job.party(name).role
+    try:
+        if role == "server":
+            return run_server(ctx, predicting=True)
+        assert model is not None and table is not None
+        rows = align(ctx, table) if by_id else table
+        x = standardise_with(rows, model.mean, model.scale)
+        # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
+        ids = rows.ids if by_id else positions(range(len(rows.ids)))
+        digest = rows_digest(ctx, ids, ())
+        if role == "guest":
+            return guest_scores(ctx, x @ model.weights, digest)
+        return host_predict(ctx, rows, x @ model.weights + (model.bias or 0.0), out, digest)
+    except BaseException as exc:
+        logging.getLogger("privfl.party").error("%s stopped: %s", name, exc, extra={"file_only": 1})
+        channel.abort(ctx.peers, exc)
+        raise
+    finally:
+        transport.close()
+
+
+def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str, Any]:
+    """Announce our rows, then send ``[[z_g]]`` when the Host asks, and wait for the end."""
+    job, channel = ctx.job, ctx.channel
+    announce(ctx, "guest", len(z), 0, [job.server, job.host], digest)
+    key = receive_public_key(ctx)
+    request = channel.expect({Kind.SCORE_REQUEST}, {job.host}).body
+    assert isinstance(request, ScoreRequest)
+    values = fresh.encrypt(key, packing.pack_plain(encode(z, VALUE_BITS, key.n), key.n))
+    channel.send(job.host, Scores(epoch=request.epoch, split=request.split, scores=values))
+    done = channel.expect({Kind.FINISH}, {job.host}).body
+    assert isinstance(done, Finish)
+    log.info("sent encrypted scores for %d rows", len(z))
+    return {"rows": len(z)}
+
+
+def host_predict(
+    ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path, digest: str = ""
+) -> dict[str, Any]:
+    """Collect the guests' summed scores (masked decryption), write id, probability, label."""
+    job, channel = ctx.job, ctx.channel
+    announce(ctx, "host", len(z_host), 0, [job.server], digest)
+    for sender, hello in channel.gather(Kind.HELLO, job.guests).items():
+        assert isinstance(hello, Hello)
+        check_hello(ctx, sender, hello)
+        if hello.rows != len(z_host):
+            raise ConfigError(f"{sender} has {hello.rows} rows to score, the host {len(z_host)}")
+        check_rows(sender, hello.rows_digest, digest, "the host's")
+    key = receive_public_key(ctx)
+    channel.broadcast(job.guests, ScoreRequest(epoch=0, split="test"))
+    replies = channel.gather(Kind.SCORES, job.guests)
+    typed = {g: r for g, r in replies.items() if isinstance(r, Scores)}
+    if len(typed) != len(replies):
+        raise ProtocolError("a guest answered the score request with something else")
+    # The guests pack their scores (as in evaluation): one slot per row, summed slot-wise.
+    expected = packing.packed_length(len(z_host), key.n)
+    if any(len(r.scores) != expected for r in typed.values()):
+        raise ProtocolError(f"a guest sent scores for another number of rows than {len(z_host)}")
+    total = host_steps.add_all(key, [typed[g].scores.values for g in job.guests])
+    masked, masks = fresh.mask(key, total)  # masked, then re-randomised by the Host
+    channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=masked))
+    reply = channel.expect({Kind.DECRYPTED}, {job.server}).body
+    assert isinstance(reply, Decrypted)
+    unmasked = unmask(reply.values.values, masks, key.n)
+    plain = packing.unpack(unmasked, len(z_host), key.n, len(typed))
+    guests = decode(plain, VALUE_BITS, key.n)
+    channel.broadcast([*job.guests, job.server], Finish(epochs=0, reason="predicted"))
+    probability = sigmoid(z_host + guests)
+    write_predictions(out, rows.ids, probability)
+    log.info("wrote %d predictions to %s", len(probability), out)
+    return {"rows": len(probability), "out": str(out)}
+
+
+def write_predictions(path: Path, ids: tuple[str, ...], probability: np.ndarray) -> None:
+    """``id, probability, label`` (label = probability ≥ 0.5), one row per scored id."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "probability", "label"])
+        for identifier, p in zip(ids, probability, strict=True):
+            writer.writerow([identifier, f"{p:.6f}", int(p >= THRESHOLD)])
+
+
+def prediction_rows(
+    job: JobConfig, name: str, model: Model, path: Path, id_column: str | None
+) -> tuple[IdTable, bool]:
+    """The new rows' model columns; matched by id (PSI) when an id column is known."""
+    spec = job.party(name)
+    column = id_column or spec.id_column or None
+    table = read_id_csv(path, column, None, model.features)
+    return table, column is not None

@@ -1,0 +1,160 @@
+"""Start one party: its data, its transport, its log; and tell the peers if it fails."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.config.vertical import JobConfig
+from privfl.data.tables import IdTable
+from privfl.data.views import PartyData, demo_table, read_csv, split_view
+from privfl.errors import ConfigError
+from privfl.parties.audit import FILE_NAME as AUDIT_FILE
+from privfl.parties.audit import AuditLog
+from privfl.parties.progress import Observer
+from privfl.parties.session import PartyContext
+from privfl.parties.vertical import psi as psi_stage
+from privfl.parties.vertical.guest import run_guest
+from privfl.parties.vertical.host import EpochHook, run_host
+from privfl.parties.vertical.server import run_server
+from privfl.protocol.channel import Channel
+from privfl.protocol.keys import KeyRing
+from privfl.protocol.messages import Header
+from privfl.protocol.reliable import ReliableTransport
+from privfl.protocol.transport import Transport, ZmqTransport
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+FILE_ONLY = {"file_only": True}
+
+
+def load_data(
+    job: JobConfig, name: str, data_path: Path | None, label_column: str | None
+) -> PartyData:
+    """This party's rows: its file if given, else its share of the bundled demo table."""
+    spec = job.party(name)
+    wants_labels = spec.role == "host"
+    if data_path is not None:
+        label = (label_column or "label") if wants_labels else None
+        table = read_csv(data_path, label)
+    else:
+        if not spec.columns:
+            raise ConfigError(f"party {name} has no demo columns in the job; pass --data FILE")
+        table = demo_table(job.data.dataset, spec.columns, with_labels=wants_labels)
+    return split_view(table, job.data.test_size, job.data.split_seed)
+
+
+def open_transport(job: JobConfig, name: str) -> ReliableTransport:
+    """The party's ROUTER inbox and DEALERs, CURVE-authenticated, with ACKs and 1 MiB chunks."""
+    keys_dir = job.keys_path()
+    peers = {n: p.endpoint for n, p in job.parties.items() if n != name}
+    ring = KeyRing.from_files(
+        name,
+        keys_dir / f"{name}.key_secret",
+        {peer: keys_dir / f"{peer}.key" for peer in peers},
+    )
+    send_timeout = min(job.timeout_seconds, 30.0)
+    sockets = ZmqTransport(
+        name,
+        job.party(name).endpoint,
+        peers,
+        ring,
+        send_timeout=send_timeout,
+        grace=job.liveness_grace_seconds,
+    )
+    return ReliableTransport(sockets)
+
+
+def run_party(
+    job: JobConfig,
+    name: str,
+    out: Path,
+    *,
+    data: PartyData | None = None,
+    transport: Transport | None = None,
+    on_epoch: EpochHook | None = None,
+    workers: int = 1,
+    table: IdTable | None = None,
+    observer: Observer | None = None,
+    resume: bool = False,
+    label_rng: np.random.Generator | None = None,
+) -> dict[str, Any]:
+    """Run the named party to the end of the session; on failure, tell every peer.
+
+    ``workers`` processes compute a Host's or guest's Paillier obfuscators (0 = one per
+    core). ``label_rng`` (Host, experiments only): a seeded generator for the label flips,
+    which makes the run reproducible and **not private**; None draws them from the OS CSPRNG.
+    With an id-keyed ``table``, the rows are first aligned by private set intersection.
+    ``resume``: continue after the last epoch every party has a checkpoint of.
+    """
+    role = job.party(name).role
+    if role != "server" and data is None and table is None:
+        data = load_data(job, name, None, None)
+    out.mkdir(parents=True, exist_ok=True)
+    transport = transport or open_transport(job, name)
+    audit = AuditLog(out / AUDIT_FILE)
+
+    def observe(direction: str, peer: str, header: Header | None, frames: list[bytes]) -> None:
+        audit(direction, peer, header, frames)
+        if observer is not None and header is not None:
+            observer(direction, peer, header, frames)
+
+    channel = Channel(
+        transport,
+        session=job.session,
+        timeout=job.timeout_seconds,
+        observer=observe,
+        max_pending_bytes=job.max_buffered_mib * 1024 * 1024,
+    )
+    ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
+    try:
+        if role == "server":
+            return run_server(ctx)
+        if table is not None:
+            data = psi_stage.training_rows(ctx, table)
+        assert data is not None
+        check_feature_count(job, name, data)
+        if role == "host":
+            result = run_host(ctx, data, on_epoch, workers=workers, label_rng=label_rng)
+            return psi_stage.recorded(ctx, table, data, result)
+        return run_guest(ctx, data, workers)
+    except BaseException as exc:
+        # The CLI prints the one-line error; the log keeps it too, without echoing it twice.
+        logging.getLogger("privfl.party").error("%s stopped: %s", name, exc, extra=FILE_ONLY)
+        channel.abort(ctx.peers, exc)
+        raise
+    finally:
+        transport.close()
+
+
+def check_feature_count(job: JobConfig, name: str, data: PartyData) -> None:
+    """Our own columns against the count the job declares for us (the Server enforces it)."""
+    declared = job.party(name).declared_features
+    have = data.x_train.shape[1]
+    if declared and have != declared:
+        raise ConfigError(
+            f"party {name} has {have} feature columns, the job declares {declared}: set "
+            f"feature_count = {have} under [parties.{name}] in every site's job.toml, or "
+            "choose the columns with --features"
+        )
+
+
+def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:
+    """INFO and up to ``out/party.log``; warnings (or INFO with verbose) to stderr."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "party.log"
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    file_handler = logging.FileHandler(path)
+    file_handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    console = logging.StreamHandler()
+    console.setLevel(logging.INFO if verbose else logging.WARNING)
+    console.setFormatter(logging.Formatter(f"{name}: %(message)s"))
+    console.addFilter(lambda record: not getattr(record, "file_only", False))
+    root.addHandler(file_handler)
+    root.addHandler(console)
+    return path

@@ -1,0 +1,163 @@
+"""The Server: holds the Paillier private key, decrypts masked values only, judges convergence.
+
+It never holds data. What it decrypts is masked by the requesting party with a mask
+uniform over Z_n, so every value it sees is uniformly random — except the epoch's
+Taylor loss, which it is meant to see to decide when to stop. It decrypts only what
+the protocol state allows (``server_rules.py``); any other request is written to the
+audit log as refused and ends the session with an error naming the party that sent it.
+The private key lives in this process only: it is never written to disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+from privfl.crypto.encoding import decode
+from privfl.crypto.paillier import PrivateKey, generate_keypair
+from privfl.errors import ProtocolError
+from privfl.parties import checkpoint
+from privfl.parties.session import PartyContext, big, check_hello, check_rows
+from privfl.parties.vertical import server_rules as rules
+from privfl.parties.vertical.server_rules import Allowance, Position
+from privfl.protocol.channel import Envelope
+from privfl.protocol.messages import (
+    Decrypted,
+    DecryptRequest,
+    EpochResult,
+    Finish,
+    Hello,
+    Kind,
+    Loss,
+    Message,
+)
+from privfl.protocol.messages import PublicKey as PublicKeyMsg
+
+log = logging.getLogger("privfl.server")
+
+
+@dataclass
+class ServerState:
+    """What the Server tracks between messages."""
+
+    key: PrivateKey
+    allow: Allowance
+    tolerance: float
+    divergence_factor: float
+    at: Position = field(default_factory=Position)
+    losses: list[float] = field(default_factory=list)
+    batch_loss: list[tuple[float, int]] = field(default_factory=list)
+
+
+def on_decrypt(state: ServerState, sender: str, msg: DecryptRequest) -> Decrypted:
+    """Decrypt a masked vector once the rules allow it (see ``server_rules``)."""
+    if msg.purpose == "gradient":
+        rules.check_gradient(state.allow, state.at, sender, msg)
+    else:
+        rules.check_scores(state.allow, state.at, sender, msg)
+    plain = state.key.decrypt(msg.values.values)
+    return Decrypted(epoch=msg.epoch, batch=msg.batch, purpose=msg.purpose, values=big(plain))
+
+
+def on_loss(state: ServerState, sender: str, msg: Loss) -> EpochResult | None:
+    """Accumulate a batch's loss; after the epoch's last batch, decide whether to stop."""
+    rows = rules.check_loss(state.allow, state.at, sender, msg)
+    (plain,) = state.key.decrypt(msg.value.values)
+    n = state.key.public_key.n
+    # The protocol's own scale and denominator 8·b, never the sender's (checked equal).
+    value = float(decode([plain], rules.LOSS_BITS, n)[0]) / (8 * rows)
+    state.batch_loss.append((value * rows, rows))
+    if msg.batch + 1 < len(state.allow.batch_sizes):
+        return None
+    total = sum(v for v, _ in state.batch_loss) / sum(r for _, r in state.batch_loss)
+    state.batch_loss.clear()
+    state.losses.append(total)
+    stop, reason = verdict(state)
+    rules.judged(state.at, msg.epoch, stop)
+    return EpochResult(epoch=msg.epoch, loss=total, stop=stop, reason=reason)
+
+
+def verdict(state: ServerState) -> tuple[bool, str]:
+    """Stop on divergence, on a loss change below tolerance, or after the last epoch."""
+    losses = state.losses
+    if not math.isfinite(losses[-1]) or losses[-1] > state.divergence_factor * losses[0]:
+        return True, "diverged"
+    if len(losses) >= 2 and abs(losses[-1] - losses[-2]) < state.tolerance:
+        return True, "converged"
+    if len(losses) >= state.allow.max_epochs:
+        return True, "max_epochs"
+    return False, ""
+
+
+def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
+    """Make the key pair, hear every party's Hello, send each the public key."""
+    job = ctx.job
+    if not predicting:
+        rules.feature_counts(job)  # a job without them fails here, before anyone waits
+    checkpoint.remove_legacy_key(ctx)
+    public, private = generate_keypair(job.key_bits, job.obfuscation)
+    log.info(
+        "generated a %d-bit Paillier key pair (%s obfuscation; the private key stays in memory)",
+        public.bits,
+        public.obfuscation,
+    )
+    hellos: dict[str, Hello] = {}
+    for sender, hello in ctx.channel.gather(Kind.HELLO, ctx.peers).items():
+        assert isinstance(hello, Hello)
+        check_hello(ctx, sender, hello)
+        hellos[sender] = hello
+    for sender in job.guests:  # every guest's rows line up with the Host's
+        check_rows(sender, hellos[sender].rows_digest, hellos[job.host].rows_digest, "the host's")
+    make = rules.prediction_allowance if predicting else rules.training_allowance
+    allow = make(job, hellos, public.n)
+    ctx.channel.broadcast(ctx.peers, PublicKeyMsg(n=public.n, bits=public.bits, h_s=public.h_s))
+    t = job.training
+    state = ServerState(
+        key=private, allow=allow, tolerance=t.tolerance, divergence_factor=t.divergence_factor
+    )
+    if predicting:
+        state.at = Position(closed=True, scoring=0, stop=True)
+    else:
+        checkpoint.resume_server(ctx, state)
+    return state
+
+
+def run_server(ctx: PartyContext, predicting: bool = False) -> dict[str, object]:
+    """Serve decryptions and epoch verdicts until the Host finishes the session.
+
+    ``predicting``: a prediction session, where the Host may ask for one score
+    decryption (every row it scores) and nothing else.
+    """
+    state = handshake(ctx, predicting)
+    decrypted = 0
+    while True:
+        env = ctx.channel.expect({Kind.DECRYPT_REQUEST, Kind.LOSS, Kind.FINISH}, ctx.peers)
+        try:
+            reply = serve(ctx, state, env)
+        except ProtocolError:
+            ctx.channel.refuse(env)
+            raise
+        if isinstance(env.body, Finish):
+            log.info("host finished the session: %d epochs (%s)", env.body.epochs, env.body.reason)
+            return {"epochs": len(state.losses), "decrypted_values": decrypted}
+        if isinstance(env.body, DecryptRequest):
+            decrypted += len(env.body.values)
+        if reply is not None:
+            ctx.channel.send(env.sender, reply, env.header.round)
+
+
+def serve(ctx: PartyContext, state: ServerState, env: Envelope) -> Message | None:
+    """The reply to one accepted message (None: nothing to send yet)."""
+    body = env.body
+    if isinstance(body, DecryptRequest):
+        return on_decrypt(state, env.sender, body)
+    if isinstance(body, Loss):
+        result = on_loss(state, env.sender, body)
+        if result is not None:
+            checkpoint.save_server(ctx, state, result)
+            log.info("epoch %d: Taylor loss %.6f %s", result.epoch + 1, result.loss, result.reason)
+        return result
+    if isinstance(body, Finish) and env.sender == state.allow.host:
+        return None
+    raise rules.Refused(f"{env.sender} may not send {env.header.kind} to the server")

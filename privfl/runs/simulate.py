@@ -1,0 +1,105 @@
+"""Run a horizontal experiment in one process (the library entry point; no sockets).
+
+Same steps as the networked roles (:mod:`privfl.learning.fedavg`); used by
+`privfl hfl compare`, by tests and by anyone scripting experiments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from privfl.errors import PrivacyBudgetExceeded
+from privfl.learning import fedavg as engine
+from privfl.config.horizontal import HflConfig
+from privfl.parties.horizontal.ledger import PrivacyLedger
+from privfl.learning.models import get_flat
+from privfl.parties.horizontal.outputs import Recorder
+from privfl.mechanisms.noise import NoiseSource, private_source
+
+RoundHook = Callable[[dict[str, Any]], None]
+
+
+def make_ledger(setup: engine.Setup) -> PrivacyLedger:
+    """A ledger with the run's zCDP ρ per Gaussian report."""
+    return PrivacyLedger(
+        setup.config, setup.dims, setup.calib.k, rho=setup.calib.rho,
+        local_rows=min(len(s) for s in setup.shards),
+    )  # fmt: skip
+
+
+def close_round(
+    setup: engine.Setup,
+    weights: torch.Tensor,
+    reports: list[torch.Tensor],
+    round_: int,
+    asked: list[int],
+    reported: list[int] | None,
+    ledger: PrivacyLedger,
+    recorder: Recorder,
+    on_round: RoundHook | None,
+    source: NoiseSource,
+    **extra: Any,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Aggregate a round's reports, evaluate, book it in the ledger and record it.
+
+    The one end-of-round step of the in-process simulator and the networked aggregator
+    (``extra`` adds the aggregator's transport figures to the round's record).
+    ``reported`` is None when the aggregator cannot know who reported (Shuffler): the
+    ledger then books a release for every asked client. Returns the new global
+    weights and the round's record.
+    """
+    new = engine.aggregate(setup, weights, reports, round_, source)
+    accuracy, loss = engine.evaluate(setup, new)
+    entry = ledger.record(asked, reported, len(reports))
+    record = {
+        "round": round_,
+        "accuracy": accuracy,
+        "loss": loss,
+        "reports": len(reports),
+        **extra,
+        **entry,
+    }
+    recorder.round(record, new, ledger)
+    if on_round:
+        on_round(record)
+    return new, record
+
+
+def run_experiment(
+    config: HflConfig, out: Path | None = None, on_round: RoundHook | None = None
+) -> dict[str, Any]:
+    """Train for ``config.rounds`` rounds (or until the ε budget); return the summary dict."""
+    torch.set_num_threads(1)  # parallelism comes from processes; threads only contend
+    setup = engine.make_setup(config)
+    ledger = make_ledger(setup)
+    recorder = Recorder(config, out)
+    weights = get_flat(setup.model)
+    last_update: torch.Tensor | None = None
+    stop_reason = "rounds"
+    # one CSPRNG for the simulated clients and server noise; vectorised samplers for speed
+    source = private_source(exact=False)
+    for round_ in range(1, config.rounds + 1):
+        asked = engine.sample_clients(config, round_)
+        try:
+            ledger.check_next(asked)
+        except PrivacyBudgetExceeded as exc:
+            stop_reason = f"privacy budget: {exc}"
+            break
+        clients = [c for c in asked if engine.joins(config, c, round_, source)]
+        indices = engine.report_indices(setup, last_update, round_)
+        reports = [
+            engine.client_report(setup, c, weights, indices, round_, source) for c in clients
+        ]
+        # with a Shuffler the aggregator cannot tell who reported: book every asked client
+        reported = None if config.shuffler else clients
+        new, _ = close_round(
+            setup, weights, reports, round_, asked, reported, ledger, recorder, on_round, source
+        )
+        last_update, weights = new - weights, new
+    return recorder.summary(
+        ledger, stop_reason, {"device": str(setup.device), "transport": "in-process"}
+    )

@@ -1,0 +1,1 @@
+"""Tools around the parties: benchmarks, the conformance kit, paper reproductions."""

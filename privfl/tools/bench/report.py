@@ -1,0 +1,232 @@
+"""Run the whole benchmark and lay its numbers out: stages, epochs, ratios, floors, memory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from privfl.crypto.packing import packed_length
+from privfl.crypto.pools import CHUNK, NoisePool
+from privfl.tools.bench import runs, stages
+from privfl.tools.bench.workload import Workload, breast_cancer, synthetic
+
+Log = Callable[[str], None]
+
+
+def protocol_counts(w: Workload, n: int) -> dict[str, Any]:
+    """Fresh obfuscations and decryptions one full-batch epoch of the secure protocol needs.
+
+    One guest, no flipback. Every ciphertext a party sends is fresh (crypto.fresh), so:
+    the Guest encrypts its scores and ``[[Σz²]]``, re-randomises its masked packed
+    gradient and encrypts its packed test scores; the Host re-randomises the residual
+    it sends the guest, its masked packed gradient, the loss, and the masked sum of
+    the test scores it has the Server decrypt. ``per_party`` splits the obfuscations.
+    """
+    guest = packed_length(w.guest.x_train.shape[1], n)
+    host = packed_length(w.host.x_train.shape[1] + 1, n)
+    test = packed_length(w.test_rows, n)
+    per_party = {
+        "guest": w.rows + 1 + guest + test,
+        "host": w.rows + host + 1 + test,
+    }
+    return {
+        "obfuscations": sum(per_party.values()),
+        "per_party": per_party,
+        "decryptions": guest + host + 1 + test,
+    }
+
+
+def floors(
+    w: Workload, n: int, primitive: dict[str, float], cores: int, rate: float
+) -> dict[str, float]:
+    """Least wall time per epoch the arithmetic allows on ``cores`` cores.
+
+    privfl's floor: every fresh obfuscation (both parties', :func:`protocol_counts`) and
+    decryption the secure protocol needs, spread perfectly over the cores. The issue's
+    seed-style floor: 2n standard obfuscations.
+    ``standard_at_measured_rate`` uses the obfuscation rate the workers actually reached
+    in this run instead of ``cores`` × one powmod: on a shared machine the cores are
+    not all ours, and this is the floor under the same contention as the runs.
+    """
+    counts = protocol_counts(w, n)
+    decrypt = counts["decryptions"] * primitive["decrypt"]
+    return {
+        "standard": (counts["obfuscations"] * primitive["powmod_r_n"] + decrypt) / cores,
+        "djn": (counts["obfuscations"] * primitive["djn_obfuscation"] + decrypt) / cores,
+        "seed_2n": 2 * w.rows * primitive["powmod_r_n"] / cores,
+        "standard_at_measured_rate": counts["obfuscations"] / rate + decrypt / cores,
+    }
+
+
+def in_process(
+    w: Workload, keys: tuple[Any, Any, Any], cores: int, naive_rows: int, log: Log
+) -> list[stages.EpochTimes]:
+    """Stage times of every variant on one workload."""
+    public, private, djn_key = keys
+    bits = public.bits
+    log(f"naive phe epoch on {w.name} (one process, up to {naive_rows} rows measured)")
+    results = [stages.naive_epoch(w, bits, naive_rows)]
+    for key in (public, djn_key):
+        log(f"privfl {key.obfuscation} epoch on {w.name} ({cores} worker processes)")
+        pool = NoisePool(key.n, cores, key.h_s, nice=0)
+        try:
+            pool.take(cores * CHUNK)  # start the workers (and DJN tables) outside the timing
+            results.append(stages.privfl_epoch(w, key, private, pool))
+        finally:
+            pool.close()
+    log(f"fate_utils epoch on {w.name}")
+    fate = stages.fate_epoch(w, bits, naive_rows)
+    if fate is not None:
+        results.append(fate)
+    else:
+        log("fate_utils is not installed (pip install 'privfl[bench]'): skipped")
+    return results
+
+
+def run_bench(
+    *,
+    bits: int,
+    rows: int,
+    features: int,
+    datasets: list[str],
+    epochs: int,
+    naive_rows: int,
+    cores: int,
+    out: Path,
+    log: Log,
+) -> dict[str, Any]:
+    """Every measurement of ``privfl bench vfl``, as one JSON-ready dict."""
+    cores = cores or os.cpu_count() or 1
+    log(f"generating a {bits}-bit key pair")
+    keys = stages.keys(bits)
+    public = keys[0]
+    primitive = stages.primitives(*keys)
+    count = 2 * CHUNK * cores
+    log(f"encryption throughput: 1 vs {cores} worker processes ({count} obfuscations)")
+    scaling = {str(k): stages.throughput(public, k, count) for k in sorted({1, cores})}
+    report: dict[str, Any] = {
+        "key_bits": bits,
+        "cores": cores,
+        "cpu_count": os.cpu_count(),
+        "load_average": list(os.getloadavg()),
+        "primitives_seconds": primitive,
+        "obfuscations_per_second": scaling,
+        "scaling": scaling[str(cores)] / scaling["1"],
+        "datasets": {},
+    }
+    workloads = [
+        breast_cancer() if d == "breast_cancer" else synthetic(rows, features) for d in datasets
+    ]
+    for w in workloads:
+        log(w.describe())
+        variants = in_process(w, keys, cores, naive_rows, log)
+        naive = variants[0].epoch
+        real = []
+        for obfuscation in ("standard", "djn"):
+            log(f"privfl vfl parties as processes, {obfuscation}, {epochs} epochs on {w.name}")
+            result = runs.run_parties(w, bits, obfuscation, epochs, out / w.name / obfuscation)
+            real.append(result)
+        floor = floors(w, public.n, primitive, cores, scaling[str(cores)])
+        report["datasets"][w.name] = {
+            "description": w.describe(),
+            "stages": [
+                {**asdict(v), "epoch": v.epoch, "ratio_to_naive": naive / v.epoch} for v in variants
+            ],
+            "runs": [{**r.as_dict(), "ratio_to_naive": naive / r.steady_epoch} for r in real],
+            "protocol_counts": protocol_counts(w, public.n),
+            "floor_seconds": floor,
+            "acceptance": acceptance(naive, real, floor, report["scaling"], cores),
+        }
+    return report
+
+
+def acceptance(
+    naive: float, real: list[runs.RunResult], floor: dict[str, float], scaling: float, cores: int
+) -> dict[str, Any]:
+    """The issue's targets, evaluated on this run's numbers (reported, never asserted)."""
+    standard, djn = real
+    return {
+        "standard_vs_naive": naive / standard.steady_epoch,
+        "standard_over_floor": standard.steady_epoch / floor["standard"],
+        "djn_vs_naive": naive / djn.steady_epoch,
+        "scaling_per_core": scaling / cores,
+        "met": {
+            "standard >= 3x naive": naive / standard.steady_epoch >= 3,
+            "standard within 15% of floor": standard.steady_epoch <= 1.15 * floor["standard"],
+            "djn >= 15x naive": naive / djn.steady_epoch >= 15,
+            "throughput >= 0.8 x cores": scaling >= 0.8 * cores,
+        },
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report as text tables."""
+    lines = [
+        f"privfl bench vfl: {report['key_bits']}-bit keys, {report['cores']} cores "
+        f"(load average {report['load_average'][0]:.2f} at start)",
+    ]
+    p = report["primitives_seconds"]
+    lines.append(
+        f"  r^n mod n² {p['powmod_r_n'] * 1e3:.2f} ms | DJN h_s^a {p['djn_obfuscation'] * 1e3:.2f}"
+        f" ms | decryption {p['decrypt'] * 1e3:.2f} ms"
+    )
+    rates = report["obfuscations_per_second"]
+    lines.append(
+        "  obfuscations/s: "
+        + ", ".join(f"{k} core(s) {v:.0f}" for k, v in rates.items())
+        + f"  (x{report['scaling']:.2f})"
+    )
+    for data in report["datasets"].values():
+        lines += ["", data["description"], _stage_table(data["stages"])]
+        for run in data["runs"]:
+            peak = ", ".join(
+                f"{name} {m['party']:.0f} MiB ({m['with_workers']:.0f} with workers, "
+                f"{m['cpu_seconds']:.1f} CPU s)"
+                for name, m in run["per_party"].items()
+            )
+            lines.append(
+                f"  parties as processes, {run['obfuscation']:<8}: "
+                f"{run['steady_epoch_seconds']:.2f} s/epoch (x{run['ratio_to_naive']:.1f} vs "
+                f"naive), epochs {run['epoch_seconds']}; peak {peak}"
+            )
+        counts = data["protocol_counts"]
+        lines.append(
+            f"  fresh obfuscations per epoch: {counts['obfuscations']} (guest "
+            f"{counts['per_party']['guest']}, host {counts['per_party']['host']}, the residual's "
+            f"re-randomisation included); decryptions {counts['decryptions']}"
+        )
+        standard = next(r for r in data["runs"] if r["obfuscation"] == "standard")
+        floor = data["floor_seconds"]
+        lines.append(
+            f"  standard epoch / floor: x{data['acceptance']['standard_over_floor']:.2f} "
+            f"({standard['steady_epoch_seconds']:.2f} s over {floor['standard']:.2f} s; "
+            f"x{standard['steady_epoch_seconds'] / floor['standard_at_measured_rate']:.2f} "
+            "at the measured worker rate)"
+        )
+        lines.append(
+            f"  floor on {report['cores']} cores: standard {floor['standard']:.2f} s, djn "
+            f"{floor['djn']:.2f} s, seed-style 2n obfuscations {floor['seed_2n']:.2f} s; "
+            f"standard at the measured worker rate {floor['standard_at_measured_rate']:.2f} s"
+        )
+        lines += [
+            f"  {'yes' if ok else 'NO '}  {name}" for name, ok in data["acceptance"]["met"].items()
+        ]
+    return "\n".join(lines)
+
+
+def _stage_table(variants: list[dict[str, Any]]) -> str:
+    names = [v["variant"] + ("*" if v["extrapolated"] else "") for v in variants]
+    head = f"  {'stage':<10}" + "".join(f"{n:>18}" for n in names)
+    rows = [head]
+    for stage in stages.STAGES:
+        rows.append(
+            f"  {stage:<10}" + "".join(f"{v['stages'].get(stage, 0.0):>17.3f}s" for v in variants)
+        )
+    rows.append(f"  {'epoch':<10}" + "".join(f"{v['epoch']:>17.3f}s" for v in variants))
+    rows.append(f"  {'x naive':<10}" + "".join(f"{v['ratio_to_naive']:>18.1f}" for v in variants))
+    if any(v["extrapolated"] for v in variants):
+        rows.append("  * measured on a row subsample and scaled linearly to every row")
+    return "\n".join(rows)

@@ -1,0 +1,164 @@
+"""Real runs for the benchmark: every party its own OS process, as ``privfl vfl run-local`` does.
+
+Per-epoch wall time comes from the Host's metrics (training step plus evaluation, as a
+user sees it); peak memory per party from the kernel's high-water mark (``VmHWM``) of the
+party process and of its worker processes, sampled while it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from privfl.config.vertical import DataConfig
+from privfl.runs.kits import demo_job, write_kit
+from privfl.runs.launcher import EpochProgress, start_parties, watch
+from privfl.tools.bench.workload import TEST_SIZE, Workload, write_csv
+
+POLL_SECONDS = 0.2
+
+
+@dataclass
+class RunResult:
+    """One real run: seconds per epoch; peak memory (MiB) and CPU seconds per party."""
+
+    obfuscation: str
+    epoch_seconds: list[float]
+    wall_seconds: float
+    per_party: dict[str, dict[str, float]] = field(default_factory=dict)  # MiB, CPU s
+    accuracy: float | None = None
+
+    @property
+    def steady_epoch(self) -> float:
+        """Median epoch after the first (which also starts the worker processes)."""
+        later = self.epoch_seconds[1:] or self.epoch_seconds
+        return float(statistics.median(later))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "obfuscation": self.obfuscation,
+            "epoch_seconds": self.epoch_seconds,
+            "steady_epoch_seconds": self.steady_epoch,
+            "wall_seconds": self.wall_seconds,
+            "per_party": self.per_party,
+            "accuracy": self.accuracy,
+        }
+
+
+def _hwm_kib(pid: int) -> int:
+    """The process's peak resident set (VmHWM) in KiB; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used so far; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of a process (its worker pool)."""
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(c) for c in (task / "children").read_text().split()]
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+class MemoryWatch:
+    """Samples each party's and its workers' VmHWM until stopped (Linux /proc)."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.party: dict[str, int] = dict.fromkeys(pids, 0)
+        self.workers: dict[str, dict[int, int]] = {name: {} for name in pids}
+        self.cpu: dict[str, dict[int, float]] = {name: {} for name in pids}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for name, pid in self.pids.items():
+                self.party[name] = max(self.party[name], _hwm_kib(pid))
+                cpu = self.cpu[name]
+                for proc in [pid, *_children(pid)]:
+                    cpu[proc] = max(cpu.get(proc, 0.0), _cpu_seconds(proc))
+                    if proc != pid:
+                        seen = self.workers[name].get(proc, 0)
+                        self.workers[name][proc] = max(seen, _hwm_kib(proc))
+            self._stop.wait(POLL_SECONDS)
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        """Per party: peak MiB of the party process, of it plus its workers, CPU seconds."""
+        self._stop.set()
+        self._thread.join()
+        return {
+            name: {
+                "party": round(self.party[name] / 1024, 1),
+                "with_workers": round(
+                    (self.party[name] + sum(self.workers[name].values())) / 1024, 1
+                ),
+                "cpu_seconds": round(sum(self.cpu[name].values()), 2),
+            }
+            for name in self.pids
+        }
+
+
+def run_parties(
+    workload: Workload, bits: int, obfuscation: str, epochs: int, out: Path
+) -> RunResult:
+    """Train ``epochs`` epochs with Server, Host and one Guest as processes on loopback."""
+    job = demo_job(guests=1, key_bits=bits, allow_weak_keys=True, epochs=epochs)
+    job = replace(
+        job,
+        obfuscation=obfuscation,
+        timeout_seconds=600.0,
+        data=DataConfig(test_size=TEST_SIZE, split_seed=0),
+        training=replace(job.training, tolerance=0.0),  # run every epoch asked for
+    )
+    extra: dict[str, list[str]] = {}
+    if workload.tables is not None:
+        tables = workload.tables
+        specs = {
+            name: replace(
+                spec,
+                columns=(),
+                feature_count=tables[name].x.shape[1] if name in tables else 0,
+            )
+            for name, spec in job.parties.items()
+        }
+        job = replace(job, parties=specs)
+        for name, table in workload.tables.items():
+            path = write_csv(table, out / "data" / f"{name}.csv")
+            extra[name] = ["--data", str(path)]
+    start = time.monotonic()
+    job_path = write_kit(job, out / "kit")
+    parties = start_parties(job, job_path, out, extra)
+    memory = MemoryWatch({p.name: p.process.pid for p in parties})
+    try:
+        watch(parties, EpochProgress(out / job.host / "metrics.jsonl", epochs, False))
+    finally:
+        peak = memory.stop()
+    wall = time.monotonic() - start
+    summary = json.loads((out / job.host / "summary.json").read_text())
+    return RunResult(
+        obfuscation, list(summary["epoch_seconds"]), round(wall, 3), peak, summary["accuracy"]
+    )

@@ -1,0 +1,241 @@
+"""One epoch of DESIGN §3.2 stage by stage, in one process: naive phe, privfl's engine, fate_utils.
+
+Every variant computes the same quantities (encrypted scores, the residual, both parties'
+``Xᵀ[[d]]``, masked decryption of the gradients, encrypted test scores for evaluation),
+so per-stage times compare like with like. The naive variant is what the seed does:
+phe's float ``EncodedNumber`` encodings, the Host encrypting its part of the residual
+too (2n encryptions), one ``EncryptedNumber`` operation at a time in one process.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privfl.crypto import packing
+from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
+from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair, obfuscators, unmask
+from privfl.crypto.pools import CHUNK, NoisePool
+from privfl.tools.bench.workload import Workload
+
+STAGES = ("encrypt", "residual", "gradient", "decrypt", "evaluate")
+
+
+@dataclass
+class EpochTimes:
+    """Seconds per stage of one epoch; ``extrapolated`` when measured on a row subsample."""
+
+    variant: str
+    stages: dict[str, float] = field(default_factory=dict)
+    rows_measured: int = 0
+    extrapolated: bool = False
+    note: str = ""
+
+    @property
+    def epoch(self) -> float:
+        return sum(self.stages.values())
+
+    @contextmanager
+    def stage(self, name: str, scale: float = 1.0) -> Iterator[None]:
+        """Time one stage; ``scale`` extrapolates a subsample linearly to every row."""
+        start = time.perf_counter()
+        yield
+        self.stages[name] = self.stages.get(name, 0.0) + (time.perf_counter() - start) * scale
+
+
+def _weights(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed small weights, so that scores and residuals are not all zero."""
+    rng = np.random.default_rng(1)
+    host = np.asarray(rng.normal(scale=0.1, size=workload.host.x_train.shape[1] + 1))
+    guest = np.asarray(rng.normal(scale=0.1, size=workload.guest.x_train.shape[1]))
+    return host, guest
+
+
+def _with_bias(x: np.ndarray) -> np.ndarray:
+    return np.hstack([x, np.ones((x.shape[0], 1))])
+
+
+@dataclass(frozen=True)
+class _Subsample:
+    """At most ``max_rows`` training rows (and as many test rows in proportion), scaled up."""
+
+    rows: int
+    test: int
+    scale: float
+    test_scale: float
+    theta_h: np.ndarray
+    theta_g: np.ndarray
+    x_h: np.ndarray
+    x_g: np.ndarray
+    y: np.ndarray
+
+
+def _subsample(workload: Workload, max_rows: int) -> _Subsample:
+    rows = min(workload.rows, max_rows)
+    test = min(workload.test_rows, max(1, math.ceil(max_rows * workload.test_rows / workload.rows)))
+    theta_h, theta_g = _weights(workload)
+    assert workload.host.y_train is not None
+    return _Subsample(
+        rows=rows,
+        test=test,
+        scale=workload.rows / rows,
+        test_scale=workload.test_rows / test,
+        theta_h=theta_h,
+        theta_g=theta_g,
+        x_h=_with_bias(workload.host.x_train[:rows]),
+        x_g=workload.guest.x_train[:rows],
+        y=workload.host.y_train[:rows],
+    )
+
+
+def naive_epoch(workload: Workload, bits: int, max_rows: int) -> EpochTimes:
+    """The seed's epoch with phe floats in one process, on at most ``max_rows`` rows.
+
+    Every stage is linear in the rows, so a subsample is scaled up to the full table.
+    """
+    import phe
+
+    public, private = phe.generate_paillier_keypair(n_length=bits)
+    sub = _subsample(workload, max_rows)
+    rows, test, scale, test_scale = sub.rows, sub.test, sub.scale, sub.test_scale
+    theta_h, theta_g, x_h, x_g, y = sub.theta_h, sub.theta_g, sub.x_h, sub.x_g, sub.y
+    out = EpochTimes("naive phe", rows_measured=rows, extrapolated=rows < workload.rows)
+    with out.stage("encrypt", scale):
+        enc_g = [public.encrypt(0.25 * float(v)) for v in x_g @ theta_g]
+        enc_h = [public.encrypt(float(v)) for v in 0.25 * (x_h @ theta_h) - y + 0.5]
+    with out.stage("residual", scale):
+        d = [a + b for a, b in zip(enc_g, enc_h, strict=True)]
+    with out.stage("gradient", scale):
+        grads = [
+            [
+                sum((d[i] * float(x[i, j]) for i in range(rows)), public.encrypt(0.0, r_value=1))
+                for j in range(x.shape[1])
+            ]
+            for x in (x_h, x_g)
+        ]
+    with out.stage("decrypt"):
+        for grad in grads:
+            masks = [secrets.randbelow(2**32) / 2**16 for _ in grad]
+            _ = [private.decrypt(g + m) - m for g, m in zip(grad, masks, strict=True)]
+    with out.stage("evaluate", test_scale):
+        scores = [public.encrypt(float(v)) for v in workload.guest.x_test[:test] @ theta_g]
+        _ = [private.decrypt(s) for s in scores]
+    return out
+
+
+def privfl_epoch(
+    workload: Workload, public: PublicKey, private: PrivateKey, pool: NoisePool
+) -> EpochTimes:
+    """privfl's engine on every stage, its obfuscators computed now by ``pool`` (no prefetch)."""
+    n = public.n
+    theta_h, theta_g = _weights(workload)
+    x_h = _with_bias(workload.host.x_train)
+    assert workload.host.y_train is not None
+    out = EpochTimes(f"privfl {public.obfuscation}", rows_measured=workload.rows)
+    exp_h, exp_g = to_exponents(x_h, DATA_BITS), to_exponents(workload.guest.x_train, DATA_BITS)
+    with out.stage("encrypt"):
+        z_g = workload.guest.x_train @ theta_g
+        scores = public.encrypt_with_noise(encode(z_g, VALUE_BITS, n), pool.take(len(z_g)))
+    with out.stage("residual"):
+        offset = x_h @ theta_h - 4.0 * workload.host.y_train + 2.0
+        residual = public.add_plain(scores, encode(offset, VALUE_BITS, n))
+        # What the Host sends the guest: its own fresh re-randomisation (crypto.fresh).
+        residual = public.rerandomize(residual, pool.take(len(residual)))
+    with out.stage("gradient"):
+        grad_g = pool.matvec_t(public, exp_g, residual)
+        grad_h = public.matvec_t(exp_h, residual)  # the Host computes its own inline
+    with out.stage("decrypt"):
+        for grad in (grad_g, grad_h):
+            packed = packing.pack(public, grad)
+            masked, masks = public.mask(packed)
+            masked = public.rerandomize(masked, pool.take(len(masked)))  # re-randomised last
+            plain = packing.unpack(unmask(private.decrypt(masked), masks, n), len(grad), n)
+            decode(plain, VALUE_BITS + DATA_BITS, n)
+    with out.stage("evaluate"):
+        z_test = workload.guest.x_test @ theta_g
+        plain = packing.pack_plain(encode(z_test, VALUE_BITS, n), n)
+        encrypted = public.encrypt_with_noise(plain, pool.take(len(plain)))
+        masked, masks = public.mask(encrypted)
+        masked = public.rerandomize(masked, pool.take(len(masked)))  # the Host's, last
+        values = packing.unpack(unmask(private.decrypt(masked), masks, n), len(z_test), n)
+        decode(values, VALUE_BITS, n)
+    return out
+
+
+def fate_epoch(workload: Workload, bits: int, max_rows: int) -> EpochTimes | None:
+    """The same stages with FATE 2.x's Rust library ``fate_utils``; None if not installed."""
+    try:
+        from fate_utils import paillier as fate
+    except ImportError:
+        return None
+    secret, public, coder = fate.keygen(bits)
+    sub = _subsample(workload, max_rows)
+    rows, test, scale, test_scale = sub.rows, sub.test, sub.scale, sub.test_scale
+    theta_h, theta_g, x_h, x_g, y = sub.theta_h, sub.theta_g, sub.x_h, sub.x_g, sub.y
+    out = EpochTimes("fate_utils", rows_measured=rows, extrapolated=rows < workload.rows)
+    with out.stage("encrypt", scale):
+        enc = public.encrypt_encoded(coder.encode_f64_vec(x_g @ theta_g), True)
+    with out.stage("residual", scale):
+        offset = coder.encode_f64_vec(x_h @ theta_h - 4.0 * y + 2.0)
+        residual = enc.add(public, public.encrypt_encoded(offset, False))
+    grads: list[Any] = []
+    with out.stage("gradient", scale):
+        for x in (x_h, x_g):
+            flat = coder.encode_f64_vec(np.ascontiguousarray(x).flatten())
+            grads.append(residual.matmul(public, flat, [1, rows], [rows, x.shape[1]]))
+    with out.stage("decrypt"):
+        for grad in grads:
+            coder.decode_f64_vec(secret.decrypt_to_encoded(grad))
+    with out.stage("evaluate", test_scale):
+        scores = public.encrypt_encoded(
+            coder.encode_f64_vec(workload.guest.x_test[:test] @ theta_g), True
+        )
+        coder.decode_f64_vec(secret.decrypt_to_encoded(scores))
+    out.note = "single-threaded Rust (GIL held); same protocol shape as privfl"
+    return out
+
+
+def per_call(func: Callable[[], object], count: int) -> float:
+    """Mean seconds of one call over ``count`` calls."""
+    start = time.perf_counter()
+    for _ in range(count):
+        func()
+    return (time.perf_counter() - start) / count
+
+
+def primitives(public: PublicKey, private: PrivateKey, djn_key: PublicKey) -> dict[str, float]:
+    """Seconds per primitive: the standard obfuscation powmod, a DJN one, a decryption."""
+    [c] = public.encrypt([1])
+    djn_key.fresh_noise(1)  # build the fixed-base table outside the timing
+    return {
+        "powmod_r_n": per_call(lambda: obfuscators(public.n, 1), 20),
+        "djn_obfuscation": per_call(lambda: djn_key.fresh_noise(1), 40),
+        "decrypt": per_call(lambda: private.decrypt([c]), 40),
+    }
+
+
+def throughput(public: PublicKey, workers: int, count: int) -> float:
+    """Obfuscations per second with ``workers`` processes (pool started before timing)."""
+    pool = NoisePool(public.n, workers, public.h_s, nice=0)
+    try:
+        pool.take(max(1, workers) * CHUNK)  # every worker started, outside the timing
+        start = time.perf_counter()
+        pool.take(count)
+        return count / (time.perf_counter() - start)
+    finally:
+        pool.close()
+
+
+def keys(bits: int) -> tuple[PublicKey, PrivateKey, PublicKey]:
+    """A standard key pair and the same modulus with a DJN generator added."""
+    public, private = generate_keypair(bits)
+    from privfl.crypto.djn import make_generator
+
+    return public, private, PublicKey(public.n, make_generator(public.n))

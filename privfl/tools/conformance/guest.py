@@ -1,0 +1,354 @@
+"""Script against a running guest: the tool plays the Server and a Host with two or more guests.
+
+Two batches, each checked against known answers:
+
+1. epoch 0, the whole training set, from θ = 0: ``forward`` must encrypt ``z = 0`` and
+   ``Σz² = 0``; the residual ``4d`` and the other guests' scores ``O`` are known values.
+2. epoch 1, a shuffled subset (``batch.indices``): the scores ``z`` decrypt to
+   ``X[idx]·θ₁`` (demo data), ``sum_squares`` must be ``Σz²`` at 2^48, and the
+   ``cross_term`` must be ``Σ z·O`` at 2^48 for the ``others`` the kit sent.
+
+A ``score_request`` arrives while the guest still waits for its second gradient: it
+must answer with the weights after that step (θ₂; demo data: ``X_test·θ₂`` decoded).
+Every ciphertext is checked for a fresh obfuscator of the session's mode
+(:mod:`privfl.tools.conformance.randomness`), every message the kit sends for an ACK, and
+after ``finish`` the guest must stay silent, close its inbox and exit 0.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+
+from privfl.config.vertical import JobConfig
+from privfl.crypto import packing
+from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode
+from privfl.data.alignment import row_commitment
+from privfl.data.views import PartyData
+from privfl.errors import ConfigError, CryptoError
+from privfl.learning.taylor import gradient, learning_rate
+from privfl.protocol.messages import (
+    Batch,
+    BigInts,
+    CrossTerm,
+    Decrypted,
+    DecryptRequest,
+    Finish,
+    Forward,
+    Hello,
+    Kind,
+    PublicKey,
+    Residual,
+    Resume,
+    ScoreRequest,
+    Scores,
+)
+from privfl.tools.conformance.peer import (
+    Peer,
+    Report,
+    acknowledged,
+    exits_nonzero,
+    expect,
+    expect_abort,
+    finished_cleanly,
+    quiet,
+)
+from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
+
+LOSS_BITS = VALUE_BITS + DATA_BITS
+SECOND_BATCH = 8  # rows of the second batch: small, so that λθ/b shows in the scores
+
+
+def demo_data(job: JobConfig, party: str) -> PartyData | None:
+    """The party's demo columns, for known answers; None for a job with data files."""
+    from privfl.parties.vertical.runner import load_data
+
+    try:
+        return load_data(job, party, None, None)
+    except ConfigError:
+        return None
+
+
+class GuestRun:
+    """The played Server and Host, the key, and what the guest has been sent so far."""
+
+    def __init__(self, job: JobConfig, party: str, report: Report) -> None:
+        self.job, self.party, self.report = job, party, report
+        self.server = Peer(job, job.server, job.timeout_seconds)
+        self.host = Peer(job, job.host, job.timeout_seconds)
+        self.private, order = checkable_key(job.key_bits, job.obfuscation)
+        self.key = self.private.public_key
+        self.fresh = Freshness(self.private, order)
+        self.data = demo_data(job, party)
+        self.hello: Hello | None = None
+        self.train_rows = 0  # the first (full) batch's rows
+
+    @property
+    def x_train(self) -> np.ndarray:
+        assert self.data is not None
+        return self.data.x_train
+
+    def close(self) -> None:
+        self.host.close()
+        self.server.close()
+
+    # --- set-up ------------------------------------------------------------------
+
+    def handshake(self) -> bool:
+        """Hellos in (fingerprint, role, row commitment), the key out, resume from scratch."""
+        job, party, report = self.job, self.party, self.report
+        digests = []
+        for peer in (self.server, self.host):
+            env = expect(report, peer, Kind.HELLO, party, f"Hello from {party} to {peer.name}")
+            if env is None:
+                return False
+            hello = env.body
+            assert isinstance(hello, Hello)
+            self.hello = hello
+            digests.append(hello.rows_digest)
+            report.check(
+                f"Hello to {peer.name} carries the job's fingerprint and role guest",
+                hello.job_fingerprint == job.fingerprint() and hello.role == "guest",
+                f"{hello.role}, fingerprint {hello.job_fingerprint}, expected {job.fingerprint()}",
+            )
+        self._check_rows(digests)
+        key = PublicKey(n=self.key.n, bits=self.key.bits, h_s=self.key.h_s)
+        self.server.channel.send(party, key)
+        if expect(report, self.host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host"):
+            self.host.channel.send(party, Resume(completed=0))
+            return True
+        return False
+
+    def _check_rows(self, digests: list[str]) -> None:
+        """Both Hellos commit to the same rows; on demo data, to the demo split (§2.3)."""
+        ok = self.report.check(
+            "Hello carries a row commitment (rows_digest), the same to server and host",
+            len(set(digests)) == 1 and bool(digests[0]),
+            f"{digests}",
+        )
+        if ok and self.data is not None:
+            want = row_commitment(self.job.session, self.data.train_ids, self.data.test_ids)
+            self.report.check(
+                "the row commitment is the demo split's (§2.2, §2.3)",
+                digests[0] == want,
+                f"got {digests[0][:16]}, expected {want[:16]}",
+            )
+
+    def invalid_messages(self) -> None:
+        """Messages the guest must refuse without answering."""
+        report, host, party = self.report, self.host, self.party
+        host.raw(party, Batch(0, 0, 1, None), session="another-session")
+        quiet(report, [host, self.server], party, "a Batch from another session is refused")
+        host.garbage(party, self.job.session)
+        quiet(report, [host, self.server], party, "a malformed Batch body is refused")
+
+    # --- one batch -------------------------------------------------------------------
+
+    def forward(self, epoch: int, indices: np.ndarray | None) -> np.ndarray | None:
+        """Send ``batch``; return the decrypted scores after checking ``sum_squares``'s scale."""
+        batch = Batch(epoch, 0, 1, indices)
+        self.host.channel.send(self.party, batch, epoch)
+        what = f"epoch {epoch}: Batch is answered with a Forward"
+        env = expect(self.report, self.host, Kind.FORWARD, self.party, what)
+        if env is None:
+            return None
+        fwd = env.body
+        assert isinstance(fwd, Forward)
+        n = self.key.n
+        z = decode(self.fresh.observe("forward.scores", fwd.scores.values), VALUE_BITS, n)
+        squares = self.fresh.observe("forward.sum_squares", fwd.sum_squares.values)
+        sum_squares = float(decode(squares, LOSS_BITS, n)[0])
+        want = float(z @ z)
+        self.report.check(
+            f"epoch {epoch}: forward.sum_squares is Σz² at scale 2^48 (z at 2^32)",
+            abs(sum_squares - want) <= 1e-6 * max(1.0, want) + len(z) * 2.0**-30,
+            f"sum_squares decodes to {sum_squares:.9g}, the scores give Σz² = {want:.9g}",
+        )
+        return z
+
+    def backward(
+        self, epoch: int, z: np.ndarray, four_d: np.ndarray, others: np.ndarray
+    ) -> DecryptRequest | None:
+        """Send ``residual`` with ``others``; check the cross term and the gradient request."""
+        n, report, party = self.key.n, self.report, self.party
+        residual = trivial(self.key, encode(four_d, VALUE_BITS, n))
+        other = trivial(self.key, encode(others, VALUE_BITS, n))
+        message = Residual(epoch, 0, BigInts(tuple(residual)), BigInts(tuple(other)))
+        self.host.channel.send(party, message, epoch)
+        what = f"epoch {epoch}: Residual → DecryptRequest to the server"
+        env = expect(report, self.server, Kind.DECRYPT_REQUEST, party, what)
+        if env is None:
+            return None
+        request = env.body
+        assert isinstance(request, DecryptRequest)
+        features = self.hello.features if self.hello else 0
+        packed = packing.packed_length(features, n)
+        report.check(
+            f"epoch {epoch}: the gradient request is packed: ⌈features / slots(n)⌉ ciphertexts",
+            request.purpose == "gradient" and len(request.values) == packed,
+            f"{request.purpose}, {len(request.values)} for {features} features, expected {packed}",
+        )
+        self.fresh.observe("decrypt_request (gradient)", request.values.values)
+        what = f"epoch {epoch}: Residual with others → CrossTerm to the host"
+        env = expect(report, self.host, Kind.CROSS_TERM, party, what)
+        if env is not None:
+            assert isinstance(env.body, CrossTerm)
+            plain = self.fresh.observe("cross_term", env.body.value.values)
+            got = float(decode(plain, LOSS_BITS, n)[0])
+            want = float(z @ others)
+            report.check(
+                f"epoch {epoch}: cross_term is Σ z·others at scale 2^48",
+                abs(got - want) <= len(z) * 2.0**-14 + 1e-9,
+                f"cross_term decodes to {got:.9g}, expected {want:.9g}",
+            )
+        return request
+
+    def answer(self, request: DecryptRequest, epoch: int) -> None:
+        """The Server's reply to the guest's gradient request (the masked residues)."""
+        plain = self.private.decrypt(request.values.values)
+        reply = Decrypted(request.epoch, request.batch, request.purpose, BigInts(tuple(plain)))
+        self.server.channel.send(self.party, reply, epoch)
+
+
+def guest_script(
+    job: JobConfig,
+    party: str,
+    ending: str,
+    report: Report,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
+    """Play the Server and the Host (of two or more guests) against a running guest."""
+    if len(job.guests) < 2:
+        raise ConfigError(
+            "guest conformance needs a job with at least two guests (privfl init vfl --guests 2):"
+            " the tool checks the guest's cross term against the other guests' scores"
+        )
+    run = GuestRun(job, party, report)
+    try:
+        if not run.handshake():
+            return
+        run.invalid_messages()
+        _two_batches(run, ending, process)
+    finally:
+        run.close()
+
+
+def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | None) -> None:
+    report, party, n = run.report, run.party, run.key.n
+    z = run.forward(0, None)
+    if z is None:
+        return
+    report.check("epoch 0: the first Forward encrypts z = Xθ = 0", bool(np.all(z == 0)))
+    rows = run.train_rows = len(z)
+    if ending == "violation":
+        bad = trivial(run.key, encode(np.zeros(rows + 1), VALUE_BITS, n))
+        run.host.channel.send(party, Residual(0, 0, BigInts(tuple(bad)), None), 0)
+        expect_abort(report, run.host, party, "a Residual of the wrong length makes it Abort")
+        exits_nonzero(report, party, process)
+        return
+    first = np.linspace(-2.0, 2.0, rows)  # varies by row, so the step is not zero
+    request = run.backward(0, z, first, np.linspace(1.0, -1.0, rows))
+    if request is None:
+        return
+    run.answer(request, 0)
+    idx = np.random.default_rng(13).permutation(rows)[:SECOND_BATCH].astype(np.int64)
+    z = run.forward(1, idx)
+    if z is None:
+        return
+    theta = _expected_weights(run, [(first, None, 0)])
+    if theta is not None:
+        what = "epoch 1: forward scores are X[batch.indices]·θ₁"
+        _close(report, what, z, run.x_train[idx] @ theta)
+    second = np.linspace(2.0, -1.0, len(idx))
+    others = np.sign(z) * (1.0 + 0.5 * (np.arange(len(z)) % 3))  # Σ z·O far from 0
+    request = run.backward(1, z, second, others)
+    if request is None:
+        return
+    # The score request overtakes the gradient (the Host may be ahead): answer after the step.
+    run.host.raw(party, ScoreRequest(1, "test"), session=run.job.session, msg_id=7777)
+    run.host.raw(party, ScoreRequest(1, "test"), session=run.job.session, msg_id=7777)
+    run.answer(request, 1)
+    env = expect(report, run.host, Kind.SCORES, party, "ScoreRequest is answered with Scores")
+    if env is not None:
+        assert isinstance(env.body, Scores)
+        theta = _expected_weights(run, [(first, None, 0), (second, idx, 1)])
+        _check_scores(run, env.body, theta)
+    quiet(report, [run.host], party, "a repeated message id is refused")
+    acknowledged(report, [run.host, run.server], party)
+    _check_randomness(run)
+    run.host.channel.send(party, Finish(epochs=2, reason="conformance"), 1)
+    finished_cleanly(report, [run.host, run.server], party, run.job.party(party).endpoint, process)
+
+
+def _expected_weights(
+    run: GuestRun, steps: list[tuple[np.ndarray, np.ndarray | None, int]]
+) -> np.ndarray | None:
+    """θ after the given (4d, batch.indices, epoch) steps from θ = 0 (demo data only).
+
+    The rule of docs/protocol.md §6.8: ``θ ← θ − lr_e·(Xᵀ(4d)/(4b) + λθ/b)`` with
+    ``lr_e = learning_rate / (1 + lr_decay·e)``.
+    """
+    data = run.data
+    if data is None or run.hello is None:
+        return None
+    if (run.hello.rows, run.hello.features) != (data.rows, data.x_train.shape[1]):
+        return None
+    t = run.job.training
+    theta = np.zeros(data.x_train.shape[1])
+    for four_d, idx, epoch in steps:
+        x = data.x_train if idx is None else data.x_train[idx]
+        step = gradient(x.T @ four_d, theta, len(x), t.l2, np.ones_like(theta))
+        theta = theta - learning_rate(t, epoch) * step
+    return theta
+
+
+def _close(report: Report, what: str, got: np.ndarray, want: np.ndarray) -> bool:
+    error = float(np.max(np.abs(got - want), initial=0.0))
+    top = float(np.max(np.abs(want), initial=0.0))
+    return report.check(what, error < 5e-5, f"max error {error:.3g} on values up to {top:.3g}")
+
+
+def _check_scores(run: GuestRun, got: Scores, theta: np.ndarray | None) -> None:
+    """Packed test scores: the count, every slot in range, and (demo data) ``X_test·θ₂``."""
+    report, n = run.report, run.key.n
+    hello = run.hello
+    assert hello is not None
+    test_rows = hello.rows - run.train_rows
+    plain = run.fresh.observe("scores", got.scores.values)
+    expected = packing.packed_length(test_rows, n)
+    if not report.check(
+        "Scores are packed: ⌈test rows / slots(n)⌉ ciphertexts",
+        got.split == "test" and len(got.scores) == expected,
+        f"{len(got.scores)} for {test_rows} test rows, expected {expected}",
+    ):
+        return
+    try:
+        values = decode(packing.unpack(plain, test_rows, n), VALUE_BITS, n)
+    except CryptoError as exc:
+        report.check("every packed slot holds v + 2^88 with |v| < 2^88", False, str(exc))
+        return
+    if theta is not None and run.data is not None:
+        what = "test scores are X_test·θ₂: the gradient step came before the score request"
+        _close(report, what, values, run.data.x_test @ theta)
+
+
+def _check_randomness(run: GuestRun) -> None:
+    """Every ciphertext the guest sent carried a fresh obfuscator of the session's mode."""
+    fresh, report = run.fresh, run.report
+    report.check(
+        "every ciphertext has a non-trivial obfuscator (fresh encryption or re-randomised)",
+        not fresh.trivial,
+        f"ρ = 1 in {', '.join(fresh.trivial[:4])} (not re-randomised?)",
+    )
+    report.check(
+        "no obfuscator is used twice",
+        not fresh.repeated,
+        f"repeated in {', '.join(fresh.repeated[:4])} of {fresh.count} ciphertexts",
+    )
+    if fresh.order:
+        report.check(
+            "every obfuscator is h_s^a (the session's djn mode)",
+            not fresh.wrong_mode,
+            f"not a power of h_s in {', '.join(fresh.wrong_mode[:4])}",
+        )

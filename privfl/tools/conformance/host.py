@@ -1,0 +1,322 @@
+"""Script against a running host: the tool plays the Server and every Guest."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privfl.config.vertical import JobConfig
+from privfl.crypto import fresh, packing
+from privfl.crypto.encoding import VALUE_BITS, decode, encode
+from privfl.crypto.paillier import PrivateKey
+from privfl.crypto.paillier import PublicKey as PaillierKey
+from privfl.data.alignment import row_commitment
+from privfl.errors import ConfigError, PeerAborted
+from privfl.protocol.messages import (
+    Batch,
+    BigInts,
+    Checkpoints,
+    CrossTerm,
+    Decrypted,
+    DecryptRequest,
+    EpochResult,
+    Finish,
+    Forward,
+    Hello,
+    Kind,
+    Loss,
+    Residual,
+    Resume,
+    ScoreRequest,
+    Scores,
+)
+from privfl.tools.conformance.peer import (
+    Peer,
+    Report,
+    exits_nonzero,
+    expect,
+    finished_cleanly,
+    quiet,
+    server_key,
+)
+
+
+def host_script(
+    job: JobConfig,
+    party: str,
+    ending: str,
+    report: Report,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
+    """Play the Server and every Guest against a running host (demo-data jobs only)."""
+    from privfl.parties.vertical.runner import load_data
+
+    try:
+        shapes = {g: load_data(job, g, None, None) for g in job.guests}
+    except ConfigError as exc:
+        raise ConfigError(f"host conformance needs demo columns for every guest: {exc}") from exc
+    server = Peer(job, job.server, job.timeout_seconds)
+    guests = {g: Peer(job, g, job.timeout_seconds) for g in job.guests}
+    try:
+        env = expect(report, server, Kind.HELLO, party, "Hello from the host to the server")
+        if env is None:
+            return
+        assert isinstance(env.body, Hello)
+        report.check("Hello says host", env.body.role == "host")
+        data = next(iter(shapes.values()))
+        digest = row_commitment(job.session, data.train_ids, data.test_ids)
+        report.check(
+            "the host's row commitment is the demo split's (§2.3)",
+            env.body.rows_digest == digest,
+            f"got {env.body.rows_digest[:16] or 'none'}, expected {digest[:16]}",
+        )
+        for name, peer in guests.items():
+            features = shapes[name].x_train.shape[1]
+            hello = Hello("guest", job.fingerprint(), env.body.rows, features, digest)
+            peer.channel.send(party, hello)
+        message, private = server_key(job)
+        server.channel.send(party, message)
+        # While it waits for every Checkpoints offer, the host must ignore this one:
+        first = next(iter(guests.values()))
+        first.raw(party, Checkpoints(np.array([1], dtype=np.int64)), session="another-session")
+        quiet(report, [server, *guests.values()], party, "an offer of another session is refused")
+        for peer in [server, *guests.values()]:
+            peer.channel.send(party, Checkpoints(np.zeros(0, dtype=np.int64)))
+        for peer in [server, *guests.values()]:
+            got = expect(report, peer, Kind.RESUME, party, f"Resume sent to {peer.name}")
+            if got is None:
+                return
+            assert isinstance(got.body, Resume)
+            report.check("resume from scratch", got.body.completed == 0)
+        rules = ServerRules(job, env.body.features, shapes)
+        _serve_host(job, party, ending, report, server, guests, private, rules)
+        if ending == "violation":
+            exits_nonzero(report, party, process)
+        elif report.passed:
+            endpoint = job.party(party).endpoint
+            finished_cleanly(report, [server, *guests.values()], party, endpoint, process)
+    finally:
+        server.close()
+        for peer in guests.values():
+            peer.close()
+
+
+@dataclass
+class ServerRules:
+    """What the played Server expects of the host's decryption requests (§6.2, §6.0).
+
+    Gradients: ⌈features / slots(n)⌉ values, once per batch. Scores: at most two per
+    epoch, ⌈test rows / slots(n)⌉ for evaluation (after a ``score_request``) and
+    ⌈training rows / slots(n)⌉ for flipback (the Host packs its cached sums itself).
+    """
+
+    job: JobConfig
+    features: int  # the host's Hello: its columns + the bias
+    shapes: dict[str, Any]
+    gradients: set[tuple[int, int]] = field(default_factory=set)
+    losses: set[tuple[int, int]] = field(default_factory=set)
+    asked_test: set[int] = field(default_factory=set)  # epochs with a score_request(test)
+    scores: dict[int, list[str]] = field(default_factory=dict)  # epoch → splits decrypted
+    problems: list[str] = field(default_factory=list)
+    forwards: dict[tuple[str, int, int], tuple[int, ...]] = field(default_factory=dict)
+    readable: list[str] = field(default_factory=list)  # residual rows a guest could read
+    residuals_seen: dict[tuple[int, int], set[tuple[int, ...]]] = field(default_factory=dict)
+
+    def residual(self, guest: str, epoch: int, body: Residual, key: PaillierKey) -> None:
+        """Attack the residual as an honest-but-curious guest would (issue 11).
+
+        Divide ``[[4d]]`` by every played guest's Forward ciphertexts (and ``others`` by
+        the other guests'): a host that did not re-randomise leaves ``1 + n·m``, which
+        reads ``m`` in the clear. Each guest must also get its own ciphertexts.
+        """
+        names = list(self.shapes)
+        batch = [self.forwards.get((g, epoch, body.batch)) for g in names]
+        if any(f is None for f in batch):
+            return
+        parts = [("residual", body.residual.values, names)]
+        if body.others is not None:
+            parts.append(("others", body.others.values, [g for g in names if g != guest]))
+        for what, values, senders in parts:
+            divisor = [self.forwards[(g, epoch, body.batch)] for g in senders]
+            rows = readable_rows(key, values, divisor)
+            if rows:
+                self.readable.append(f"{guest} reads {rows} {what} rows of ({epoch}, {body.batch})")
+        seen = self.residuals_seen.setdefault((epoch, body.batch), set())
+        if body.residual.values in seen:
+            self.readable.append(f"{guest} got the same residual ciphertexts as another guest")
+        seen.add(body.residual.values)
+
+    def check(self, body: DecryptRequest, epoch: int, n: int) -> None:
+        """Note every way ``body`` differs from what a correct host sends."""
+        if epoch != body.epoch:
+            self.problems.append(f"round {epoch} for a request of epoch {body.epoch}")
+        if body.purpose == "gradient":
+            key = (body.epoch, body.batch)
+            want = packing.packed_length(self.features, n)
+            if key in self.gradients or len(body.values) != want:
+                self.problems.append(
+                    f"gradient {key}: {len(body.values)} values (expected {want}), "
+                    f"{'repeated' if key in self.gradients else 'first'}"
+                )
+            self.gradients.add(key)
+            return
+        data = next(iter(self.shapes.values()))
+        split = "test" if body.epoch in self.asked_test else "train"
+        rows = len(data.x_test if split == "test" else data.x_train)
+        want = packing.packed_length(rows, n)
+        done = self.scores.setdefault(body.epoch, [])
+        if body.purpose != "scores" or len(body.values) != want or split in done:
+            self.problems.append(
+                f"{body.purpose} request in epoch {body.epoch} ({split} split, {rows} rows): "
+                f"{len(body.values)} values, expected {want}"
+            )
+        done.append(split)
+
+    def flipbacks_due(self, epochs: int) -> int:
+        """Epochs after which the host must ask for the training rows' scores (flipback)."""
+        cfg = self.job.label_dp
+        if not cfg.flipback_every or not math.isfinite(cfg.epsilon):
+            return 0
+        return sum((e + 1) % cfg.flipback_every == 0 for e in range(epochs - 1))
+
+
+def _serve_host(
+    job: JobConfig,
+    party: str,
+    ending: str,
+    report: Report,
+    server: Peer,
+    guests: dict[str, Peer],
+    private: PrivateKey,
+    rules: ServerRules,
+) -> None:
+    """Answer the host as Server and Guests until it finishes (or, on purpose, breaks it).
+
+    The played Guests keep θ_g = 0: every Forward and Scores encrypts zeros (Scores
+    packed as a guest packs them), so the first epoch's loss is known.
+    """
+    key, n = private.public_key, private.public_key.n
+    shapes = rules.shapes
+    zero = [0]
+    losses: list[tuple[float, int]] = []
+    epochs = 0
+    finished: set[str] = set()
+    deadline = time.monotonic() + job.timeout_seconds * (job.training.epochs + 3)
+    peers = [server, *guests.values()]
+    while len(finished) < len(peers) and time.monotonic() < deadline:
+        for peer in peers:
+            try:
+                env = peer.channel._receive(0.02)
+            except PeerAborted as exc:
+                if ending == "violation":
+                    report.check("a Forward of the wrong length makes it Abort", True, str(exc))
+                else:
+                    report.check("the host runs to the end", False, str(exc))
+                return
+            if env is None:
+                continue
+            body, epoch = env.body, env.header.round
+            if isinstance(body, Finish):
+                finished.add(peer.name)
+            elif isinstance(body, Batch):
+                train = len(shapes[peer.name].x_train)
+                rows = len(body.indices) if body.indices is not None else train
+                if ending == "violation":
+                    rows += 1
+                scores = fresh.encrypt(key, [0] * rows)  # one per row, not packed
+                rules.forwards[(peer.name, epoch, body.batch)] = scores.values
+                forward = Forward(epoch, body.batch, scores, fresh.encrypt(key, zero))
+                peer.channel.send(party, forward, epoch)
+            elif isinstance(body, Residual):
+                rules.residual(peer.name, epoch, body, key)
+                if epoch == 0 and body.batch == 0:
+                    four_d = decode(private.decrypt(body.residual.values), VALUE_BITS, n)
+                    ok = bool(np.all(np.isin(four_d, (-2.0, 2.0))))
+                    report.check("first residual is 4d = −4ỹ + 2 ∈ {−2, 2}", ok, str(four_d[:4]))
+                if body.others is not None:
+                    value = fresh.encrypt(key, zero)
+                    peer.channel.send(party, CrossTerm(epoch, body.batch, value), epoch)
+            elif isinstance(body, ScoreRequest):
+                if body.split == "test":
+                    rules.asked_test.add(body.epoch)
+                data = shapes[peer.name]
+                rows = len(data.x_test if body.split == "test" else data.x_train)
+                packed = packing.pack_plain(encode(np.zeros(rows), VALUE_BITS, n), n)
+                values = fresh.encrypt(key, packed)
+                peer.channel.send(party, Scores(epoch, body.split, values), epoch)
+            elif isinstance(body, DecryptRequest):
+                rules.check(body, epoch, n)
+                plain = private.decrypt(body.values.values)
+                reply = Decrypted(body.epoch, body.batch, body.purpose, BigInts(tuple(plain)))
+                server.channel.send(party, reply, epoch)
+            elif isinstance(body, Loss):
+                rules.losses.add((body.epoch, body.batch))
+                (residue,) = private.decrypt(body.value.values)
+                loss = float(decode([residue], body.scale_bits, n)[0]) / body.denominator
+                rows_in_batch = body.denominator // 8  # the Host sends [[8·b·L]]
+                losses.append((loss * rows_in_batch, rows_in_batch))
+                if (epoch, body.batch) == (0, 0):  # θ_H moves after each batch; θ_g stays 0
+                    ok = abs(loss - math.log(2)) < 1e-6
+                    report.check("first batch's Taylor loss is log 2 (z = 0)", ok, str(loss))
+                if body.batch + 1 == body.n_batches:
+                    mean = sum(v for v, _ in losses) / sum(r for _, r in losses)
+                    losses.clear()
+                    epochs += 1
+                    stop = epochs >= job.training.epochs
+                    result = EpochResult(epoch, mean, stop, "max_epochs" if stop else "")
+                    server.channel.send(party, result, epoch)
+    if ending == "violation":
+        report.check("a Forward of the wrong length makes it Abort", False, "no Abort came")
+        return
+    report.check("Finish reached the server and every guest", len(finished) == len(peers))
+    report.check("the host trained every epoch", epochs == job.training.epochs, str(epochs))
+    _report_requests(report, rules, epochs)
+
+
+def readable_rows(
+    key: PaillierKey, values: Sequence[int], divisors: Sequence[Sequence[int]]
+) -> int:
+    """How many ``values_i / Π divisors_i`` are trivial encryptions ``1 + n·m`` (readable)."""
+    n, n2 = key.n, key.nsquare
+    count = 0
+    for i, value in enumerate(values):
+        product = 1
+        for divisor in divisors:
+            product = product * divisor[i] % n2
+        quotient = value * pow(product, -1, n2) % n2
+        count += (quotient - 1) % n == 0
+    return count
+
+
+def _report_requests(report: Report, rules: ServerRules, epochs: int) -> None:
+    """The host's decryption requests against the Server's rules, once the run is over."""
+    report.check(
+        "every residual and others is re-randomised for its guest (no row readable "
+        "by dividing out the guests' Forward ciphertexts)",
+        not rules.readable and bool(rules.residuals_seen),
+        "; ".join(rules.readable[:3]) or "no residual was checked",
+    )
+    report.check(
+        "every decryption request is packed and allowed (⌈count / slots(n)⌉ values)",
+        not rules.problems,
+        "; ".join(rules.problems[:3]),
+    )
+    report.check(
+        "one packed gradient decryption per batch",
+        rules.gradients == rules.losses,
+        f"{len(rules.gradients)} gradients for {len(rules.losses)} batches",
+    )
+    tests = sum(splits.count("test") for splits in rules.scores.values())
+    flips = sum(splits.count("train") for splits in rules.scores.values())
+    due = rules.flipbacks_due(epochs)
+    report.check(
+        "packed test scores every epoch, training scores at each flipback",
+        (tests, flips) == (epochs, due),
+        f"{tests} test and {flips} flipback requests, expected {epochs} and {due}",
+    )

@@ -1,0 +1,242 @@
+"""The scripted peer's tools: a played party's transport, checks and the report."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import click
+
+from privfl.config.vertical import JobConfig
+from privfl.crypto.djn import check_generator
+from privfl.crypto.paillier import PrivateKey, generate_keypair
+from privfl.errors import CryptoError, PeerAborted, PeerUnavailable, PrivflError
+from privfl.parties.vertical.runner import open_transport
+from privfl.protocol import codec
+from privfl.protocol.channel import Channel, Envelope
+from privfl.protocol.messages import (
+    PROTOCOL,
+    VERSION,
+    Batch,
+    Header,
+    Kind,
+    Message,
+    PublicKey,
+    kind_of,
+)
+
+QUIET_SECONDS = 1.0  # how long a refused message must stay unanswered
+ACK_SECONDS = 1.5  # a live party ACKs within milliseconds of receiving a message
+AFTER_FINISH_SECONDS = 2.0  # how long a finished party must stay silent (no Abort)
+EXIT_SECONDS = 15.0  # how long a finished party may take to close its inbox and exit
+
+
+@dataclass
+class Report:
+    """Every check made, in order."""
+
+    checks: list[tuple[str, bool, str]] = field(default_factory=list)
+
+    def check(self, name: str, ok: bool, detail: str = "") -> bool:
+        self.checks.append((name, ok, detail))
+        click.echo(f"{'PASS' if ok else 'FAIL'}  {name}{'' if ok else ': ' + detail}")
+        return ok
+
+    @property
+    def passed(self) -> bool:
+        return all(ok for _, ok, _ in self.checks)
+
+
+class Peer:
+    """One party this tool plays: a real transport bound at that party's endpoint."""
+
+    def __init__(self, job: JobConfig, name: str, timeout: float) -> None:
+        self.name = name
+        self.transport = open_transport(job, name)
+        # The kit sends trivially encrypted ciphertexts on purpose (ρ = 1), to see
+        # whether the tested party re-randomises what it computes from them.
+        self.channel = Channel(
+            self.transport, session=job.session, timeout=timeout, fresh_rule=False
+        )
+        self._ids = itertools.count(10_000)
+        self.aborted = ""  # the Abort the party sent us while we only read ACKs
+
+    def raw(self, to: str, body: Message, *, session: str, msg_id: int | None = None) -> None:
+        """Send a message with a hand-made envelope (wrong session, repeated id...)."""
+        header = Header(
+            PROTOCOL,
+            VERSION,
+            session,
+            self.name,
+            to,
+            getattr(body, "epoch", 0),
+            next(self._ids) if msg_id is None else msg_id,
+            kind_of(body),
+        )
+        self.transport.send(to, codec.encode(header, body))
+
+    def garbage(self, to: str, session: str) -> None:
+        """A valid envelope of kind Batch with a body that is not a Batch."""
+        header = Header(PROTOCOL, VERSION, session, self.name, to, 0, next(self._ids), Kind.BATCH)
+        head = codec.encode(header, Batch(0, 0, 1, None))[0]
+        self.transport.send(to, [head, b"\x81\xa1x\xc0"])  # {"x": nil}
+
+    def settle(self, seconds: float = ACK_SECONDS) -> int:
+        """Read ACKs for up to ``seconds`` until none is missing; return how many still are.
+
+        Messages that arrive meanwhile are kept for the next ``expect``; an Abort is
+        kept in :attr:`aborted`.
+        """
+        deadline = time.monotonic() + seconds
+        while self.transport.unacked() and (left := deadline - time.monotonic()) > 0:
+            try:
+                env = self.channel._receive(min(left, 0.05))
+            except PeerAborted as exc:
+                self.aborted = str(exc)
+                continue
+            if env is not None:
+                self.channel._pending.append(env)
+        return self.transport.unacked()
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+def acknowledged(report: Report, peers: list[Peer], party: str, what: str = "") -> bool:
+    """Every message the played parties sent was ACKed on the party's DEALER (§3)."""
+    missing = {peer.name: peer.settle() for peer in peers}
+    late = {name: count for name, count in missing.items() if count}
+    return report.check(
+        what or f"{party} acknowledges every message it receives (link-layer ACK, §3)",
+        not late,
+        ", ".join(f"{count} message(s) from {name} never ACKed" for name, count in late.items()),
+    )
+
+
+def finished_cleanly(
+    report: Report,
+    peers: list[Peer],
+    party: str,
+    endpoint: str,
+    process: subprocess.Popen[bytes] | None,
+) -> None:
+    """After ``finish``: ACKed, no Abort, its inbox closes, and (if we started it) exit 0."""
+    acknowledged(report, peers, party, f"{party} acknowledges finish")
+    aborted = next((peer.aborted for peer in peers if peer.aborted), "")
+    deadline = time.monotonic() + AFTER_FINISH_SECONDS
+    while not aborted and time.monotonic() < deadline:
+        for peer in peers:
+            try:
+                peer.channel._receive(0.02)
+            except PeerAborted as exc:
+                aborted = str(exc)
+    report.check(f"{party} sends no Abort after finish", not aborted, aborted)
+    closed = inbox_closes(endpoint, EXIT_SECONDS)
+    report.check(
+        f"{party} closes its inbox after finish (disconnects, §3 Closing)",
+        closed,
+        f"{endpoint} still accepts connections after {EXIT_SECONDS:g} s",
+    )
+    if process is not None:
+        code = exit_code(process)
+        report.check(f"{party} exits 0 after finish", code == 0, f"exit status {code}")
+
+
+def inbox_closes(endpoint: str, seconds: float) -> bool:
+    """Whether nothing listens at the tcp ``endpoint`` any more within ``seconds``."""
+    parts = urlsplit(endpoint)
+    host = parts.hostname if parts.hostname not in (None, "*", "0.0.0.0") else "127.0.0.1"
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, parts.port or 0), timeout=0.5):
+                pass
+        except OSError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def exits_nonzero(report: Report, party: str, process: subprocess.Popen[bytes] | None) -> None:
+    """After a fatal violation, a party we started must exit with a non-zero status."""
+    if process is not None:
+        code = exit_code(process)
+        ok = code not in (0, None)
+        report.check(f"{party} exits non-zero after the violation", ok, str(code))
+
+
+def exit_code(process: subprocess.Popen[bytes]) -> int | None:
+    """The party's exit status, waiting up to EXIT_SECONDS; None if it is still running."""
+    try:
+        return process.wait(timeout=EXIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def expect(report: Report, peer: Peer, kind: Kind, sender: str, what: str) -> Envelope | None:
+    """The next ``kind`` from ``sender``; a failed check (not an exception) if it never comes."""
+    try:
+        env = peer.channel.expect({kind}, {sender})
+    except PrivflError as exc:
+        report.check(what, False, str(exc))
+        return None
+    report.check(what, True)
+    return env
+
+
+def quiet(report: Report, peers: list[Peer], sender: str, what: str) -> None:
+    """Check that ``sender`` says nothing to any of ``peers`` for a while (it refused)."""
+    for peer in peers:
+        try:
+            got = peer.channel._receive(QUIET_SECONDS / len(peers))
+        except PrivflError as exc:
+            report.check(what, False, str(exc))
+            return
+        if got is not None:
+            report.check(what, False, f"it answered with {got.header.kind}")
+            return
+    report.check(what, True)
+
+
+def expect_abort(report: Report, peer: Peer, sender: str, what: str) -> None:
+    """The party under test must tell us it stopped."""
+    try:
+        env = peer.channel.expect({Kind.FINISH}, {sender})
+        report.check(what, False, f"got {env.header.kind}, not an Abort")
+    except PeerAborted as exc:
+        report.check(what, True, str(exc))
+    except PeerUnavailable as exc:
+        report.check(what, False, f"no Abort: {exc}")
+
+
+def server_key(job: JobConfig) -> tuple[PublicKey, PrivateKey]:
+    """A played Server's key pair in the job's obfuscation mode, and its public key message.
+
+    With ``obfuscation = "djn"`` the message carries the DJN generator ``h_s``, and the
+    key's own fresh encryptions (the played parties' ciphertexts) use it, as every
+    party of a DJN session must.
+    """
+    public, private = generate_keypair(job.key_bits, job.obfuscation)
+    return PublicKey(n=public.n, bits=public.bits, h_s=public.h_s), private
+
+
+def check_public_key(report: Report, job: JobConfig, msg: PublicKey) -> bool:
+    """What a Host or Guest checks of the Server's public key (docs/protocol.md §6.0)."""
+    ok = report.check("key is as large as the job asks", msg.bits >= job.key_bits, str(msg.bits))
+    mode = "djn" if msg.h_s else "standard"
+    ok &= report.check(
+        "key's obfuscation is the job's (h_s ≠ 0 exactly for djn)",
+        mode == job.obfuscation,
+        f"{mode}, the job asks for {job.obfuscation}",
+    )
+    if msg.h_s:
+        try:
+            check_generator(msg.n, msg.h_s)
+            ok &= report.check("h_s is a unit in (1, n²)", True)
+        except CryptoError as exc:
+            ok &= report.check("h_s is a unit in (1, n²)", False, str(exc))
+    return ok

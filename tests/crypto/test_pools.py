@@ -1,0 +1,77 @@
+"""The obfuscator pool: every value is a valid r^n, inline and with worker processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from privfl.crypto.paillier import PublicKey, generate_keypair
+from privfl.crypto.pools import CHUNK, NoisePool
+
+
+@pytest.fixture(scope="module")
+def keypair() -> tuple[PublicKey, object]:
+    return generate_keypair(512)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pool_values_encrypt_correctly_in_any_batch_sizes(keypair, workers: int) -> None:
+    public, private = keypair
+    pool = NoisePool(public.n, workers)
+    try:
+        pool.prefetch(CHUNK + 5)  # a short last chunk: counts must stay exact
+        plain = list(range(3 * CHUNK + 7))
+        for size in (1, CHUNK + 3, 2 * CHUNK + 3):
+            noise = pool.take(size)
+            assert len(noise) == size and len(set(noise)) == size
+            ciphertexts = public.encrypt_with_noise(plain[:size], noise)
+            assert private.decrypt(ciphertexts) == plain[:size]
+            pool.prefetch(size)
+    finally:
+        pool.close()
+
+
+def test_rerandomize_with_pool_noise_keeps_plaintexts(keypair) -> None:
+    public, private = keypair
+    pool = NoisePool(public.n, 1)
+    ciphertexts = public.encrypt([7, 11])
+    fresh = public.rerandomize(ciphertexts, pool.take(2))
+    assert fresh != ciphertexts
+    assert private.decrypt(fresh) == [7, 11]
+
+
+def test_workers_exit_when_their_party_is_killed(tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import sys, time\n"
+        "from privfl.crypto.pools import NoisePool\n"
+        "pool = NoisePool(int(sys.argv[1]), 2)\n"
+        "pool.take(200)\n"
+        "print(' '.join(str(p) for p in pool._executor._processes), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    party = subprocess.Popen(
+        [sys.executable, "-c", script, str(2**511 + 111)], stdout=subprocess.PIPE, text=True
+    )
+    assert party.stdout is not None
+    try:
+        workers = [int(p) for p in party.stdout.readline().split()]
+    finally:
+        party.stdout.close()
+        os.kill(party.pid, signal.SIGKILL)
+        party.wait()
+    assert workers
+    deadline = time.monotonic() + 10
+    alive = set(workers)
+    while alive and time.monotonic() < deadline:
+        for pid in list(alive):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                alive.discard(pid)
+        time.sleep(0.1)
+    assert not alive, f"workers {alive} outlived their party"

@@ -1,0 +1,193 @@
+"""End to end through the real CLI: separate OS processes, CURVE ZeroMQ on loopback."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from processes import WEAK, privfl, spawn
+
+from privfl.data.views import GUEST_DEMO_COLUMNS, central_baseline, demo_columns
+
+SUMMARY_KEYS = {
+    "accuracy",
+    "precision",
+    "recall",
+    "f1",
+    "auc",
+    "loss_history",
+    "epoch_seconds",
+    "label_epsilon",
+    "flip",
+    "key_bits",
+    "epochs",
+    "guests",
+    "wall_seconds",
+    "split_seed",
+    "test_size",
+}
+
+
+def feature_names(columns: tuple[int, ...]) -> set[str]:
+    from sklearn.datasets import load_breast_cancer
+
+    names = load_breast_cancer().feature_names
+    return {str(names[c]) for c in columns}
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("guests", [1, 2])
+def test_run_local_writes_every_output(tmp_path: Path, guests: int) -> None:
+    out = tmp_path / "run"
+    result = privfl(
+        "vfl",
+        "run-local",
+        *WEAK,
+        "--epochs",
+        "3",
+        "--guests",
+        str(guests),
+        "--out",
+        str(out),
+        "--no-progress",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "joint accuracy" in result.stdout and "joint AUC" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) >= SUMMARY_KEYS
+    assert summary["guests"] == guests and summary["epochs"] == 3 and summary["key_bits"] == 512
+    assert len(summary["loss_history"]) == 3 and summary["loss_history"][-1] < 0.5
+    assert summary["accuracy"] > 0.85
+    host = out / "host"
+    assert len((host / "metrics.jsonl").read_text().splitlines()) == 3
+    assert (host / "training.png").stat().st_size > 1000
+    host_model = json.loads((host / "model.json").read_text())
+    assert set(host_model["weights"]) == feature_names(tuple(range(10)))
+    assert "bias" in host_model
+    shares = demo_columns(guests)
+    seen: set[str] = set()
+    for i in range(guests):
+        name = f"guest-{i + 1}"
+        model = json.loads((out / name / "model.json").read_text())
+        assert set(model["weights"]) == feature_names(shares[name])
+        assert "bias" not in model
+        seen |= set(model["weights"])
+    assert seen == feature_names(GUEST_DEMO_COLUMNS)
+    assert not (out / "server" / "model.json").exists()
+    assert (out / "server" / "party.log").exists()
+    secret = out / "kit" / "keys" / "server.key_secret"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+
+def test_without_label_dp_matches_central_logistic_regression(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = privfl(
+        "vfl", "run-local", *WEAK, "--label-epsilon", "inf", "--out", str(out), "--no-progress"
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    baseline = central_baseline("breast_cancer", 0.25, 0)
+    assert summary["flip"]["count"] == 0
+    assert summary["accuracy"] >= baseline - 0.015, (summary["accuracy"], baseline)
+
+
+def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
+    kit = tmp_path / "kit"
+    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "2", "--guests", "2")
+    assert made.returncode == 0, made.stderr
+    job = kit / "job.toml"
+    assert {p.name for p in (kit / "keys").iterdir()} == {
+        f"{n}{suffix}"
+        for n in ("server", "host", "guest-1", "guest-2")
+        for suffix in (".key", ".key_secret")
+    }
+    runs = tmp_path / "runs"
+    procs = [
+        spawn(
+            "vfl",
+            role,
+            "--job",
+            str(job),
+            "--party",
+            name,
+            "--out",
+            str(runs / name),
+            "--no-progress",
+            log=tmp_path / f"{name}.log",
+        )
+        for role, name in [
+            ("server", "server"),
+            ("host", "host"),
+            ("guest", "guest-1"),
+            ("guest", "guest-2"),
+        ]
+    ]
+    codes = [p.wait(timeout=120) for p in procs]
+    assert codes == [0, 0, 0, 0], [(tmp_path / f"{n}.log").read_text() for n in ("host",)]
+    assert json.loads((runs / "host" / "summary.json").read_text())["epochs"] == 2
+    assert (runs / "guest-2" / "model.json").exists()
+
+
+def test_unknown_party_is_a_one_line_error(tmp_path: Path) -> None:
+    kit = tmp_path / "kit"
+    assert privfl("init", "vfl", "--out", str(kit), *WEAK).returncode == 0
+    result = privfl("vfl", "host", "--job", str(kit / "job.toml"), "--party", "nobody")
+    assert_one_line_error(result, "no party named 'nobody'", "guest-1", "server")
+
+
+def test_missing_data_file_is_a_one_line_error(tmp_path: Path) -> None:
+    kit = tmp_path / "kit"
+    assert privfl("init", "vfl", "--out", str(kit), *WEAK).returncode == 0
+    result = privfl(
+        "vfl",
+        "guest",
+        "--job",
+        str(kit / "job.toml"),
+        "--party",
+        "guest-1",
+        "--data",
+        str(tmp_path / "missing.csv"),
+        "--out",
+        str(tmp_path / "g"),
+    )
+    assert_one_line_error(result, "missing.csv", "not found")
+
+
+def test_missing_job_file_is_a_one_line_error(tmp_path: Path) -> None:
+    result = privfl("vfl", "server", "--job", str(tmp_path / "nope.toml"), "--party", "server")
+    assert_one_line_error(result, "nope.toml", "privfl init vfl")
+
+
+@pytest.mark.parametrize("command", [["init", "vfl", "--out", "KIT"], ["vfl", "run-local"]])
+def test_weak_keys_need_the_flag(tmp_path: Path, command: list[str]) -> None:
+    args = [str(tmp_path / "kit") if a == "KIT" else a for a in command]
+    result = privfl(
+        *args,
+        "--key-bits",
+        "1024",
+        "--out" if "run-local" in args else "--seed",
+        str(tmp_path / "o") if "run-local" in args else "0",
+    )
+    assert_one_line_error(result, "1024", "--allow-weak-keys")
+    assert not (tmp_path / "kit").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["vfl"], ["vfl", "run-local"], ["vfl", "host"], ["init", "vfl"], ["keys", "gen"]],
+)
+def test_help_teaches(command: list[str]) -> None:
+    result = privfl(*command, "--help")
+    assert result.returncode == 0
+    assert "Usage:" in result.stdout and len(result.stdout.splitlines()) > 5

@@ -1,0 +1,337 @@
+"""End to end through the real CLI: aggregator, Shuffler and client hosts as OS processes.
+
+CURVE ZeroMQ on loopback; failure cases kill real processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from privfl.config.horizontal import HflConfig
+from privfl.runs.simulate import run_experiment
+
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
+def privfl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "privfl", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def spawn(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with log.open("wb") as handle:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "privfl", *args],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    STARTED.append(process)
+    return process
+
+
+@pytest.fixture(autouse=True)
+def _reap() -> Iterator[None]:
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def wait_for_lines(path: Path, count: int, timeout: float) -> None:
+    """Block until ``path`` has ``count`` lines (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= count:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{path} did not reach {count} lines in {timeout} s")
+
+
+def rounds(out: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_run_local_defaults_reach_093_on_digits_and_print_the_ledger(tmp_path: Path) -> None:
+    result = privfl("hfl", "run-local", "--out", str(tmp_path / "run"), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["accuracy"] >= 0.93
+    assert summary["rounds"] == 10 and summary["clients"] == 20
+    assert summary["processes"] == {"aggregator": 0, "clients-1": 0, "clients-2": 0}
+    assert {"epsilon_per_weight", "epsilon_per_client_round", "epsilon_total", "delta"} <= set(
+        summary
+    )
+    assert "privacy ledger:" in result.stdout and "ε per client per round" in result.stdout
+    assert (tmp_path / "run" / "aggregator" / "training.png").exists()
+    # Two client processes over ZeroMQ compute what the in-process simulator computes.
+    reference = run_experiment(HflConfig())
+    assert summary["loss_history"] == pytest.approx(reference["loss_history"], rel=1e-5)
+
+
+def test_shuffled_pnpm_run_opens_every_report_and_books_central_epsilon(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = privfl(
+        "hfl",
+        "run-local",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--shuffler",
+        "--mechanism",
+        "pnpm",
+        "--epsilon",
+        "2",
+        "--rounds",
+        "2",
+        "--clients",
+        "6",
+    )
+    assert result.returncode == 0, result.stderr
+    records = rounds(out / "aggregator")
+    assert [r["reports"] for r in records] == [6, 6] and all(
+        r["invalid_reports"] == 0 for r in records
+    )
+    assert records[-1]["epsilon_per_weight"] == 2.0
+    assert "epsilon_central_round" in records[-1]
+    assert "forwarded 6" in (out / "shuffler" / "party.log").read_text()
+
+
+def init_kit(tmp_path: Path, *options: str) -> Path:
+    result = privfl("hfl", "init", "--out", str(tmp_path / "kit"), *options)
+    assert result.returncode == 0, result.stderr
+    return tmp_path / "kit" / "job.toml"
+
+
+@pytest.mark.slow
+def test_slow_and_absent_clients_exercise_the_window_and_dummy_padding(tmp_path: Path) -> None:
+    # 3 client hosts of 2 clients; clients-3 never starts (absent), clients-2 is slow;
+    # each client joins with p = 0.5, so fewer than the 4 required reports arrive.
+    job = init_kit(
+        tmp_path,
+        "--clients",
+        "6",
+        "--client-processes",
+        "3",
+        "--shuffler",
+        "--rounds",
+        "3",
+        "--participation",
+        "0.5",
+        "--timeout",
+        "12",
+        "--round-timeout",
+        "10",
+    )
+    text = (
+        job.read_text()
+        .replace("min_reports = 0", "min_reports = 4")
+        .replace("slot_seconds = 1.0", "slot_seconds = 0.3")
+    )
+    job.write_text(text)
+    agg = spawn(
+        "hfl",
+        "aggregator",
+        "--job",
+        str(job),
+        "--party",
+        "aggregator",
+        "--out",
+        str(tmp_path / "agg"),
+        "--no-progress",
+        log=tmp_path / "agg.log",
+    )
+    spawn(
+        "hfl",
+        "shuffler",
+        "--job",
+        str(job),
+        "--party",
+        "shuffler",
+        "--out",
+        str(tmp_path / "shuf"),
+        log=tmp_path / "shuf.log",
+    )
+    spawn(
+        "hfl",
+        "client",
+        "--job",
+        str(job),
+        "--party",
+        "clients-1",
+        "--out",
+        str(tmp_path / "c1"),
+        log=tmp_path / "c1.log",
+    )
+    spawn(
+        "hfl",
+        "client",
+        "--job",
+        str(job),
+        "--party",
+        "clients-2",
+        "--out",
+        str(tmp_path / "c2"),
+        "--slow",
+        "0.4",
+        log=tmp_path / "c2.log",
+    )
+    assert agg.wait(timeout=120) == 0, (tmp_path / "agg.log").read_text()
+    records = rounds(tmp_path / "agg")
+    assert len(records) == 3
+    shuffler_log = (tmp_path / "shuf" / "party.log").read_text()
+    assert "dummies" in shuffler_log
+    # Every batch was padded to at least 4; the aggregator dropped exactly the dummies.
+    padded = [
+        int(line.split(" dummies")[0].split()[-1])
+        for line in shuffler_log.splitlines()
+        if " dummies" in line
+    ]
+    assert sum(padded) > 0
+    assert [r["invalid_reports"] for r in records] == padded
+    assert all(r["reports"] + r["invalid_reports"] >= 4 for r in records)
+    assert "starting without clients-3" in (tmp_path / "agg" / "party.log").read_text()
+
+
+def test_a_client_host_that_dies_mid_run_does_not_stop_the_job(tmp_path: Path) -> None:
+    job = init_kit(
+        tmp_path, "--clients", "6", "--rounds", "6", "--round-timeout", "4", "--timeout", "20"
+    )
+    agg = spawn(
+        "hfl",
+        "aggregator",
+        "--job",
+        str(job),
+        "--party",
+        "aggregator",
+        "--out",
+        str(tmp_path / "agg"),
+        "--no-progress",
+        log=tmp_path / "agg.log",
+    )
+    spawn(
+        "hfl",
+        "client",
+        "--job",
+        str(job),
+        "--party",
+        "clients-1",
+        "--out",
+        str(tmp_path / "c1"),
+        log=tmp_path / "c1.log",
+    )
+    victim = spawn(
+        "hfl",
+        "client",
+        "--job",
+        str(job),
+        "--party",
+        "clients-2",
+        "--out",
+        str(tmp_path / "c2"),
+        "--slow",
+        "0.3",
+        log=tmp_path / "c2.log",
+    )
+    wait_for_lines(tmp_path / "agg" / "metrics.jsonl", 1, 90)
+    victim.send_signal(signal.SIGKILL)
+    assert agg.wait(timeout=120) == 0, (tmp_path / "agg.log").read_text()
+    records = rounds(tmp_path / "agg")
+    assert len(records) == 6
+    assert records[0]["reports"] == 6 and records[-1]["reports"] == 3
+    summary = json.loads((tmp_path / "agg" / "summary.json").read_text())
+    assert summary["dropped_hosts"] == ["clients-2"] and summary["accuracy"] > 0.5
+
+
+@pytest.mark.slow
+def test_clients_exit_with_a_clear_error_when_the_aggregator_dies(tmp_path: Path) -> None:
+    job = init_kit(
+        tmp_path,
+        "--clients",
+        "4",
+        "--client-processes",
+        "1",
+        "--rounds",
+        "50",
+        "--timeout",
+        "600",
+        "--round-timeout",
+        "3",
+    )
+    agg = spawn(
+        "hfl",
+        "aggregator",
+        "--job",
+        str(job),
+        "--party",
+        "aggregator",
+        "--out",
+        str(tmp_path / "agg"),
+        "--no-progress",
+        log=tmp_path / "agg.log",
+    )
+    client = spawn(
+        "hfl",
+        "client",
+        "--job",
+        str(job),
+        "--party",
+        "clients-1",
+        "--out",
+        str(tmp_path / "c1"),
+        log=tmp_path / "c1.log",
+    )
+    wait_for_lines(tmp_path / "agg" / "metrics.jsonl", 1, 90)
+    agg.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    assert client.wait(timeout=60) == 1
+    assert time.monotonic() - killed < 15  # the lost connection, not the 600 s timeout
+    output = (tmp_path / "c1.log").read_text().strip().splitlines()
+    # Waiting for the next round ("no round_start … from aggregator") or sending to it.
+    assert output[-1].startswith("privfl: error: ")
+    assert "aggregator" in output[-1] and "Traceback" not in "".join(output)
+
+
+def test_bad_job_file_is_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "job.toml"
+    bad.write_text("session = 'x'\n[hfl]\nmechanism = 'magic'\n")
+    result = privfl("hfl", "client", "--job", str(bad), "--party", "clients-1")
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith("privfl: error: invalid hfl setting: mechanism")
+    missing = privfl("hfl", "run-local", "--job", str(tmp_path / "none.toml"))
+    assert missing.returncode == 1 and "not found" in missing.stderr
+    no_files = privfl("hfl", "run-local", "--dataset", "mnist", "--out", str(tmp_path / "r"))
+    assert no_files.returncode == 1
+    assert no_files.stderr.strip().splitlines()[-1].startswith("privfl: error: dataset mnist")
+
+
+def test_compare_writes_a_markdown_table(tmp_path: Path) -> None:
+    out = tmp_path / "results.md"
+    result = privfl(
+        "hfl", "compare", "--mechanisms", "pnpm,gaussian", "--epsilons", "2",
+        "--clients", "4", "--rounds", "1", "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + 3  # header + none, pnpm, gaussian
+    assert "| pnpm | 2 | per weight | 4 |" in out.read_text()
+    bad = privfl("hfl", "compare", "--mechanisms", "magic")
+    assert bad.returncode == 2 and "mechanisms from" in bad.stderr

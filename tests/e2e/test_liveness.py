@@ -1,0 +1,161 @@
+"""Dead, frozen and busy parties, and Aborts in the handshake: real processes over CURVE ZeroMQ.
+
+The job's ``timeout_seconds`` is 600 throughout: a killed party (its connections
+close) or a frozen one (SIGSTOP: its connections stay open, the ZMTP heartbeat
+times out) must be named by every other party within 15 s all the same, while a
+party that is only busy must be waited for.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from processes import STARTED, WEAK, privfl, spawn
+
+LONG_TIMEOUT = "600"
+PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
+BUSY_GUEST = Path(__file__).with_name("busy_guest.py")
+
+
+def make_kit(tmp_path: Path, epochs: int) -> Path:
+    """A 512-bit kit with a 600 s timeout; returns its job file."""
+    kit = tmp_path / "kit"
+    made = privfl(
+        "init", "vfl", "--out", str(kit), *WEAK, "--epochs", str(epochs), "--timeout", LONG_TIMEOUT
+    )
+    assert made.returncode == 0, made.stderr
+    return kit / "job.toml"
+
+
+def party_args(job: Path, role: str, name: str, runs: Path) -> list[str]:
+    return ["vfl", role, "--job", str(job), "--party", name, "--out", str(runs / name)]
+
+
+def start(
+    tmp_path: Path, job: Path, only: set[str] | None = None
+) -> dict[str, subprocess.Popen[bytes]]:
+    """Start the parties (all, or those in ``only``), each logging to ``<name>.log``."""
+    runs = tmp_path / "runs"
+    return {
+        name: spawn(
+            *party_args(job, role, name, runs), "--no-progress", log=tmp_path / f"{name}.log"
+        )
+        for role, name in PARTIES
+        if only is None or name in only
+    }
+
+
+def wait_for_epochs(tmp_path: Path, count: int) -> None:
+    metrics = tmp_path / "runs" / "host" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.exists() and metrics.read_text().count("\n") >= count):
+        assert time.monotonic() < deadline, (tmp_path / "host.log").read_text()
+        time.sleep(0.1)
+
+
+def error_lines(log: Path) -> list[str]:
+    text = log.read_text()
+    assert "Traceback" not in text, text
+    return [line for line in text.splitlines() if line.startswith("privfl: error:")]
+
+
+@pytest.mark.parametrize(
+    ("sig", "victim"),
+    [(signal.SIGKILL, "guest-1"), (signal.SIGSTOP, "guest-1"), (signal.SIGSTOP, "server")],
+    ids=["killed-guest", "frozen-guest", "frozen-server"],
+)
+def test_a_dead_or_frozen_party_is_named_by_every_other_party_within_15_s(
+    tmp_path: Path, sig: signal.Signals, victim: str
+) -> None:
+    # Prepare: training under way.
+    procs = start(tmp_path, make_kit(tmp_path, epochs=500))
+    wait_for_epochs(tmp_path, 2)
+
+    # Act
+    os.kill(procs[victim].pid, sig)
+    hit_at = time.monotonic()
+    others = {name: p for name, p in procs.items() if name != victim}
+    codes = {name: p.wait(timeout=60) for name, p in others.items()}
+    took = time.monotonic() - hit_at
+    os.kill(procs[victim].pid, signal.SIGKILL)
+
+    # Assert: every other party fails, naming the victim, long before the 600 s timeout.
+    assert took < 15, took
+    assert all(code != 0 for code in codes.values()), codes
+    for name in others:
+        errors = error_lines(tmp_path / f"{name}.log")
+        assert len(errors) == 1 and victim in errors[0], errors
+
+
+@pytest.mark.slow
+def test_a_guest_busy_for_60_s_is_waited_for_not_declared_dead(tmp_path: Path) -> None:
+    # Prepare: a guest that encrypts for 60 s before epoch 1 (12x heartbeat + grace).
+    busy = 60.0
+    job = make_kit(tmp_path, epochs=3)
+    procs = start(tmp_path, job, only={"server", "host"})
+    with (tmp_path / "guest-1.log").open("wb") as log:
+        guest = subprocess.Popen(
+            [
+                sys.executable,
+                str(BUSY_GUEST),
+                str(busy),
+                *party_args(job, "guest", "guest-1", tmp_path / "runs"),
+            ],
+            stdout=log,
+            stderr=log,
+        )
+    STARTED.append(guest)
+    procs["guest-1"] = guest
+    began = time.monotonic()
+
+    # Act
+    codes = {name: p.wait(timeout=busy + 90) for name, p in procs.items()}
+
+    # Assert: the run finished normally, and did wait for the busy guest.
+    assert codes == {"server": 0, "host": 0, "guest-1": 0}, codes
+    assert time.monotonic() - began >= busy
+    for name in procs:
+        assert error_lines(tmp_path / f"{name}.log") == []
+    waits = (tmp_path / "runs" / "host" / "party.log").read_text()
+    assert "waiting for forward from guest-1" in waits
+
+
+def test_a_guest_with_another_job_hears_the_abort_within_seconds(tmp_path: Path) -> None:
+    # Prepare: the Server and Host run and wait; the guest's job differs in one number.
+    job = make_kit(tmp_path, epochs=3)
+    other = job.with_name("other.toml")
+    other.write_text(job.read_text().replace("learning_rate = 0.3", "learning_rate = 0.5"))
+    assert other.read_text() != job.read_text()
+    procs = start(tmp_path, job, only={"server", "host"})
+    time.sleep(3)  # both are listening by now
+
+    # Act: the guest starts last, so the others' connections to it are brand new.
+    guest = spawn(
+        *party_args(other, "guest", "guest-1", tmp_path / "runs"),
+        "--no-progress",
+        log=tmp_path / "guest-1.log",
+    )
+    code = guest.wait(timeout=60)
+    codes = [p.wait(timeout=30) for p in procs.values()]
+
+    # Assert: refused by the others, and told so at once, not after 2 x 600 s.
+    assert code != 0 and all(c != 0 for c in codes)
+    errors = error_lines(tmp_path / "guest-1.log")
+    assert len(errors) == 1 and "guest-1 runs a different job file" in errors[0], errors
+    # The Server and the Host both refuse it; whichever did first told it.
+    refused = min(stopped_at(tmp_path / "runs" / n / "party.log") for n in ("server", "host"))
+    told = stopped_at(tmp_path / "runs" / "guest-1" / "party.log")
+    assert 0 <= told - refused < 3, told - refused
+
+
+def stopped_at(log: Path) -> float:
+    """When the party logged that it stopped (its log's clock, seconds since the epoch)."""
+    line = next(line for line in log.read_text().splitlines() if " ERROR privfl.party: " in line)
+    return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()

@@ -1,0 +1,189 @@
+"""Checkpoint / resume: a run interrupted mid-epoch and resumed ends with the same model.
+
+In memory: one party fails after its k-th send (mid-epoch, so parties hold
+different newest checkpoints); every party restarts with resume=True; the final
+weights, flipped labels' effects and loss history equal an uninterrupted run's,
+exactly. The label flips come from the OS CSPRNG in real runs; here the reference
+and the interrupted run share a seeded generator and the resumed Host gets another
+one, so only labels restored from its checkpoint can reproduce the reference.
+Through the CLI: SIGKILL the host mid-run, restart all with --resume.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tomli_w
+from helpers import Crash, DyingTransport, memory_job, read_model, read_summary
+from processes import WEAK, privfl, spawn
+
+from privfl.config.vertical import JobConfig
+from privfl.parties import checkpoint
+from privfl.parties.vertical.runner import run_party
+from privfl.protocol.memory import InMemoryHub
+
+EPOCHS = 5
+LABEL_SEED = 5  # seeded flips (not private), so two runs can flip alike
+
+
+def run_all(
+    job: JobConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    die: tuple[str, int] | None = None,
+    label_seed: int = LABEL_SEED,
+) -> dict[str, Any]:
+    """Every party in a thread over a fresh hub; returns results or exceptions."""
+    hub = InMemoryHub(record=False)
+    transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
+    if die is not None:
+        transports[die[0]] = DyingTransport(transports[die[0]], die[1])
+    results: dict[str, Any] = {}
+
+    def party(name: str) -> None:
+        try:
+            label_rng = np.random.default_rng(label_seed) if name == job.host else None
+            transport = transports[name]
+            results[name] = run_party(
+                job, name, out / name, transport=transport, resume=resume, label_rng=label_rng
+            )
+        except BaseException as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(job.timeout_seconds * 3 + 30)
+        assert not thread.is_alive(), "a party hung"
+    return results
+
+
+def resume_job() -> JobConfig:
+    """Mini-batches (RNG shuffles), label DP and flipback: every source of randomness in play."""
+    return memory_job(
+        epochs=EPOCHS,
+        epsilon=2.0,
+        flipback_every=2,
+        batch_size=128,
+        timeout=5.0,
+        tolerance=0.0,
+    )
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[JobConfig, Path]:
+    job = resume_job()
+    out = tmp_path_factory.mktemp("reference")
+    results = run_all(job, out)
+    assert not [r for r in results.values() if isinstance(r, BaseException)], results
+    return job, out
+
+
+@pytest.mark.parametrize(("victim", "after"), [("host", 40), ("guest-1", 21), ("server", 23)])
+def test_resumed_run_equals_the_uninterrupted_run(
+    uninterrupted: tuple[JobConfig, Path],
+    tmp_path: Path,
+    victim: str,
+    after: int,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    job, reference = uninterrupted
+    crashed = run_all(job, tmp_path, die=(victim, after))
+    assert isinstance(crashed[victim], Crash), crashed
+    held = {n: sorted(os.listdir(tmp_path / n / checkpoint.FOLDER)) for n in job.parties}
+    assert any(files for files in held.values()), "nothing was checkpointed before the crash"
+
+    with caplog.at_level(logging.INFO, logger="privfl.checkpoint"):
+        resumed = run_all(job, tmp_path, resume=True, label_seed=LABEL_SEED + 1)
+
+    assert not [r for r in resumed.values() if isinstance(r, BaseException)], resumed
+    for name in (job.host, *job.guests):
+        assert read_model(tmp_path, name)["weights"] == read_model(reference, name)["weights"]
+    ours, theirs = read_summary(tmp_path), read_summary(reference)
+    assert ours["loss_history"] == theirs["loss_history"]
+    assert ours["flipback"] == theirs["flipback"] and ours["accuracy"] == theirs["accuracy"]
+    lines = (tmp_path / "host" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == list(range(EPOCHS))
+    assert not list((tmp_path / "server").rglob("paillier*"))  # the key never left memory
+    points = {r.getMessage() for r in caplog.records if "resuming after" in r.getMessage()}
+    assert len(points) == 1, points  # every party agreed on one epoch
+    assert int(points.pop().split()[2]) >= 1  # and it was not the start
+
+
+def test_without_resume_a_rerun_starts_from_scratch(
+    uninterrupted: tuple[JobConfig, Path], tmp_path: Path
+) -> None:
+    job, _ = uninterrupted
+    run_all(job, tmp_path, die=("host", 40))
+    before = sorted(os.listdir(tmp_path / "guest-1" / checkpoint.FOLDER))
+
+    results = run_all(job, tmp_path, die=("host", 3))  # fails during the handshake
+
+    assert before, "the first attempt should have left checkpoints"
+    assert isinstance(results["host"], Crash)
+    assert sorted(os.listdir(tmp_path / "guest-1" / checkpoint.FOLDER)) in ([], before)
+
+
+def test_checkpoint_files_are_private(uninterrupted: tuple[JobConfig, Path]) -> None:
+    _, reference = uninterrupted
+    files = list((reference / "host" / checkpoint.FOLDER).glob("epoch-*.json"))
+
+    assert len(files) == checkpoint.KEEP
+    assert all(f.stat().st_mode & 0o077 == 0 for f in files)
+
+
+@pytest.mark.slow
+def test_sigkilled_host_resumes_through_the_cli_to_the_same_model(tmp_path: Path) -> None:
+    kit = tmp_path / "kit"
+    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "6", "--timeout", "4")
+    assert made.returncode == 0, made.stderr
+    job_path = kit / "job.toml"
+    settings = tomllib.loads(job_path.read_text())
+    settings["training"]["batch_size"] = 128
+    # The flips come from the OS CSPRNG, so two runs flip differently: without noise
+    # both runs must reach the same model (label restore is checked in memory above).
+    settings["label_dp"].update(epsilon=float("inf"))
+    job_path.write_text(tomli_w.dumps(settings))
+    roles = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
+
+    def start(out: Path, *extra: str) -> dict[str, Any]:
+        return {
+            name: spawn(
+                "vfl", role, "--job", str(job_path), "--party", name, "--out", str(out / name),
+                "--no-progress", *extra, log=out.parent / f"{out.name}-{name}.log",
+            )
+            for role, name in roles
+        }  # fmt: skip
+
+    reference = start(tmp_path / "a")
+    assert [p.wait(timeout=120) for p in reference.values()] == [0, 0, 0]
+    interrupted = start(tmp_path / "b")
+    metrics = tmp_path / "b" / "host" / "metrics.jsonl"
+    deadline = time.monotonic() + 60
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 3):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(interrupted["host"].pid, signal.SIGKILL)
+    assert all(p.wait(timeout=30) != 0 for p in interrupted.values())
+    resumed = start(tmp_path / "b", "--resume")
+    codes = [p.wait(timeout=120) for p in resumed.values()]
+
+    assert codes == [0, 0, 0], (tmp_path / "b-host.log").read_text()
+    for name in ("host", "guest-1"):
+        a = json.loads((tmp_path / "a" / name / "model.json").read_text())
+        b = json.loads((tmp_path / "b" / name / "model.json").read_text())
+        assert a["weights"] == b["weights"] and a.get("bias") == b.get("bias")
+    log = (tmp_path / "b" / "host" / "party.log").read_text()
+    assert "resuming after" in log

@@ -1,0 +1,103 @@
+"""privfl's guest with one deliberate protocol bug, for the conformance kit to catch.
+
+``python broken_guest.py BUG vfl guest --job ... --party ...`` patches the bug in,
+then runs the ordinary command line. Each bug is a blind spot the kit once had
+(issue 13); tests/tools/conformance/test_broken_guests.py asserts the kit now fails it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from privfl.crypto import paillier
+from privfl.crypto.encoding import DATA_BITS, VALUE_BITS
+from privfl.crypto.pools import NoisePool
+from privfl.errors import ProtocolError
+from privfl.parties.vertical import guest
+from privfl.protocol.reliable import ReliableTransport
+
+
+def sum_squares_scale() -> None:
+    """Σz² encoded at 2^32 like the scores, not at 2^48."""
+    encode = guest.encode
+
+    def wrong(values: Any, bits: int, n: int) -> list[int]:
+        return encode(values, VALUE_BITS if bits == VALUE_BITS + DATA_BITS else bits, n)
+
+    guest.encode = wrong  # type: ignore[assignment]
+
+
+def no_acks() -> None:
+    """Never acknowledges a message (the link layer's ACK is left out)."""
+    ReliableTransport._ack = lambda self, peer, inc, seq: None  # type: ignore[method-assign]
+
+
+def abort_after_finish() -> None:
+    """Fails after the Host's finish: sends an Abort and exits 1."""
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise ProtocolError("broken on purpose after finish")
+
+    guest.save_model = fail  # type: ignore[assignment]
+
+
+def cross_term_of_residual() -> None:
+    """Computes the cross term against the residual instead of the others' scores."""
+    backward = guest.backward
+
+    def wrong(state: guest.GuestState, msg: guest.Residual) -> Any:
+        others = msg.residual if msg.others is not None else None
+        return backward(state, replace(msg, others=others))
+
+    guest.backward = wrong  # type: ignore[assignment]
+
+
+def reused_noise() -> None:
+    """Draws one obfuscator and uses it for every encryption."""
+    take = NoisePool.take
+    kept: list[int] = []
+
+    def same(self: NoisePool, count: int) -> list[int]:
+        if not kept:
+            kept.extend(take(self, 1))
+        return kept * count
+
+    NoisePool.take = same  # type: ignore[method-assign]
+
+
+def no_rerandomise() -> None:
+    """Sends its gradient and cross term without re-randomising them."""
+
+    def keep(self: paillier.PublicKey, c: Sequence[int], noise: Any = None) -> list[int]:
+        return [int(v) for v in c]
+
+    paillier.PublicKey.rerandomize = keep  # type: ignore[method-assign]
+
+
+def standard_in_djn() -> None:
+    """Ignores the Server's h_s: standard r^n obfuscators in a djn session."""
+
+    def standard(n: int, workers: int = 0, h_s: int = 0) -> NoisePool:
+        return NoisePool(n, workers, 0)
+
+    guest.NoisePool = standard  # type: ignore[assignment,misc]
+
+
+BUGS: dict[str, Callable[[], None]] = {
+    "sum-squares-scale": sum_squares_scale,
+    "no-acks": no_acks,
+    "abort-after-finish": abort_after_finish,
+    "cross-term-of-residual": cross_term_of_residual,
+    "reused-noise": reused_noise,
+    "no-rerandomise": no_rerandomise,
+    "standard-in-djn": standard_in_djn,
+}
+
+if __name__ == "__main__":
+    BUGS[sys.argv[1]]()
+    from privfl.cli.vfl import main
+
+    main(sys.argv[2:], prog_name="privfl")

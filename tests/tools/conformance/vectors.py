@@ -1,0 +1,198 @@
+"""Golden vectors: one fixed example of every message kind, and of the link layer.
+
+``python tests/tools/conformance/vectors.py`` rewrites ``golden.json`` (shipped in the package,
+``privfl/tools/conformance/vectors/``) from these
+examples; do that only for a deliberate wire-format change (and bump VERSION).
+The test (test_golden.py) checks, byte for byte, that encoding these examples
+gives the checked-in frames and that decoding the frames gives them back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.protocol import codec
+from privfl.protocol.hfl_messages import (
+    JoinRequest,
+    RoundDone,
+    RoundEnd,
+    RoundStart,
+    Sealed,
+    Shuffled,
+    ShuffleWindow,
+    Update,
+)
+from privfl.protocol.messages import (
+    PROTOCOL,
+    VERSION,
+    Abort,
+    Batch,
+    BigInts,
+    Checkpoints,
+    CrossTerm,
+    Decrypted,
+    DecryptRequest,
+    EpochResult,
+    Finish,
+    Forward,
+    Header,
+    Hello,
+    Loss,
+    Message,
+    PsiAnswer,
+    PsiHello,
+    PsiQuery,
+    PsiResult,
+    PublicKey,
+    Residual,
+    Resume,
+    ScoreRequest,
+    Scores,
+    kind_of,
+)
+from privfl.protocol.reliable import ACK, DATA, link_header, pack_frames
+
+GOLDEN = Path(__file__).parents[3] / "privfl" / "tools" / "conformance" / "vectors" / "golden.json"
+SESSION = "golden-session"
+# Any odd 256-bit number will do (no one factors it here); > 2**64, so it takes the
+# big-integer extension on the wire.
+N = 0xC7F1A5D3B9E2F0A1C3D5E7F9A1B3C5D7E9F1A3B5C7D9E1F3A5B7C9D1E3F5A7B9
+CIPHER = (N * N - 12345, 1, 2**70 + 3)
+# DJN: the generator h_s = (−x²)^N mod N² for x = 2 (a party would draw x at random).
+H_S = pow(N - 4, N, N * N)
+# PSI: an odd 1024-bit stand-in for a guest's RSA modulus (the Host refuses shorter ones),
+# values in Z_N, and 256-bit tags (SHA-256 outputs).
+RSA_N = 2**1023 + N
+PSI_VALUES = (RSA_N - 2, 1, 2**200 + 1)
+PSI_TAGS = (2**255 + 1, 7, 2**256 - 1)
+# Horizontal mode: a 4-weight model; a sealed report is 60 + 32 + 4·4 = 108 bytes.
+HFL_JOB = "0123456789abcdef"
+TOKEN = bytes(range(32))
+REPORT_KEY = bytes(range(32, 64))
+SEALED = bytes((7 * i) % 256 for i in range(108))
+SEALED_2 = bytes((11 * i + 5) % 256 for i in range(108))
+ROWS_DIGEST = "3f" * 32  # any 64 lowercase hex digits
+
+
+def _messages() -> list[tuple[str, str, str, int, Message]]:
+    """(name, sender, receiver, round, body) of every example."""
+    rows = np.array([0, 5, 9], dtype=np.int64)
+    ids = np.array([0, 1, 2, 3], dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    weights = np.array([0.5, -0.25, 0.0, 1.0], dtype=np.float32)
+    selected = np.array([0, 2], dtype=np.int64)
+    topk = np.array([1, 3], dtype=np.int64)
+    report = np.array([0.75, -1.5, 0.125, 2.0], dtype=np.float32)
+    return [
+        ("hello", "guest-1", "server", 0, Hello("guest", "ab" * 32, 426, 20)),
+        ("public_key", "server", "host", 0, PublicKey(n=N, bits=256)),
+        ("batch_full", "host", "guest-1", 2, Batch(2, 0, 1, None)),
+        ("batch_rows", "host", "guest-1", 3, Batch(3, 1, 4, rows)),
+        ("forward", "guest-1", "host", 1, Forward(1, 0, BigInts(CIPHER), BigInts((7,)))),
+        ("residual", "host", "guest-1", 1, Residual(1, 0, BigInts(CIPHER), None)),
+        ("residual_others", "host", "guest-2", 1, Residual(1, 0, BigInts(CIPHER), BigInts((9,)))),
+        ("cross_term", "guest-2", "host", 1, CrossTerm(1, 0, BigInts((N,)))),
+        (
+            "decrypt_request",
+            "guest-1",
+            "server",
+            1,
+            DecryptRequest(1, 0, "gradient", BigInts(CIPHER)),
+        ),
+        ("decrypted", "server", "guest-1", 1, Decrypted(1, 0, "gradient", BigInts((0, 1, N - 1)))),
+        ("loss", "host", "server", 1, Loss(1, 0, 1, BigInts((N + 1,)), 3408, 80)),
+        ("epoch_result", "server", "host", 1, EpochResult(1, 0.6931471805599453, False, "")),
+        ("score_request", "host", "guest-1", 4, ScoreRequest(4, "test")),
+        ("scores", "guest-1", "host", 4, Scores(4, "test", BigInts(CIPHER))),
+        ("finish", "host", "server", 0, Finish(30, "max_epochs")),
+        ("abort", "guest-1", "host", 0, Abort("guest-1: disk full")),
+        ("checkpoints", "server", "host", 0, Checkpoints(np.array([3, 4, 5], dtype=np.int64))),
+        ("checkpoints_none", "guest-1", "host", 0, Checkpoints(np.zeros(0, dtype=np.int64))),
+        ("resume", "host", "guest-1", 0, Resume(4)),
+        # PSI and prediction
+        ("psi_hello_rsa", "guest-1", "host", 0, PsiHello("rsa", RSA_N, 65537, 3)),
+        ("psi_hello_ecdh", "guest-2", "host", 0, PsiHello("ecdh", 0, 0, 3)),
+        ("psi_query", "host", "guest-1", 0, PsiQuery(BigInts(PSI_VALUES))),
+        ("psi_answer", "guest-1", "host", 0, PsiAnswer(BigInts(PSI_VALUES), BigInts(PSI_TAGS))),
+        ("psi_result", "host", "guest-1", 0, PsiResult(np.array([2, 0], dtype=np.int64))),
+        ("psi_result_none", "host", "guest-2", 0, PsiResult(np.zeros(0, dtype=np.int64))),
+        # horizontal mode
+        ("join", "clients-1", "aggregator", 0, JoinRequest(0, "clients", HFL_JOB, ids)),
+        ("join_shuffler", "shuffler", "aggregator", 0, JoinRequest(0, "shuffler", HFL_JOB, none)),
+        (
+            "round_start",
+            "aggregator",
+            "clients-1",
+            1,
+            RoundStart(1, weights, selected, topk, TOKEN, REPORT_KEY),
+        ),
+        (
+            "round_start_direct",
+            "aggregator",
+            "clients-1",
+            1,
+            RoundStart(1, weights, selected, topk, b"", b""),
+        ),
+        ("update", "clients-1", "aggregator", 1, Update(1, 2, report)),
+        ("round_done", "clients-1", "aggregator", 1, RoundDone(1, 2)),
+        ("sealed", "clients-1", "shuffler", 1, Sealed(1, SEALED)),
+        (
+            "shuffle_window",
+            "aggregator",
+            "shuffler",
+            1,
+            ShuffleWindow(1, 2, 1, 0.5, 1.0, np.zeros(4, dtype=np.float32), REPORT_KEY),
+        ),
+        ("shuffled", "shuffler", "aggregator", 1, Shuffled(1, 2, 108, SEALED_2 + SEALED, 1)),
+        ("round_end", "aggregator", "clients-1", 10, RoundEnd(10, 0.9375, True, "rounds")),
+        # performance (issue 4): a DJN key; appended so that every earlier example keeps
+        # its message id and bytes (a standard key leaves h_s = 0 out: "public_key" above)
+        ("public_key_djn", "server", "host", 0, PublicKey(n=N, bits=256, h_s=H_S)),
+        # conformance (issue 13): a Hello with its row commitment (rows_digest, §2.3)
+        ("hello_rows", "guest-1", "host", 0, Hello("guest", "5e55", 569, 15, ROWS_DIGEST)),
+    ]
+
+
+def examples() -> list[tuple[str, Header, Message]]:
+    """Every example with its envelope (message ids count from 1 in list order)."""
+    out = []
+    for msg_id, (name, sender, receiver, round_, body) in enumerate(_messages(), start=1):
+        header = Header(PROTOCOL, VERSION, SESSION, sender, receiver, round_, msg_id, kind_of(body))
+        out.append((name, header, body))
+    return out
+
+
+def link_examples() -> dict[str, bytes]:
+    """Link-layer frames: a DATA header, an ACK header, a packed payload."""
+    return {
+        "data_header": link_header(DATA, 0x0102030405060708, 1, 0, 2),
+        "ack_header": link_header(ACK, 0x0102030405060708, 1),
+        "packed_frames": pack_frames([b"head", b"", b"body"]),
+    }
+
+
+def render() -> dict[str, Any]:
+    """The golden file's content."""
+    return {
+        "protocol": PROTOCOL,
+        "version": VERSION,
+        "messages": [
+            {
+                "name": name,
+                "kind": str(header.kind),
+                "frames": [frame.hex() for frame in codec.encode(header, body)],
+            }
+            for name, header, body in examples()
+        ],
+        "link": {name: blob.hex() for name, blob in link_examples().items()},
+    }
+
+
+if __name__ == "__main__":
+    GOLDEN.write_text(json.dumps(render(), indent=1) + "\n")
+    print(f"wrote {GOLDEN}", file=sys.stderr)
