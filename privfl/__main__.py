@@ -1,5 +1,5 @@
 """Run the privfl command line with ``python -m privfl``."""
 
-from privfl.cli.vfl import main
+from privfl.cli import main
 
 main()

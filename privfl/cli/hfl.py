@@ -11,6 +11,13 @@ from typing import Any, TypeVar
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.options import (
+    job_option,
+    no_progress_option,
+    out_option,
+    party_option,
+    verbose_option,
+)
 from privfl.config.horizontal import (
     DATASETS,
     DEVICES,
@@ -169,13 +176,7 @@ def build_config(job_file: Path | None, opts: dict[str, Any]) -> HflConfig:
 
 
 @hfl.command("run-local")
-@click.option(
-    "--job",
-    "job_file",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Take settings from this job file.",
-)
+@job_option("Take settings from this job file.", required=False)
 @experiment_options
 @click.option(
     "--client-processes",
@@ -184,10 +185,8 @@ def build_config(job_file: Path | None, opts: dict[str, Any]) -> HflConfig:
     show_default=True,
     help="OS processes sharing the logical clients.",
 )
-@click.option(
-    "--out", type=click.Path(path_type=Path), default=None, help="Run directory. [runs/<timestamp>]"
-)
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@out_option("Run directory. [runs/<timestamp>]")
+@no_progress_option
 @friendly_errors
 def run_local_cmd(
     job_file: Path | None, client_processes: int, out: Path | None, no_progress: bool, **opts: Any
@@ -243,20 +242,9 @@ def results(summary: dict[str, Any], out: Path) -> str:
 def role_command(role: str) -> click.Command:
     """`privfl hfl aggregator|client|shuffler --job FILE --party NAME`."""
 
-    @click.option(
-        "--job",
-        "job_file",
-        type=click.Path(path_type=Path),
-        required=True,
-        help="The shared job file (`privfl hfl init`).",
-    )
-    @click.option("--party", required=True, help="This party's name in the job file.")
-    @click.option(
-        "--out",
-        type=click.Path(path_type=Path),
-        default=None,
-        help="Output folder. [runs/<timestamp>/<party>]",
-    )
+    @job_option("The shared job file (`privfl init hfl`).")
+    @party_option
+    @out_option("Output folder. [runs/<timestamp>/<party>]")
     @click.option("--no-progress", is_flag=True, help="No progress bar (aggregator).")
     @click.option(
         "--slow",
@@ -265,7 +253,7 @@ def role_command(role: str) -> click.Command:
         hidden=True,
         help="Test aid: delay each report.",
     )
-    @click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
+    @verbose_option
     @friendly_errors
     def command(
         job_file: Path, party: str, out: Path | None, no_progress: bool, slow: float, verbose: bool
@@ -321,15 +309,9 @@ for _role in ("aggregator", "client", "shuffler"):
     hfl.add_command(role_command(_role))
 
 
-@hfl.command("init")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Kit folder to write.")
-@click.option(
-    "--job",
-    "job_file",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Take settings from this job file.",
-)
+@click.command("hfl")
+@out_option("Kit folder to write.", required=True)
+@job_option("Take settings from this job file.", required=False)
 @experiment_options
 @click.option(
     "--client-processes",
@@ -349,6 +331,9 @@ def init_cmd(out: Path, job_file: Path | None, client_processes: int, **opts: An
     """
     from privfl.runs.hfl_launcher import local_job, write_hfl_kit
 
+    if click.get_current_context().info_name == "init":
+        click.echo("privfl: `privfl hfl init` is an alias of `privfl init hfl`", err=True)
+
     job = local_job(build_config(job_file, opts), client_processes)
     path = write_hfl_kit(job, out)
     click.echo(f"wrote {path} and {len(job.parties)} key pairs")
@@ -359,6 +344,9 @@ def init_cmd(out: Path, job_file: Path | None, client_processes: int, **opts: An
             f"{spec.first_client + spec.num_clients - 1}"
         )
         click.echo(f"  {name:<12} {spec.role:<10} {where}")
+
+
+hfl.add_command(init_cmd, "init")  # the old spelling; `privfl init hfl` is the command
 
 
 @hfl.command("compare")

@@ -7,18 +7,13 @@ from pathlib import Path
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.options import job_option, out_option, party_option, verbose_option
 from privfl.config.vertical import load_job
 
 
 @click.command("predict")
-@click.option(
-    "--job",
-    "job_file",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="The job file of the training run (same parties, endpoints and keys).",
-)
-@click.option("--party", required=True, help="This party's name in the job file.")
+@job_option("The job file of the training run (same parties, endpoints and keys).")
+@party_option
 @click.option(
     "--model",
     type=click.Path(path_type=Path),
@@ -38,14 +33,11 @@ from privfl.config.vertical import load_job
     help="Column of record ids; rows are matched by private set intersection. "
     "Without one (here or in the job file), rows must be in the same order everywhere.",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Host: the predictions CSV (id, probability, label). Every party writes party.log "
-    "in this file's folder. [runs/<timestamp>/<party>/predictions.csv]",
+@out_option(
+    "Host: the predictions CSV (id, probability, label). Every party writes party.log "
+    "in this file's folder. [runs/<timestamp>/<party>/predictions.csv]"
 )
-@click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
+@verbose_option
 @friendly_errors
 def predict_cmd(
     job_file: Path,

@@ -11,14 +11,16 @@ from typing import Any, TypeVar
 
 import click
 
-from privfl.cli.bench import bench
 from privfl.cli.errors import friendly_errors
-from privfl.cli.experiment import experiment
-from privfl.cli.hfl import hfl
+from privfl.cli.options import (
+    job_option,
+    no_progress_option,
+    out_option,
+    party_option,
+    verbose_option,
+)
 from privfl.cli.predict import predict_cmd
-from privfl.cli.site import keys_fingerprint, keys_import
 from privfl.config.vertical import JobConfig, check_key_bits, load_job, with_overrides
-from privfl.tools.conformance import command as conformance_command
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,34 +38,9 @@ def parse_epsilon(_ctx: click.Context, _param: click.Parameter, value: str | Non
     return eps
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="privfl")
-def main() -> None:
-    """privfl: privacy-preserving federated learning.
-
-    Vertical mode: a Host (features + labels), one or more Guests (features) and a
-    Server (Paillier key holder) train one logistic regression without sharing rows,
-    labels or plain gradients. Start with `privfl vfl run-local` for the demo, or
-    `privfl init vfl --out kit` to run each party as its own command.
-
-    Naming: privfl's Host holds the labels, as in the source paper; FATE calls
-    that party the Guest (and our Guest its Host).
-    """
-
-
-@main.group()
+@click.group()
 def vfl() -> None:
-    """Vertical federated logistic regression (Paillier + label DP)."""
-
-
-@main.group()
-def init() -> None:
-    """Write job kits (job file + CURVE keys) for running parties as separate commands."""
-
-
-@main.group()
-def keys() -> None:
-    """CURVE key pairs that authenticate each party."""
+    """Vertical FL: Paillier-encrypted models with label DP (Server, Host, Guests)."""
 
 
 def kit_options(func: F) -> F:
@@ -146,18 +123,10 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
 
 
 @vfl.command("run-local")
-@click.option(
-    "--job",
-    "job_file",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Job file to take settings from (ports and keys are made fresh).",
-)
+@job_option("Job file to take settings from (ports and keys are made fresh).", required=False)
 @kit_options
-@click.option(
-    "--out", type=click.Path(path_type=Path), default=None, help="Run directory. [runs/<timestamp>]"
-)
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@out_option("Run directory. [runs/<timestamp>]")
+@no_progress_option
 @click.option(
     "--resume",
     is_flag=True,
@@ -244,20 +213,9 @@ def results_table(summary: dict[str, Any], baseline: float | None, out: Path) ->
 def party_command(role: str) -> click.Command:
     """`privfl vfl server|host|guest`: run one party of a kit."""
 
-    @click.option(
-        "--job",
-        "job_file",
-        type=click.Path(path_type=Path),
-        required=True,
-        help="The job file every party shares (from `privfl init vfl`).",
-    )
-    @click.option("--party", required=True, help="This party's name in the job file.")
-    @click.option(
-        "--out",
-        type=click.Path(path_type=Path),
-        default=None,
-        help="Output folder for this party. [runs/<timestamp>/<party>]",
-    )
+    @job_option("The job file every party shares (from `privfl init vfl`).")
+    @party_option
+    @out_option("Output folder for this party. [runs/<timestamp>/<party>]")
     @click.option(
         "--data",
         "data_file",
@@ -278,14 +236,14 @@ def party_command(role: str) -> click.Command:
         default=None,
         help="Feature columns to use, as a,b,c. [every column but the id and label]",
     )
-    @click.option("--no-progress", is_flag=True, help="No progress bar.")
+    @no_progress_option
     @click.option(
         "--workers",
         type=click.IntRange(0),
         default=0,
         help="Processes for Paillier obfuscations and Xᵀ[[d]] (Host, Guest); 0 = one per core. [0]",
     )
-    @click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
+    @verbose_option
     @click.option(
         "--resume",
         is_flag=True,
@@ -384,8 +342,8 @@ def site_kit_options(func: F) -> F:
     return func
 
 
-@init.command("vfl")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Kit folder to write.")
+@click.command("vfl")
+@out_option("Kit folder to write.", required=True)
 @kit_options
 @click.option("--host", "host_name", default="127.0.0.1", help="Address the parties listen on.")
 @click.option(
@@ -425,25 +383,4 @@ def init_vfl(out: Path, host_name: str, base_port: int | None, **opts: Any) -> N
         click.echo(f"  {name:<10} {spec.role:<6} {spec.endpoint}")
 
 
-@keys.command("gen")
-@click.option("--party", required=True, help="Party name (becomes the key file name).")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Key folder.")
-@click.option("--force", is_flag=True, help="Replace an existing key pair.")
-@friendly_errors
-def keys_gen(party: str, out: Path, force: bool) -> None:
-    """Generate a CURVE key pair; share NAME.key, keep NAME.key_secret (mode 0600)."""
-    from privfl.protocol.keys import fingerprint, generate_keypair, load_public_key
-
-    public, secret = generate_keypair(out, party, overwrite=force)
-    click.echo(f"public key {public}\nsecret key {secret} (mode 0600, never share it)")
-    click.echo(f"fingerprint {fingerprint(load_public_key(public))} (compare it out of band)")
-
-
-# Commands that live in their own modules.
 vfl.add_command(predict_cmd)
-keys.add_command(keys_import)
-keys.add_command(keys_fingerprint)
-main.add_command(hfl)
-main.add_command(conformance_command)
-main.add_command(bench)
-main.add_command(experiment)

@@ -22,13 +22,16 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from privfl.config.vertical import JobConfig
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger("privfl.data")
 
@@ -87,6 +90,8 @@ def read_id_csv(
 
 
 def _read(path: Path) -> pd.DataFrame:
+    import pandas as pd  # only a party with its own CSV file pays for pandas
+
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except FileNotFoundError as exc:
@@ -123,6 +128,8 @@ def _numeric(column: pd.Series, path: Path, name: str) -> np.ndarray:
     """Floats with NaN where the cell is missing; anything else non-numeric is an error."""
     text = column.str.strip()
     missing = text.isin(MISSING)
+    import pandas as pd
+
     values = pd.to_numeric(text.where(~missing), errors="coerce")
     bad = values.isna() & ~missing
     if bad.any():

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_breast_cancer
-from sklearn.model_selection import train_test_split
 
 from privfl.data.alignment import positions
 from privfl.errors import ConfigError
@@ -61,6 +59,8 @@ def demo_table(dataset: str, columns: tuple[int, ...], with_labels: bool) -> Tab
     """The bundled dataset restricted to ``columns`` (and its label column if asked)."""
     if dataset not in DATASETS:
         raise ConfigError(f"unknown dataset {dataset!r}; bundled: {', '.join(DATASETS)}")
+    from sklearn.datasets import load_breast_cancer  # the demo only: CSV sites never load sklearn
+
     bunch = load_breast_cancer()
     if not columns or max(columns) >= bunch.data.shape[1] or min(columns) < 0:
         raise ConfigError(f"columns {columns} are outside the {bunch.data.shape[1]} demo columns")
@@ -99,6 +99,8 @@ def read_csv(path: Path, label_column: str | None) -> Table:
 def split_view(table: Table, test_size: float, split_seed: int) -> PartyData:
     """Apply the agreed split (same rule at every party) and standardise on training rows."""
     index = np.arange(table.x.shape[0])
+    from sklearn.model_selection import train_test_split
+
     train_idx, test_idx = train_test_split(index, test_size=test_size, random_state=split_seed)
     x_train, x_test = table.x[train_idx], table.x[test_idx]
     mean = x_train.mean(axis=0)

@@ -7,11 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
 
 
 def binary_metrics(labels: np.ndarray, probabilities: np.ndarray) -> dict[str, float]:
     """Accuracy, precision, recall, F1 (threshold ½) and AUC of predicted probabilities."""
+    from sklearn.metrics import (  # the Host's evaluation only: other roles never load sklearn
+        accuracy_score,
+        f1_score,
+        precision_score,
+        recall_score,
+        roc_auc_score,
+    )
+
     predicted = (probabilities >= 0.5).astype(np.int64)
     auc = float("nan") if len(set(labels.tolist())) < 2 else roc_auc_score(labels, probabilities)
     return {

@@ -11,7 +11,7 @@ import sys
 import time
 
 import privfl.parties.vertical.guest as guest
-from privfl.cli.vfl import main
+from privfl.cli import main
 from privfl.protocol.messages import Batch, Forward
 
 

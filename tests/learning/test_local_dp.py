@@ -7,7 +7,7 @@ import pytest
 from privfl.config.horizontal import HflConfig
 from privfl.errors import ConfigError
 from privfl.learning.local_dp import local_epsilon, local_steps
-from privfl.mechanisms import rdp_gaussian_epsilon
+from privfl.mechanisms.accountants import rdp_gaussian_epsilon
 from privfl.runs.simulate import run_experiment
 
 

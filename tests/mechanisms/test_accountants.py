@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privfl.mechanisms import (
+from privfl.mechanisms.accountants import (
     advanced_composition,
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
     nbafl_sigmas,
     rdp_gaussian_epsilon,
+    rdp_subsampled_gaussian,
     shuffle_amplification,
     subsampling_amplification,
 )
-from privfl.mechanisms.accountants import rdp_subsampled_gaussian
 
 
 def hockey_stick_gaussian(epsilon: float, sigma: float, sensitivity: float) -> float:

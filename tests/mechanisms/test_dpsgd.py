@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from privfl.learning.dpsgd import PrivateTrainConfig, train_private
-from privfl.mechanisms import rdp_gaussian_epsilon
+from privfl.mechanisms.accountants import rdp_gaussian_epsilon
 from privfl.mechanisms.dpsgd import (
     clip_per_sample,
     dpsgd_gradient,

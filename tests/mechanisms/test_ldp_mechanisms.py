@@ -12,15 +12,20 @@ import math
 import numpy as np
 import pytest
 
-from privfl.mechanisms import duchi, from_unit, piecewise, pnpm, to_unit, topk_indices
 from privfl.mechanisms.ldp import (
+    duchi,
     duchi_bound,
     duchi_variance,
+    from_unit,
+    piecewise,
     piecewise_c,
     piecewise_variance,
+    pnpm,
     pnpm_c,
     pnpm_sign,
     pnpm_variance,
+    to_unit,
+    topk_indices,
 )
 
 N = 200_000

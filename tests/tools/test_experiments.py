@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from privfl.cli.vfl import main
+from privfl.cli import main
 
 # name: (minimum CSV rows, a published number its report must quote, a column in [0, 1])
 EXPECTED = {

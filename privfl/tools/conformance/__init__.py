@@ -14,13 +14,9 @@ its exit status too. See docs/conformance.md.
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
-import click
-
-from privfl.config.vertical import JobConfig, load_job
+from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
 from privfl.tools.conformance.guest import guest_script
 from privfl.tools.conformance.host import host_script
@@ -56,50 +52,3 @@ def run(job: JobConfig, role: str, party: str, ending: str, command: Sequence[st
             process.kill()
             process.wait()
     return report
-
-
-@click.command("conformance", context_settings={"ignore_unknown_options": True})
-@click.option("--role", type=click.Choice(sorted(SCRIPTS)), required=True, help="Role under test.")
-@click.option(
-    "--job",
-    "job_file",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="The kit's job file (the tool needs the other parties' keys from its keys folder).",
-)
-@click.option("--party", required=True, help="Name of the running party under test.")
-@click.option(
-    "--ending",
-    type=click.Choice(["finish", "violation"]),
-    default="finish",
-    help="End with a Finish (party must exit 0) or a fatal violation (party must Abort).",
-)
-@click.argument("party_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
-def command(
-    role: str, job_file: Path, party: str, ending: str, party_command: tuple[str, ...]
-) -> None:
-    """Check a party against the protocol by playing every party it talks to.
-
-    Either start the party under test first, with its usual command and the same
-    kit, or give that command after ``--``: the tool starts it and also checks its
-    exit status (0 after finish, non-zero after a violation). Prints PASS/FAIL per
-    check; exits 0 only if every check passed. See docs/conformance.md.
-
-    \b
-    Examples:
-      privfl vfl guest --job kit/job.toml --party guest-1 --out run/g &
-      privfl conformance --role guest --job kit/job.toml --party guest-1
-      privfl conformance --role guest --job kit/job.toml --party guest-1 -- \\
-          ./my-guest --job kit/job.toml --party guest-1
-    """
-    from privfl.cli.errors import friendly_errors
-
-    @friendly_errors
-    def go() -> None:
-        report = run(load_job(job_file), role, party, ending, party_command)
-        passed = sum(ok for _, ok, _ in report.checks)
-        click.echo(f"{passed}/{len(report.checks)} checks passed")
-        if not report.passed:
-            sys.exit(1)
-
-    go()

@@ -14,8 +14,7 @@ from privfl.config.horizontal import HflConfig
 from privfl.data.images import load_dataset, read_idx, split_clients
 from privfl.errors import ConfigError
 from privfl.learning.models import build_model
-from privfl.mechanisms import subsampling_amplification
-from privfl.mechanisms.accountants import zcdp_epsilon
+from privfl.mechanisms.accountants import subsampling_amplification, zcdp_epsilon
 from privfl.parties.horizontal.ledger import PrivacyLedger
 from privfl.runs.simulate import run_experiment
 

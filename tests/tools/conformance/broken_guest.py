@@ -98,6 +98,6 @@ BUGS: dict[str, Callable[[], None]] = {
 
 if __name__ == "__main__":
     BUGS[sys.argv[1]]()
-    from privfl.cli.vfl import main
+    from privfl.cli import main
 
     main(sys.argv[2:], prog_name="privfl")

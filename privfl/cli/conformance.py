@@ -1,0 +1,55 @@
+"""`privfl conformance`: check a running party against the protocol (docs/conformance.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from privfl.cli.errors import friendly_errors
+from privfl.cli.options import job_option
+
+ROLES = ("guest", "host", "server")  # privfl.tools.conformance.SCRIPTS, without importing it
+
+
+@click.command("conformance", context_settings={"ignore_unknown_options": True})
+@click.option("--role", type=click.Choice(ROLES), required=True, help="Role under test.")
+@job_option("The kit's job file (the tool needs the other parties' keys from its keys folder).")
+@click.option("--party", required=True, help="Name of the running party under test.")
+@click.option(
+    "--ending",
+    type=click.Choice(["finish", "violation"]),
+    default="finish",
+    help="End with a Finish (party must exit 0) or a fatal violation (party must Abort).",
+)
+@click.argument("party_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
+def command(
+    role: str, job_file: Path, party: str, ending: str, party_command: tuple[str, ...]
+) -> None:
+    """Check a party against the protocol by playing every party it talks to.
+
+    Either start the party under test first, with its usual command and the same
+    kit, or give that command after ``--``: the tool starts it and also checks its
+    exit status (0 after finish, non-zero after a violation). Prints PASS/FAIL per
+    check; exits 0 only if every check passed. See docs/conformance.md.
+
+    \b
+    Examples:
+      privfl vfl guest --job kit/job.toml --party guest-1 --out run/g &
+      privfl conformance --role guest --job kit/job.toml --party guest-1
+      privfl conformance --role guest --job kit/job.toml --party guest-1 -- \\
+          ./my-guest --job kit/job.toml --party guest-1
+    """
+    from privfl.config.vertical import load_job
+    from privfl.tools.conformance import run
+
+    @friendly_errors
+    def go() -> None:
+        report = run(load_job(job_file), role, party, ending, party_command)
+        passed = sum(ok for _, ok, _ in report.checks)
+        click.echo(f"{passed}/{len(report.checks)} checks passed")
+        if not report.passed:
+            sys.exit(1)
+
+    go()
