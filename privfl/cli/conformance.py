@@ -42,7 +42,7 @@ def command(
           ./my-guest --job kit/job.toml --party guest-1
     """
     from privfl.config.vertical import load_job
-    from privfl.tools.conformance import run
+    from privfl.tools.conformance.runner import run
 
     @friendly_errors
     def go() -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from privfl.tools.experiments.common import Settings, names, run_named
+from privfl.tools.experiments.catalog import names, run_named
+from privfl.tools.experiments.common import Settings
 
 HELP = """Reproduce a seed's experiment; write results.csv, PNG plots and report.md.
 

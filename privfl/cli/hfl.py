@@ -205,7 +205,7 @@ def run_local_cmd(
       privfl hfl run-local --mechanism laplace-topk --epsilon 2 --shuffler
       privfl hfl run-local --mechanism gaussian --epsilon 4 --fraction 0.5 --budget 20
     """
-    from privfl.parties.vertical.host import run_dir_default
+    from privfl.parties.session import run_dir_default
     from privfl.runs.hfl_launcher import local_job, run_local
 
     config = build_config(job_file, opts)
@@ -258,8 +258,7 @@ def role_command(role: str) -> click.Command:
     def command(
         job_file: Path, party: str, out: Path | None, no_progress: bool, slow: float, verbose: bool
     ) -> None:
-        from privfl.parties.vertical.host import run_dir_default
-        from privfl.parties.vertical.runner import setup_logging
+        from privfl.parties.session import run_dir_default, setup_logging
 
         job = load_hfl_job(job_file)
         spec = job.party(party)

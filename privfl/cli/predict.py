@@ -62,9 +62,9 @@ def predict_cmd(
       privfl vfl predict --job kit/job.toml --party host --model run/host \\
           --data new-host.csv --id-column patient_id --out predictions.csv
     """
-    from privfl.parties.vertical.host import run_dir_default
+    from privfl.parties.session import run_dir_default, setup_logging
     from privfl.parties.vertical.predict import load_model, predict_party, prediction_rows
-    from privfl.parties.vertical.runner import open_transport, setup_logging
+    from privfl.parties.vertical.runner import open_transport
 
     job = load_job(job_file)
     role = job.party(party).role

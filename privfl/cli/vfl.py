@@ -152,7 +152,7 @@ def run_local_cmd(
       privfl vfl run-local --out runs/a --resume   # continue an interrupted run
     """
     from privfl.data.views import central_baseline
-    from privfl.parties.vertical.host import run_dir_default
+    from privfl.parties.session import run_dir_default
     from privfl.runs.kits import relocate
     from privfl.runs.launcher import run_local
 
@@ -264,9 +264,9 @@ def party_command(role: str) -> click.Command:
         verbose: bool,
         resume: bool,
     ) -> None:
-        from privfl.parties.vertical.host import run_dir_default
+        from privfl.parties.session import run_dir_default, setup_logging
         from privfl.parties.vertical.inputs import parse_features, party_inputs
-        from privfl.parties.vertical.runner import run_party, setup_logging
+        from privfl.parties.vertical.runner import run_party
 
         job = load_job(job_file)
         spec = job.party(party)

@@ -20,7 +20,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from privfl.protocol.hfl_messages import TOKEN_BYTES
+TOKEN_BYTES = 32  # one single-use report token (issued by the aggregator, spent at the Shuffler)
+
 
 INFO = b"privfl hfl report v1"
 OVERHEAD = 32 + 12 + 16

@@ -9,6 +9,10 @@ that makes the plaintext results: weights, flipped labels, RNG state, caches,
 losses and metrics. Paillier randomness and masks are not saved: they cancel
 exactly, so the resumed model equals the uninterrupted one.
 
+This module is storage and the resume agreement only: each role decides what its
+state is and saves and restores it itself (``save_host``/``resume_host`` in
+``vertical/host.py``, and likewise for the Guest and the Server).
+
 No checkpoint holds a ciphertext, and the Server's Paillier private key is never
 written to disk: a resumed session runs under a fresh key pair. That is sound
 because the only ciphertexts a party keeps across epochs — the Host's cache of the
@@ -25,20 +29,16 @@ import logging
 import os
 import re
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privfl.errors import ConfigError, ProtocolError
-from privfl.protocol.messages import Checkpoints, Decrypted, EpochResult, Kind, Message, Resume
+from privfl.protocol.messages import Checkpoints, Resume
 
 if TYPE_CHECKING:
     from privfl.parties.session import PartyContext
-    from privfl.parties.vertical.guest import GuestState
-    from privfl.parties.vertical.host_steps import HostState
-    from privfl.parties.vertical.server import ServerState
 
 log = logging.getLogger("privfl.checkpoint")
 FOLDER = "checkpoints"
@@ -148,17 +148,15 @@ def agree(ctx: PartyContext, offered: list[int] | None = None) -> int:
     offered = offered[-64:]
     job = ctx.job
     if ctx.name == job.host:
-        offers = ctx.channel.gather(Kind.CHECKPOINTS, ctx.peers)
+        offers = ctx.channel.gather(Checkpoints, ctx.peers)
         common = set(offered)
         for offer in offers.values():
-            assert isinstance(offer, Checkpoints)
             common &= set(offer.completed.tolist())
         completed = max(common, default=0)
         ctx.channel.broadcast(ctx.peers, Resume(completed=completed))
     else:
         ctx.channel.send(job.host, Checkpoints(completed=np.array(offered, dtype=np.int64)))
-        body = ctx.channel.expect({Kind.RESUME}, {job.host}).body
-        assert isinstance(body, Resume)
+        body = ctx.channel.expect_body(Resume, {job.host})
         completed = body.completed
         if completed and completed not in offered:
             raise ProtocolError(f"the host resumes after epoch {completed}, which we never offered")
@@ -170,96 +168,3 @@ def agree(ctx: PartyContext, offered: list[int] | None = None) -> int:
     elif ctx.resume:
         log.warning("no checkpoint is common to all parties; starting from the first epoch")
     return completed
-
-
-# --- the Host ---------------------------------------------------------------------
-
-
-def resume_host(
-    ctx: PartyContext, state: HostState, rng: np.random.Generator
-) -> list[dict[str, Any]]:
-    """Agree, restore the Host's state and its metrics so far; returns the epoch records."""
-    completed = agree(ctx)
-    metrics = ctx.out / "metrics.jsonl"
-    if not completed:
-        metrics.unlink(missing_ok=True)
-        return []
-    saved = load(ctx, completed)
-    state.theta = np.array(saved["theta"], dtype=np.float64)
-    # The flipped labels are the Host's own secret state: a resumed run continues with
-    # the same noisy labels, never with a fresh draw (that would spend ε twice).
-    state.labels = np.array(saved["labels"], dtype=state.labels.dtype)
-    if "flip" in saved:
-        state.flip = replace(state.flip, **saved["flip"])
-    log.info("continuing with the interrupted run's %d flipped labels", state.flip.flipped)
-    state.zh_cache = np.array(saved["zh_cache"], dtype=np.float64)
-    state.flipped_back = int(saved["flipped_back"])
-    rng.bit_generator.state = saved["rng"]
-    records: list[dict[str, Any]] = saved["records"]
-    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return records
-
-
-def save_host(
-    ctx: PartyContext, state: HostState, rng: np.random.Generator, records: list[dict[str, Any]]
-) -> None:
-    """The Host's state after ``len(records)`` epochs."""
-    save(
-        ctx,
-        len(records),
-        {
-            "theta": state.theta.tolist(),
-            "labels": state.labels.tolist(),
-            "flip": {"flipped": state.flip.flipped, "rows": state.flip.rows},
-            "zh_cache": state.zh_cache.tolist(),
-            "flipped_back": state.flipped_back,
-            "rng": rng.bit_generator.state,
-            "records": records,
-        },
-    )
-
-
-# --- a Guest ----------------------------------------------------------------------
-
-
-def resume_guest(ctx: PartyContext, state: GuestState) -> None:
-    """Agree, and restore the guest's weights."""
-    completed = agree(ctx)
-    if completed:
-        state.theta = np.array(load(ctx, completed)["theta"], dtype=np.float64)
-
-
-def after_guest_step(ctx: PartyContext, state: GuestState, body: Message) -> None:
-    """Checkpoint once the gradient of an epoch's last batch is applied."""
-    batch = state.batch
-    if isinstance(body, Decrypted) and batch is not None and batch.batch == batch.n_batches - 1:
-        save(ctx, batch.epoch + 1, {"theta": state.theta.tolist()})
-
-
-# --- the Server -------------------------------------------------------------------
-
-
-def remove_legacy_key(ctx: PartyContext) -> None:
-    """Delete a Paillier key file an older privfl left in the checkpoint folder."""
-    path = folder(ctx) / LEGACY_KEY_FILE
-    if path.exists():
-        path.unlink(missing_ok=True)
-        log.warning("removed %s: an older privfl kept the Paillier key there; no longer", path)
-
-
-def resume_server(ctx: PartyContext, state: ServerState) -> None:
-    """Agree on where to resume, restore the loss history (under this run's fresh key)."""
-    if not ctx.checkpoints:
-        return
-    completed = agree(ctx)
-    if completed:
-        state.losses = [float(v) for v in load(ctx, completed)["losses"]]
-        state.at.epoch = completed
-        state.at.closed = completed >= state.allow.max_epochs
-
-
-def save_server(ctx: PartyContext, state: ServerState, result: EpochResult) -> None:
-    """The Server's loss history after an epoch's verdict."""
-    if not ctx.checkpoints:
-        return
-    save(ctx, result.epoch + 1, {"losses": state.losses})

@@ -1,4 +1,10 @@
-"""What every party does alike: the handshake, outputs on disk, and failing loudly but cleanly."""
+"""What every role of both modes does alike: its context, logging, outputs, and failing cleanly.
+
+:func:`run_role` is the one place where a party that stops — on an error, an Abort
+from a peer, a timeout or Ctrl-C — logs why (once, to its log file: the command line
+prints the one-line error), tells the peers it stopped so they fail fast instead of
+waiting out their timeout, and closes its sockets.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +12,18 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import Any, Protocol
 
 from privfl.config.vertical import JobConfig
-from privfl.crypto.paillier import PublicKey
-from privfl.data.alignment import row_commitment
-from privfl.errors import ConfigError, ProtocolError
 from privfl.protocol.channel import Channel
-from privfl.protocol.messages import BigInts, Hello, Kind
-from privfl.protocol.messages import PublicKey as PublicKeyMsg
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+FILE_ONLY = {"file_only": True}  # a log record the console leaves to the party log
 log = logging.getLogger("privfl.party")
 
 
@@ -40,80 +43,65 @@ class PartyContext:
         return [n for n in self.job.parties if n != self.name]
 
 
-def big(values: Sequence[int]) -> BigInts:
-    """Wrap ciphertexts or residues for the wire."""
-    return BigInts(tuple(int(v) for v in values))
+class Aborts(Protocol):
+    """What :func:`run_role` needs of a channel: telling peers that we stopped."""
+
+    def abort(self, peers: Collection[str], error: BaseException) -> None: ...
 
 
-def announce(
-    ctx: PartyContext,
-    role: str,
-    rows: int,
-    features: int,
-    to: Sequence[str],
-    rows_digest: str = "",
-    train_rows: int = 0,
-) -> None:
-    """Send our Hello (job fingerprint, table shape, row commitment) to those who check it."""
-    hello = Hello(
-        role=role,
-        job_fingerprint=ctx.job.fingerprint(),
-        rows=rows,
-        features=features,
-        rows_digest=rows_digest,
-        train_rows=train_rows,
-    )
-    ctx.channel.broadcast(to, hello)
+class Closes(Protocol):
+    def close(self) -> None: ...
 
 
-def rows_digest(ctx: PartyContext, train_ids: Sequence[str], test_ids: Sequence[str]) -> str:
-    """Our commitment to the ordered row ids, salted by the session (docs/protocol.md §2.3)."""
-    return row_commitment(ctx.job.session, train_ids, test_ids)
+@contextmanager
+def run_role(
+    name: str,
+    channel: Aborts,
+    peers: Callable[[], Collection[str]],
+    closing: Collection[Closes] = (),
+    linger_seconds: float = 0.0,
+) -> Iterator[None]:
+    """Run one role's body: on any failure log it, tell ``peers()`` and re-raise; always close.
+
+    ``peers`` is called at the moment of failure, so a role whose peer set changes
+    (the aggregator's live clients) tells the peers it has then. ``linger_seconds``
+    lets the last messages leave before the sockets close.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        log.error("%s stopped: %s", name, exc, extra=FILE_ONLY)
+        channel.abort(peers(), exc)
+        raise
+    finally:
+        if linger_seconds:
+            time.sleep(linger_seconds)
+        for item in closing:
+            item.close()
 
 
-def check_rows(sender: str, digest: str, reference: str, whose: str) -> None:
-    """Refuse a party whose ordered rows differ from ``whose`` rows (its row commitment)."""
-    if digest != reference:
-        got = digest[:16] or "none"
-        raise ConfigError(
-            f"{sender}'s rows do not line up with {whose}: row commitment {got}, expected "
-            f"{reference[:16]}; every party must hold the same ids in the same order and split "
-            "(docs/protocol.md §2.3)"
-        )
+def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:
+    """INFO and up to ``out/party.log``; warnings (or INFO with verbose) to stderr."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "party.log"
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    file_handler = logging.FileHandler(path)
+    file_handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    console = logging.StreamHandler()
+    console.setLevel(logging.INFO if verbose else logging.WARNING)
+    console.setFormatter(logging.Formatter(f"{name}: %(message)s"))
+    console.addFilter(lambda record: not getattr(record, "file_only", False))
+    root.addHandler(file_handler)
+    root.addHandler(console)
+    return path
 
 
-def check_hello(ctx: PartyContext, sender: str, hello: Hello) -> None:
-    """Refuse a peer that runs another job file or claims another role."""
-    ours = ctx.job.fingerprint()
-    if hello.job_fingerprint != ours:
-        raise ConfigError(
-            f"party {sender} runs a different job file (fingerprint {hello.job_fingerprint}, "
-            f"ours {ours}); give every party the same job.toml"
-        )
-    expected = ctx.job.party(sender).role
-    if hello.role != expected:
-        raise ProtocolError(f"party {sender} says it is a {hello.role}, the job says {expected}")
-
-
-def receive_public_key(ctx: PartyContext) -> PublicKey:
-    """Wait for the Server's Paillier public key and check its size against the job."""
-    # The Server sends the key only once every Hello is in, waiting up to one timeout
-    # for a missing party; wait longer than that, so that the Server, which knows who
-    # is missing, times out first and names that party in its Abort.
-    env = ctx.channel.expect({Kind.PUBLIC_KEY}, {ctx.job.server}, 2 * ctx.job.timeout_seconds)
-    assert isinstance(env.body, PublicKeyMsg)
-    key = PublicKey.from_n(env.body.n, env.body.h_s)
-    if key.bits < ctx.job.key_bits:
-        raise ProtocolError(
-            f"server sent a {key.bits}-bit key; the job asks for {ctx.job.key_bits}"
-        )
-    if key.obfuscation != ctx.job.obfuscation:
-        raise ProtocolError(
-            f"server sent a key for {key.obfuscation} obfuscation; the job asks for "
-            f"{ctx.job.obfuscation}"
-        )
-    log.info("received the server's %d-bit Paillier public key", key.bits)
-    return key
+def run_dir_default() -> Path:
+    """``runs/<timestamp>``, the default output folder of every command."""
+    return Path("runs") / time.strftime("%Y%m%d-%H%M%S")
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -130,31 +118,3 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line (metrics per epoch)."""
     with path.open("a") as handle:
         handle.write(json.dumps(record) + "\n")
-
-
-def save_model(
-    ctx: PartyContext,
-    role: str,
-    feature_names: Sequence[str],
-    weights: np.ndarray,
-    mean: np.ndarray,
-    scale: np.ndarray,
-    bias: float | None = None,
-) -> Path:
-    """Save this party's own weights by feature name, with the standardisation it used."""
-    model: dict[str, Any] = {
-        "party": ctx.name,
-        "role": role,
-        "session": ctx.job.session,
-        "weights": {n: float(w) for n, w in zip(feature_names, weights, strict=True)},
-        "standardisation": {
-            n: {"mean": float(m), "scale": float(s)}
-            for n, m, s in zip(feature_names, mean, scale, strict=True)
-        },
-        "note": "weights apply to standardised features: (x - mean) / scale",
-    }
-    if bias is not None:
-        model["bias"] = float(bias)
-    path = ctx.out / "model.json"
-    write_json(path, model)
-    return path

@@ -18,12 +18,21 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
 
-from privfl.crypto import fresh
 from privfl.errors import PeerAborted, PeerUnavailable, PrivflError, ProtocolError
-from privfl.protocol import codec
+from privfl.protocol import codec, fresh
 from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, lost_message
-from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind, Message, kind_of
+from privfl.protocol.messages import (
+    KIND_OF,
+    PROTOCOL,
+    VERSION,
+    Abort,
+    Header,
+    Kind,
+    Message,
+    kind_of,
+)
 from privfl.protocol.transport import Transport
 
 MAX_PENDING = 10_000
@@ -31,6 +40,14 @@ MAX_PENDING_BYTES = 256 * 1024 * 1024  # per peer: a few of the largest legal me
 WAIT_NOTE_SECONDS = 10.0  # how often a long wait is logged, naming whom we wait for
 LIVENESS_POLL_SECONDS = 0.5  # how often a wait asks the transport whether a peer is lost
 log = logging.getLogger("privfl.channel")
+M = TypeVar("M")
+
+
+def body_as(body: object, cls: type[M]) -> M:
+    """``body`` as a ``cls``: the codec decodes each kind to one class, so a mismatch is a bug."""
+    if not isinstance(body, cls):
+        raise ProtocolError(f"expected a {cls.__name__}, got a {type(body).__name__}")
+    return body
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,13 +291,29 @@ class Channel:
             limit,
         )
 
-    def gather(self, kind: Kind, senders: Collection[str]) -> dict[str, Message]:
-        """One message of ``kind`` from each of ``senders`` (any order)."""
+    def expect_body(
+        self, cls: type[M], senders: Collection[str], timeout: float | None = None
+    ) -> M:
+        """The body of the next message of class ``cls`` (its kind follows from the class)."""
+        return body_as(self.expect({KIND_OF[cls]}, senders, timeout).body, cls)
+
+    @overload
+    def gather(self, kind: type[M], senders: Collection[str]) -> dict[str, M]: ...
+
+    @overload
+    def gather(self, kind: Kind, senders: Collection[str]) -> dict[str, Message]: ...
+
+    def gather(
+        self, kind: Kind | type[M], senders: Collection[str]
+    ) -> dict[str, M] | dict[str, Message]:
+        """One message of ``kind`` (a Kind, or a message class) from each of ``senders``."""
+        cls = None if isinstance(kind, Kind) else kind
+        wanted = kind if isinstance(kind, Kind) else KIND_OF[kind]
         waiting = set(senders)
-        got: dict[str, Message] = {}
+        got: dict[str, Any] = {}
         while waiting:
-            env = self.expect({kind}, waiting)
-            got[env.sender] = env.body
+            env = self.expect({wanted}, waiting)
+            got[env.sender] = env.body if cls is None else body_as(env.body, cls)
             waiting.discard(env.sender)
         return got
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privfl.crypto.sealing import TOKEN_BYTES as TOKEN_BYTES  # part of the wire format
 from privfl.errors import ProtocolError
 from privfl.protocol.bounds import count, text
 
 HFL_ROLES = ("clients", "shuffler")
 REPORT_KEY_BYTES = 32
-TOKEN_BYTES = 32
 
 
 def _require(condition: bool, what: str) -> None:

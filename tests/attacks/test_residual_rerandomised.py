@@ -27,10 +27,9 @@ from helpers import decoded_traffic, failures, memory_job, party_data, run_in_th
 from processes import WEAK, privfl, spawn
 
 from privfl.config.vertical import JobConfig, load_job
-from privfl.crypto import fresh
 from privfl.crypto.encoding import VALUE_BITS, decode
 from privfl.parties.vertical.runner import run_party
-from privfl.protocol import codec
+from privfl.protocol import codec, fresh
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Forward, Message, PublicKey, Residual
 

@@ -55,7 +55,7 @@ def test_a_vertical_party_process_does_not_load_plotting_or_torch(
 def test_every_top_level_command_resolves() -> None:
     from privfl.cli import COMMANDS, main
     from privfl.cli.conformance import ROLES
-    from privfl.tools.conformance import SCRIPTS
+    from privfl.tools.conformance.runner import SCRIPTS
 
     assert sorted(ROLES) == sorted(SCRIPTS)
     ctx = main.make_context("privfl", ["--help"], resilient_parsing=True)

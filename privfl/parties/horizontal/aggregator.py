@@ -27,7 +27,9 @@ from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.horizontal.common import make_channel, open_listener, try_expect
 from privfl.parties.horizontal.outputs import Recorder
-from privfl.protocol.channel import Channel
+from privfl.parties.horizontal.rounds import RoundHook, close_round, make_ledger
+from privfl.parties.session import run_role
+from privfl.protocol.channel import Channel, body_as
 from privfl.protocol.hfl_messages import (
     TOKEN_BYTES,
     JoinRequest,
@@ -39,7 +41,6 @@ from privfl.protocol.hfl_messages import (
     Update,
 )
 from privfl.protocol.messages import Kind
-from privfl.runs.simulate import RoundHook, close_round, make_ledger
 
 log = logging.getLogger("privfl.parties.horizontal.aggregator")
 MAX_MISSES = 2
@@ -88,8 +89,8 @@ def admit_late_joins(job: HflJob, channel: Channel, roster: Roster) -> None:
     """Hosts that joined after the start take part from the next round on."""
     late = set(job.names("clients")) - set(roster.alive())
     while late and (env := try_expect(channel, {Kind.JOIN}, late, 0.01)) is not None:
-        assert isinstance(env.body, JoinRequest)
-        if admit(job, roster, env.sender, env.body):
+        join = body_as(env.body, JoinRequest)
+        if admit(job, roster, env.sender, join):
             log.info("%s joined late; it takes part from now on", env.sender)
         late.discard(env.sender)
 
@@ -103,8 +104,7 @@ def wait_for_joins(job: HflJob, channel: Channel, shuffler: str | None) -> Roste
         env = try_expect(channel, {Kind.JOIN}, expected, left)
         if env is None:
             continue
-        body = env.body
-        assert isinstance(body, JoinRequest)
+        body = body_as(env.body, JoinRequest)
         expected.discard(env.sender)
         if body.role == "shuffler" and body.job_fingerprint == job.fingerprint():
             shuffler_joined = True
@@ -136,12 +136,12 @@ def collect_direct(
         if isinstance(env.body, RoundDone):
             waiting.discard(env.sender)
             continue
-        assert isinstance(env.body, Update)
-        client = env.body.client
-        if client not in asked[env.sender] or client in reports or env.body.report.size != dims:
+        update = body_as(env.body, Update)
+        client = update.client
+        if client not in asked[env.sender] or client in reports or update.report.size != dims:
             log.warning("refused an update for client %d from %s", client, env.sender)
             continue
-        reports[client] = env.body.report
+        reports[client] = update.report
     for host in waiting:
         log.warning("round %d: %s missed the deadline; its reports are not counted", round_, host)
     return reports, waiting
@@ -239,7 +239,12 @@ def run_aggregator(
     transport = open_listener(job, name, peers)
     channel = make_channel(job, transport)
     roster = Roster()
-    try:
+
+    def alive_peers() -> list[str]:
+        return [*roster.alive(), *([shuffler] if shuffler else [])]
+
+    # linger: let the last messages leave before the sockets close
+    with run_role(name, channel, alive_peers, [transport], linger_seconds=0.2):
         roster = wait_for_joins(job, channel, shuffler)
         stop_reason = train(job, setup, channel, roster, ledger, recorder, shuffler, on_round)
         extra = {
@@ -259,13 +264,6 @@ def run_aggregator(
             except PeerUnavailable:
                 log.warning("could not tell %s that the job finished", peer)
         return summary
-    except BaseException as exc:
-        log.error("%s stopped: %s", name, exc)
-        channel.abort([*roster.alive(), *([shuffler] if shuffler else [])], exc)
-        raise
-    finally:
-        time.sleep(0.2)  # let the last messages leave before the sockets close
-        transport.close()
 
 
 def train(

@@ -16,6 +16,8 @@ from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.horizontal.common import expect_round, make_channel, open_outbound
+from privfl.parties.session import run_role
+from privfl.protocol.channel import body_as
 from privfl.protocol.hfl_messages import (
     TOKEN_BYTES,
     JoinRequest,
@@ -54,7 +56,7 @@ def run_client_host(
     transport = open_outbound(job, name, targets)
     channel = make_channel(job, transport)
     sent_total = 0
-    try:
+    with run_role(name, channel, lambda: targets, [transport]):
         ids = np.array(sorted(mine), dtype=np.int64)
         channel.send(aggregator, JoinRequest(0, "clients", job.fingerprint(), ids), 0)
         log.info("%s hosts clients %d..%d on %s", name, min(mine), max(mine), setup.device)
@@ -66,16 +68,10 @@ def run_client_host(
                     log.info("aggregator finished: %s", env.body.reason)
                     break
                 continue
-            assert isinstance(env.body, RoundStart)
+            start = body_as(env.body, RoundStart)
             sent_total += serve_round(
-                job, setup, channel, env.body, mine, aggregator, shuffler, source, slow_seconds
+                job, setup, channel, start, mine, aggregator, shuffler, source, slow_seconds
             )
-    except BaseException as exc:
-        log.error("%s stopped: %s", name, exc)
-        channel.abort(targets, exc)
-        raise
-    finally:
-        transport.close()
     return {"party": name, "reports_sent": sent_total}
 
 

@@ -24,7 +24,8 @@ import numpy as np
 from privfl.config.horizontal import HflJob
 from privfl.crypto.sealing import seal, sealed_size
 from privfl.parties.horizontal.common import expect_round, make_channel, open_listener, try_expect
-from privfl.protocol.channel import Channel
+from privfl.parties.session import run_role
+from privfl.protocol.channel import Channel, body_as
 from privfl.protocol.hfl_messages import (
     TOKEN_BYTES,
     JoinRequest,
@@ -135,20 +136,20 @@ def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[b
         env = try_expect(channel, {Kind.SEALED}, hosts, state.deadline - elapsed)
         if env is None:
             continue
-        assert isinstance(env.body, Sealed)
-        if env.body.round != window.round or len(env.body.blob) != size:
+        sealed = body_as(env.body, Sealed)
+        if sealed.round != window.round or len(sealed.blob) != size:
             log.warning(
                 "dropped a sealed report from %s (round %d, %d bytes)",
                 env.sender,
-                env.body.round,
-                len(env.body.blob),
+                sealed.round,
+                len(sealed.blob),
             )
             continue
-        reason = admission.refuse(env.sender, env.body.token)
+        reason = admission.refuse(env.sender, sealed.token)
         if reason is not None:
             log.warning("refused a sealed report from %s: %s", env.sender, reason)
             continue
-        state.add(env.body.blob)
+        state.add(sealed.blob)
     return state.arrived
 
 
@@ -165,7 +166,7 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
     inbox, outbox = make_channel(job, transport), make_channel(job, upstream)
     rng = secrets.SystemRandom()
     rounds = 0
-    try:
+    with run_role(name, outbox, lambda: [aggregator], [transport, upstream]):
         outbox.send(
             aggregator, JoinRequest(0, "shuffler", job.fingerprint(), np.zeros(0, np.int64)), 0
         )
@@ -180,8 +181,7 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
                 if env.body.stop:
                     break
                 continue
-            assert isinstance(env.body, ShuffleWindow)
-            window = env.body
+            window = body_as(env.body, ShuffleWindow)
             arrived = collect(inbox, hosts, window)
             batch, padded = pad_and_permute(arrived, window, job.session, rng)
             size = sealed_size(len(window.dummy))
@@ -198,11 +198,4 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
                 len(batch),
             )
             rounds += 1
-    except BaseException as exc:
-        log.error("%s stopped: %s", name, exc)
-        outbox.abort([aggregator], exc)
-        raise
-    finally:
-        transport.close()
-        upstream.close()
     return {"party": name, "rounds": rounds}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from privfl.crypto import fresh, packing
+from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.crypto.pools import NoisePool
@@ -16,13 +16,9 @@ from privfl.data.views import PartyData
 from privfl.errors import ProtocolError
 from privfl.learning.taylor import gradient, learning_rate
 from privfl.parties import checkpoint
-from privfl.parties.session import (
-    PartyContext,
-    announce,
-    receive_public_key,
-    rows_digest,
-    save_model,
-)
+from privfl.parties.session import PartyContext
+from privfl.parties.vertical.handshake import announce, receive_public_key, rows_digest, save_model
+from privfl.protocol import fresh
 from privfl.protocol.messages import (
     Batch,
     CrossTerm,
@@ -170,13 +166,13 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
         data=data, key=key, theta=np.zeros(data.x_train.shape[1]), l2=job.training.l2, noise=noise
     )
     try:
-        checkpoint.resume_guest(ctx, state)
+        resume_guest(ctx, state)
         while state.stage is not Stage.DONE:
             sender = server if state.stage is Stage.AWAIT_GRADIENT else host
             env = channel.expect(ACCEPTS[state.stage], {sender})
             for peer, reply in step(state, env.body, learning_rate(job.training, env.header.round)):
                 channel.send(host if peer == "host" else server, reply, env.header.round)
-            checkpoint.after_guest_step(ctx, state, env.body)
+            after_guest_step(ctx, state, env.body)
     finally:
         noise.close()
     save_model(ctx, "guest", data.feature_names, state.theta, data.mean, data.scale)
@@ -200,3 +196,17 @@ def step(state: GuestState, body: Message, lr: float) -> list[tuple[str, Message
         state.stage = Stage.DONE
         return []
     raise ProtocolError(f"a guest does not handle {type(body).__name__}")
+
+
+def resume_guest(ctx: PartyContext, state: GuestState) -> None:
+    """Agree, and restore the guest's weights."""
+    completed = checkpoint.agree(ctx)
+    if completed:
+        state.theta = np.array(checkpoint.load(ctx, completed)["theta"], dtype=np.float64)
+
+
+def after_guest_step(ctx: PartyContext, state: GuestState, body: Message) -> None:
+    """Checkpoint once the gradient of an epoch's last batch is applied."""
+    batch = state.batch
+    if isinstance(body, Decrypted) and batch is not None and batch.batch == batch.n_batches - 1:
+        checkpoint.save(ctx, batch.epoch + 1, {"theta": state.theta.tolist()})

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -20,19 +21,17 @@ from privfl.errors import ConfigError, TrainingDiverged
 from privfl.learning.metrics import binary_metrics, plot_history
 from privfl.learning.taylor import batch_plan, batch_sizes, learning_rate, sigmoid
 from privfl.parties import checkpoint
-from privfl.parties.session import (
-    PartyContext,
+from privfl.parties.session import PartyContext, append_jsonl, write_json
+from privfl.parties.vertical import host_steps as steps
+from privfl.parties.vertical.batches import check_batch, job_least_batch
+from privfl.parties.vertical.handshake import (
     announce,
-    append_jsonl,
     check_hello,
     check_rows,
     receive_public_key,
     rows_digest,
     save_model,
-    write_json,
 )
-from privfl.parties.vertical import host_steps as steps
-from privfl.parties.vertical.batches import check_batch, job_least_batch
 from privfl.parties.vertical.host_steps import HostState
 from privfl.protocol.messages import (
     Batch,
@@ -43,7 +42,6 @@ from privfl.protocol.messages import (
     Finish,
     Forward,
     Hello,
-    Kind,
     ScoreRequest,
     Scores,
 )
@@ -96,7 +94,7 @@ def train(
     job, guests = ctx.job, state.guests
     rng = np.random.default_rng(job.seed)  # public: batch order only
     metrics_path = ctx.out / "metrics.jsonl"
-    records = checkpoint.resume_host(ctx, state, rng)
+    records = resume_host(ctx, state, rng)
     reason = "max_epochs"
     for epoch in range(len(records), job.training.epochs):
         began = time.monotonic()
@@ -117,7 +115,7 @@ def train(
         record["seconds"] = round(time.monotonic() - began, 3)
         records.append(record)
         append_jsonl(metrics_path, record)
-        checkpoint.save_host(ctx, state, rng, records)
+        save_host(ctx, state, rng, records)
         if on_epoch:
             on_epoch(record)
         if result.stop:
@@ -137,8 +135,7 @@ def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str],
     announce(
         ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], digest, len(data.x_train)
     )
-    for sender, hello in ctx.channel.gather(Kind.HELLO, job.guests).items():
-        assert isinstance(hello, Hello)
+    for sender, hello in ctx.channel.gather(Hello, job.guests).items():
         check_hello(ctx, sender, hello)
         if hello.rows != data.rows:
             raise ConfigError(
@@ -162,24 +159,22 @@ def train_epoch(
         rows: slice | np.ndarray = slice(None) if idx is None else idx
         check_batch(len(state.labels[rows]), state.least_batch)
         channel.broadcast(state.guests, Batch(epoch, number, len(plan), idx), epoch)
-        forwards = typed(channel.gather(Kind.FORWARD, state.guests), Forward)
+        forwards = channel.gather(Forward, state.guests)
         residual, total = steps.combine(state, rows, forwards)
         for guest, message in steps.residuals(state, epoch, number, residual, forwards).items():
             channel.send(guest, message, epoch)
         crosses: dict[str, CrossTerm] = {}
         if len(state.guests) > 1:
-            crosses = typed(channel.gather(Kind.CROSS_TERM, state.guests), CrossTerm)
+            crosses = channel.gather(CrossTerm, state.guests)
         request_values, masks = steps.own_gradient(state, rows, residual)
         channel.send(server, DecryptRequest(epoch, number, "gradient", request_values), epoch)
         loss = steps.assemble_loss(
             state, rows, total, forwards, crosses, epoch, (number, len(plan))
         )
         channel.send(server, loss, epoch)
-        reply = channel.expect({Kind.DECRYPTED}, {server}).body
-        assert isinstance(reply, Decrypted)
+        reply = channel.expect_body(Decrypted, {server})
         steps.apply_gradient(state, reply, masks, lr, len(state.labels[rows]))
-    verdict = channel.expect({Kind.EPOCH_RESULT}, {server}).body
-    assert isinstance(verdict, EpochResult)
+    verdict = channel.expect_body(EpochResult, {server})
     return verdict
 
 
@@ -196,12 +191,11 @@ def masked_scores(
     packed = ciphertexts is None  # the guests pack their Scores; the cache is per row
     if ciphertexts is None:
         channel.broadcast(state.guests, ScoreRequest(epoch=epoch, split=split), epoch)
-        replies = typed(channel.gather(Kind.SCORES, state.guests), Scores)
+        replies = channel.gather(Scores, state.guests)
         ciphertexts = steps.sum_scores(state, replies, rows)
     request, masks = steps.masked_request(state, ciphertexts, epoch, packed)
     channel.send(ctx.job.server, request, epoch)
-    reply = channel.expect({Kind.DECRYPTED}, {ctx.job.server}).body
-    assert isinstance(reply, Decrypted)
+    reply = channel.expect_body(Decrypted, {ctx.job.server})
     terms = len(state.guests) if packed else 1
     return steps.unmask_scores(state, reply, masks, rows, terms)
 
@@ -259,12 +253,45 @@ def title_of(job: JobConfig) -> str:
     )
 
 
-def typed(messages: dict[str, Any], cls: type[T]) -> dict[str, T]:
-    """Narrow gathered messages to their class (the channel already checked the kind)."""
-    assert all(isinstance(m, cls) for m in messages.values())
-    return messages
+def resume_host(
+    ctx: PartyContext, state: HostState, rng: np.random.Generator
+) -> list[dict[str, Any]]:
+    """Agree, restore the Host's state and its metrics so far; returns the epoch records."""
+    completed = checkpoint.agree(ctx)
+    metrics = ctx.out / "metrics.jsonl"
+    if not completed:
+        metrics.unlink(missing_ok=True)
+        return []
+    saved = checkpoint.load(ctx, completed)
+    state.theta = np.array(saved["theta"], dtype=np.float64)
+    # The flipped labels are the Host's own secret state: a resumed run continues with
+    # the same noisy labels, never with a fresh draw (that would spend ε twice).
+    state.labels = np.array(saved["labels"], dtype=state.labels.dtype)
+    if "flip" in saved:
+        state.flip = replace(state.flip, **saved["flip"])
+    log.info("continuing with the interrupted run's %d flipped labels", state.flip.flipped)
+    state.zh_cache = np.array(saved["zh_cache"], dtype=np.float64)
+    state.flipped_back = int(saved["flipped_back"])
+    rng.bit_generator.state = saved["rng"]
+    records: list[dict[str, Any]] = saved["records"]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return records
 
 
-def run_dir_default() -> Path:
-    """``runs/<timestamp>``, the default output folder."""
-    return Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+def save_host(
+    ctx: PartyContext, state: HostState, rng: np.random.Generator, records: list[dict[str, Any]]
+) -> None:
+    """The Host's state after ``len(records)`` epochs."""
+    checkpoint.save(
+        ctx,
+        len(records),
+        {
+            "theta": state.theta.tolist(),
+            "labels": state.labels.tolist(),
+            "flip": {"flipped": state.flip.flipped, "rows": state.flip.rows},
+            "zh_cache": state.zh_cache.tolist(),
+            "flipped_back": state.flipped_back,
+            "rng": rng.bit_generator.state,
+            "records": records,
+        },
+    )

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from privfl.config.vertical import JobConfig
-from privfl.crypto import fresh, packing
+from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.crypto.pools import NoisePool
@@ -30,6 +30,7 @@ from privfl.mechanisms.label_dp import (
     private_generator,
     randomized_response,
 )
+from privfl.protocol import fresh
 from privfl.protocol.messages import (
     CrossTerm,
     Decrypted,

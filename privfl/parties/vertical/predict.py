@@ -20,24 +20,25 @@ from typing import Any
 import numpy as np
 
 from privfl.config.vertical import JobConfig
-from privfl.crypto import fresh, packing
+from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import unmask
 from privfl.data.alignment import positions
 from privfl.data.tables import IdTable, read_id_csv, standardise_with
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning.taylor import sigmoid
-from privfl.parties.session import (
-    PartyContext,
+from privfl.parties.session import PartyContext, run_role
+from privfl.parties.vertical import host_steps as host_steps
+from privfl.parties.vertical.handshake import (
     announce,
     check_hello,
     check_rows,
     receive_public_key,
     rows_digest,
 )
-from privfl.parties.vertical import host_steps as host_steps
 from privfl.parties.vertical.psi import align
 from privfl.parties.vertical.server import run_server
+from privfl.protocol import fresh
 from privfl.protocol.channel import Channel
 from privfl.protocol.messages import (
     Decrypted,
@@ -104,7 +105,7 @@ def predict_party(
     channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
     ctx = PartyContext(name=name, job=job, channel=channel, out=out.parent, checkpoints=False)
     role = job.party(name).role
-    try:
+    with run_role(name, channel, lambda: ctx.peers, [transport]):
         if role == "server":
             return run_server(ctx, predicting=True)
         assert model is not None and table is not None
@@ -116,12 +117,6 @@ def predict_party(
         if role == "guest":
             return guest_scores(ctx, x @ model.weights, digest)
         return host_predict(ctx, rows, x @ model.weights + (model.bias or 0.0), out, digest)
-    except BaseException as exc:
-        logging.getLogger("privfl.party").error("%s stopped: %s", name, exc, extra={"file_only": 1})
-        channel.abort(ctx.peers, exc)
-        raise
-    finally:
-        transport.close()
 
 
 def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str, Any]:
@@ -129,12 +124,10 @@ def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str
     job, channel = ctx.job, ctx.channel
     announce(ctx, "guest", len(z), 0, [job.server, job.host], digest)
     key = receive_public_key(ctx)
-    request = channel.expect({Kind.SCORE_REQUEST}, {job.host}).body
-    assert isinstance(request, ScoreRequest)
+    request = channel.expect_body(ScoreRequest, {job.host})
     values = fresh.encrypt(key, packing.pack_plain(encode(z, VALUE_BITS, key.n), key.n))
     channel.send(job.host, Scores(epoch=request.epoch, split=request.split, scores=values))
-    done = channel.expect({Kind.FINISH}, {job.host}).body
-    assert isinstance(done, Finish)
+    channel.expect_body(Finish, {job.host})  # the Host ends the session
     log.info("sent encrypted scores for %d rows", len(z))
     return {"rows": len(z)}
 
@@ -145,8 +138,7 @@ def host_predict(
     """Collect the guests' summed scores (masked decryption), write id, probability, label."""
     job, channel = ctx.job, ctx.channel
     announce(ctx, "host", len(z_host), 0, [job.server], digest)
-    for sender, hello in channel.gather(Kind.HELLO, job.guests).items():
-        assert isinstance(hello, Hello)
+    for sender, hello in channel.gather(Hello, job.guests).items():
         check_hello(ctx, sender, hello)
         if hello.rows != len(z_host):
             raise ConfigError(f"{sender} has {hello.rows} rows to score, the host {len(z_host)}")
@@ -164,8 +156,7 @@ def host_predict(
     total = host_steps.add_all(key, [typed[g].scores.values for g in job.guests])
     masked, masks = fresh.mask(key, total)  # masked, then re-randomised by the Host
     channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=masked))
-    reply = channel.expect({Kind.DECRYPTED}, {job.server}).body
-    assert isinstance(reply, Decrypted)
+    reply = channel.expect_body(Decrypted, {job.server})
     unmasked = unmask(reply.values.values, masks, key.n)
     plain = packing.unpack(unmasked, len(z_host), key.n, len(typed))
     guests = decode(plain, VALUE_BITS, key.n)

@@ -37,8 +37,9 @@ from privfl.crypto import psi_rsa as rsa
 from privfl.data.tables import IdTable, split_and_standardise
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
-from privfl.parties.session import PartyContext, big, write_json
-from privfl.protocol.messages import Kind, Message, PsiAnswer, PsiHello, PsiQuery, PsiResult
+from privfl.parties.session import PartyContext, write_json
+from privfl.parties.vertical.handshake import big
+from privfl.protocol.messages import PsiAnswer, PsiHello, PsiQuery, PsiResult
 
 log = logging.getLogger("privfl.psi")
 # What the Host keeps between its query and a guest's answer: the guest's RSA key and
@@ -92,8 +93,7 @@ def guest_side(ctx: PartyContext, table: IdTable) -> IdTable:
         secret = ecdh.new_secret()
         hello = PsiHello("ecdh", 0, 0, len(table.ids))
     channel.send(job.host, hello)
-    query = channel.expect({Kind.PSI_QUERY}, {job.host}).body
-    assert isinstance(query, PsiQuery)
+    query = channel.expect_body(PsiQuery, {job.host})
     cap = job.party(job.host).max_ids
     if len(query.values) > cap:
         raise ProtocolError(
@@ -110,8 +110,7 @@ def guest_side(ctx: PartyContext, table: IdTable) -> IdTable:
         answer = ecdh.multiply(secret, query.values.values)
         own = ecdh.multiply(secret, ecdh.hash_to_group(ids, context(ctx)))
     channel.send(job.host, PsiAnswer(values=big(answer), tags=big(own)))
-    result = channel.expect({Kind.PSI_RESULT}, {job.host}).body
-    assert isinstance(result, PsiResult)
+    result = channel.expect_body(PsiResult, {job.host})
     positions = result.positions
     if positions.size and (
         positions.min() < 0
@@ -125,23 +124,20 @@ def guest_side(ctx: PartyContext, table: IdTable) -> IdTable:
 def host_side(ctx: PartyContext, table: IdTable) -> IdTable:
     """Query every guest, intersect all answers, tell each guest the shared positions."""
     job, channel = ctx.job, ctx.channel
-    hellos = channel.gather(Kind.PSI_HELLO, job.guests)
+    hellos = channel.gather(PsiHello, job.guests)
     for guest in job.guests:  # every hello is checked before any guest gets a query
         check_hello(ctx, guest, hellos[guest])
     pending: dict[str, HostSecret] = {}
     for guest in job.guests:
         hello = hellos[guest]
-        assert isinstance(hello, PsiHello)
         query, secret = host_query(ctx, hello, table)
         pending[guest] = secret
         channel.send(guest, PsiQuery(values=big(query)))
-    answers = channel.gather(Kind.PSI_ANSWER, job.guests)
+    answers = channel.gather(PsiAnswer, job.guests)
     where: dict[str, dict[int, int]] = {}  # guest -> our row -> position in its tag list
     for guest in job.guests:
         answer = answers[guest]
-        assert isinstance(answer, PsiAnswer)
         hello = hellos[guest]
-        assert isinstance(hello, PsiHello)
         where[guest] = match(hello, pending[guest], answer, len(table.ids))
         log.info("%s holds %d of our ids", guest, len(where[guest]))
     shared = set(range(len(table.ids)))
@@ -154,10 +150,9 @@ def host_side(ctx: PartyContext, table: IdTable) -> IdTable:
     return table.take(order)
 
 
-def check_hello(ctx: PartyContext, guest: str, hello: Message) -> None:
+def check_hello(ctx: PartyContext, guest: str, hello: PsiHello) -> None:
     """Refuse a hello with the wrong method, too many ids, or a key that is no permutation."""
     job = ctx.job
-    assert isinstance(hello, PsiHello)
     if hello.method != job.data.psi:
         raise ProtocolError(f"{guest} runs PSI method {hello.method}, the job {job.data.psi}")
     cap = job.party(guest).max_ids

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from privfl.errors import ConfigError
 from privfl.parties.audit import FILE_NAME as AUDIT_FILE
 from privfl.parties.audit import AuditLog
 from privfl.parties.progress import Observer
-from privfl.parties.session import PartyContext
+from privfl.parties.session import PartyContext, run_role
 from privfl.parties.vertical import psi as psi_stage
 from privfl.parties.vertical.guest import run_guest
 from privfl.parties.vertical.host import EpochHook, run_host
@@ -25,9 +24,6 @@ from privfl.protocol.keys import KeyRing
 from privfl.protocol.messages import Header
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import Transport, ZmqTransport
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-FILE_ONLY = {"file_only": True}
 
 
 def load_data(
@@ -109,7 +105,7 @@ def run_party(
         max_pending_bytes=job.max_buffered_mib * 1024 * 1024,
     )
     ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
-    try:
+    with run_role(name, channel, lambda: ctx.peers, [transport]):
         if role == "server":
             return run_server(ctx)
         if table is not None:
@@ -120,13 +116,6 @@ def run_party(
             result = run_host(ctx, data, on_epoch, workers=workers, label_rng=label_rng)
             return psi_stage.recorded(ctx, table, data, result)
         return run_guest(ctx, data, workers)
-    except BaseException as exc:
-        # The CLI prints the one-line error; the log keeps it too, without echoing it twice.
-        logging.getLogger("privfl.party").error("%s stopped: %s", name, exc, extra=FILE_ONLY)
-        channel.abort(ctx.peers, exc)
-        raise
-    finally:
-        transport.close()
 
 
 def check_feature_count(job: JobConfig, name: str, data: PartyData) -> None:
@@ -139,22 +128,3 @@ def check_feature_count(job: JobConfig, name: str, data: PartyData) -> None:
             f"feature_count = {have} under [parties.{name}] in every site's job.toml, or "
             "choose the columns with --features"
         )
-
-
-def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:
-    """INFO and up to ``out/party.log``; warnings (or INFO with verbose) to stderr."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "party.log"
-    root = logging.getLogger()
-    root.setLevel(logging.INFO)
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    file_handler = logging.FileHandler(path)
-    file_handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    console = logging.StreamHandler()
-    console.setLevel(logging.INFO if verbose else logging.WARNING)
-    console.setFormatter(logging.Formatter(f"{name}: %(message)s"))
-    console.addFilter(lambda record: not getattr(record, "file_only", False))
-    root.addHandler(file_handler)
-    root.addHandler(console)
-    return path

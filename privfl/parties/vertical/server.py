@@ -18,8 +18,9 @@ from privfl.crypto.encoding import decode
 from privfl.crypto.paillier import PrivateKey, generate_keypair
 from privfl.errors import ProtocolError
 from privfl.parties import checkpoint
-from privfl.parties.session import PartyContext, big, check_hello, check_rows
+from privfl.parties.session import PartyContext
 from privfl.parties.vertical import server_rules as rules
+from privfl.parties.vertical.handshake import big, check_hello, check_rows
 from privfl.parties.vertical.server_rules import Allowance, Position
 from privfl.protocol.channel import Envelope
 from privfl.protocol.messages import (
@@ -95,7 +96,7 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
     job = ctx.job
     if not predicting:
         rules.feature_counts(job)  # a job without them fails here, before anyone waits
-    checkpoint.remove_legacy_key(ctx)
+    remove_legacy_key(ctx)
     public, private = generate_keypair(job.key_bits, job.obfuscation)
     log.info(
         "generated a %d-bit Paillier key pair (%s obfuscation; the private key stays in memory)",
@@ -103,8 +104,7 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
         public.obfuscation,
     )
     hellos: dict[str, Hello] = {}
-    for sender, hello in ctx.channel.gather(Kind.HELLO, ctx.peers).items():
-        assert isinstance(hello, Hello)
+    for sender, hello in ctx.channel.gather(Hello, ctx.peers).items():
         check_hello(ctx, sender, hello)
         hellos[sender] = hello
     for sender in job.guests:  # every guest's rows line up with the Host's
@@ -119,7 +119,7 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
     if predicting:
         state.at = Position(closed=True, scoring=0, stop=True)
     else:
-        checkpoint.resume_server(ctx, state)
+        resume_server(ctx, state)
     return state
 
 
@@ -155,9 +155,35 @@ def serve(ctx: PartyContext, state: ServerState, env: Envelope) -> Message | Non
     if isinstance(body, Loss):
         result = on_loss(state, env.sender, body)
         if result is not None:
-            checkpoint.save_server(ctx, state, result)
+            save_server(ctx, state, result)
             log.info("epoch %d: Taylor loss %.6f %s", result.epoch + 1, result.loss, result.reason)
         return result
     if isinstance(body, Finish) and env.sender == state.allow.host:
         return None
     raise rules.Refused(f"{env.sender} may not send {env.header.kind} to the server")
+
+
+def remove_legacy_key(ctx: PartyContext) -> None:
+    """Delete a Paillier key file an older privfl left in the checkpoint folder."""
+    path = checkpoint.folder(ctx) / checkpoint.LEGACY_KEY_FILE
+    if path.exists():
+        path.unlink(missing_ok=True)
+        log.warning("removed %s: an older privfl kept the Paillier key there; no longer", path)
+
+
+def resume_server(ctx: PartyContext, state: ServerState) -> None:
+    """Agree on where to resume, restore the loss history (under this run's fresh key)."""
+    if not ctx.checkpoints:
+        return
+    completed = checkpoint.agree(ctx)
+    if completed:
+        state.losses = [float(v) for v in checkpoint.load(ctx, completed)["losses"]]
+        state.at.epoch = completed
+        state.at.closed = completed >= state.allow.max_epochs
+
+
+def save_server(ctx: PartyContext, state: ServerState, result: EpochResult) -> None:
+    """The Server's loss history after an epoch's verdict."""
+    if not ctx.checkpoints:
+        return
+    checkpoint.save(ctx, result.epoch + 1, {"losses": state.losses})

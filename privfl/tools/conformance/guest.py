@@ -28,6 +28,7 @@ from privfl.data.alignment import row_commitment
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, CryptoError
 from privfl.learning.taylor import gradient, learning_rate
+from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
     Batch,
     BigInts,
@@ -103,8 +104,7 @@ class GuestRun:
             env = expect(report, peer, Kind.HELLO, party, f"Hello from {party} to {peer.name}")
             if env is None:
                 return False
-            hello = env.body
-            assert isinstance(hello, Hello)
+            hello = body_as(env.body, Hello)
             self.hello = hello
             digests.append(hello.rows_digest)
             report.check(
@@ -153,8 +153,7 @@ class GuestRun:
         env = expect(self.report, self.host, Kind.FORWARD, self.party, what)
         if env is None:
             return None
-        fwd = env.body
-        assert isinstance(fwd, Forward)
+        fwd = body_as(env.body, Forward)
         n = self.key.n
         z = decode(self.fresh.observe("forward.scores", fwd.scores.values), VALUE_BITS, n)
         squares = self.fresh.observe("forward.sum_squares", fwd.sum_squares.values)
@@ -180,8 +179,7 @@ class GuestRun:
         env = expect(report, self.server, Kind.DECRYPT_REQUEST, party, what)
         if env is None:
             return None
-        request = env.body
-        assert isinstance(request, DecryptRequest)
+        request = body_as(env.body, DecryptRequest)
         features = self.hello.features if self.hello else 0
         packed = packing.packed_length(features, n)
         report.check(
@@ -193,8 +191,8 @@ class GuestRun:
         what = f"epoch {epoch}: Residual with others → CrossTerm to the host"
         env = expect(report, self.host, Kind.CROSS_TERM, party, what)
         if env is not None:
-            assert isinstance(env.body, CrossTerm)
-            plain = self.fresh.observe("cross_term", env.body.value.values)
+            body = body_as(env.body, CrossTerm)
+            plain = self.fresh.observe("cross_term", body.value.values)
             got = float(decode(plain, LOSS_BITS, n)[0])
             want = float(z @ others)
             report.check(
@@ -271,9 +269,9 @@ def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | 
     run.answer(request, 1)
     env = expect(report, run.host, Kind.SCORES, party, "ScoreRequest is answered with Scores")
     if env is not None:
-        assert isinstance(env.body, Scores)
+        body = body_as(env.body, Scores)
         theta = _expected_weights(run, [(first, None, 0), (second, idx, 1)])
-        _check_scores(run, env.body, theta)
+        _check_scores(run, body, theta)
     quiet(report, [run.host], party, "a repeated message id is refused")
     acknowledged(report, [run.host, run.server], party)
     _check_randomness(run)

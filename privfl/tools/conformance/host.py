@@ -12,12 +12,14 @@ from typing import Any
 import numpy as np
 
 from privfl.config.vertical import JobConfig
-from privfl.crypto import fresh, packing
+from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import PrivateKey
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.data.alignment import row_commitment
 from privfl.errors import ConfigError, PeerAborted
+from privfl.protocol import fresh
+from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
     Batch,
     BigInts,
@@ -67,18 +69,18 @@ def host_script(
         env = expect(report, server, Kind.HELLO, party, "Hello from the host to the server")
         if env is None:
             return
-        assert isinstance(env.body, Hello)
-        report.check("Hello says host", env.body.role == "host")
+        body = body_as(env.body, Hello)
+        report.check("Hello says host", body.role == "host")
         data = next(iter(shapes.values()))
         digest = row_commitment(job.session, data.train_ids, data.test_ids)
         report.check(
             "the host's row commitment is the demo split's (§2.3)",
-            env.body.rows_digest == digest,
-            f"got {env.body.rows_digest[:16] or 'none'}, expected {digest[:16]}",
+            body.rows_digest == digest,
+            f"got {body.rows_digest[:16] or 'none'}, expected {digest[:16]}",
         )
         for name, peer in guests.items():
             features = shapes[name].x_train.shape[1]
-            hello = Hello("guest", job.fingerprint(), env.body.rows, features, digest)
+            hello = Hello("guest", job.fingerprint(), body.rows, features, digest)
             peer.channel.send(party, hello)
         message, private = server_key(job)
         server.channel.send(party, message)
@@ -92,9 +94,9 @@ def host_script(
             got = expect(report, peer, Kind.RESUME, party, f"Resume sent to {peer.name}")
             if got is None:
                 return
-            assert isinstance(got.body, Resume)
-            report.check("resume from scratch", got.body.completed == 0)
-        rules = ServerRules(job, env.body.features, shapes)
+            got_body = body_as(got.body, Resume)
+            report.check("resume from scratch", got_body.completed == 0)
+        rules = ServerRules(job, body.features, shapes)
         _serve_host(job, party, ending, report, server, guests, private, rules)
         if ending == "violation":
             exits_nonzero(report, party, process)

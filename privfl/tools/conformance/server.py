@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl.config.vertical import JobConfig
-from privfl.crypto import fresh, packing
+from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, encode
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.crypto.paillier import unmask
@@ -18,6 +18,8 @@ from privfl.errors import CryptoError
 from privfl.learning.taylor import batch_sizes
 from privfl.parties.vertical.batches import job_least_batch
 from privfl.parties.vertical.server_rules import LOSS_BITS, split_sizes
+from privfl.protocol import fresh
+from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
     Decrypted,
     DecryptRequest,
@@ -126,9 +128,9 @@ def _server_handshake(
         env = expect(report, peer, Kind.PUBLIC_KEY, party, f"public key sent to {peer.name}")
         if env is None:
             return None
-        assert isinstance(env.body, PublicKey)
-        keys[peer.name] = (env.body.n, env.body.h_s)
-        if not check_public_key(report, job, env.body):
+        body = body_as(env.body, PublicKey)
+        keys[peer.name] = (body.n, body.h_s)
+        if not check_public_key(report, job, body):
             return None
     report.check("every party gets the same key (n and h_s)", len(set(keys.values())) == 1)
     if expect(report, host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host") is None:
@@ -175,8 +177,8 @@ def _server_epoch(
     env = expect(report, host, Kind.EPOCH_RESULT, party, "Loss → EpochResult")
     if env is None:
         return False
-    assert isinstance(env.body, EpochResult)
-    report.check("loss is decrypted and averaged", abs(env.body.loss - mean) < 1e-9)
+    body = body_as(env.body, EpochResult)
+    report.check("loss is decrypted and averaged", abs(body.loss - mean) < 1e-9)
     _score_requests(report, party, host, key, plan, epoch)
     return True
 

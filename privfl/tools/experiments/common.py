@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import math
 import platform
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +15,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-
-from privfl.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,24 +149,3 @@ def write_outputs(exp: Experiment, result: ExperimentResult, out: Path, settings
     report = out / "report.md"
     report.write_text("\n".join(parts))
     return report
-
-
-def run_named(name: str, out: Path, settings: Settings, command: str = "") -> Path:
-    """Run one experiment by name and write its outputs under ``out``; return the report path."""
-    from privfl.tools.experiments import dpsgd_fsdp, hfl, vfl  # noqa: F401  (registers them)
-
-    if name not in EXPERIMENTS:
-        raise ConfigError(
-            f"unknown experiment {name!r}; choose one of {', '.join(sorted(EXPERIMENTS))}"
-        )
-    exp = EXPERIMENTS[name]
-    started = time.monotonic()
-    result = exp.run(settings)
-    command = command or f"privfl experiment {name}" + (" --quick" if settings.quick else "")
-    return write_outputs(exp, result, out, settings, time.monotonic() - started, command)
-
-
-def names() -> list[str]:
-    from privfl.tools.experiments import dpsgd_fsdp, hfl, vfl  # noqa: F401
-
-    return sorted(EXPERIMENTS)

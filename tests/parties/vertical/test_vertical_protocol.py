@@ -35,13 +35,14 @@ import privfl.crypto.paillier as paillier
 import privfl.parties.vertical.host_steps as host_steps
 import privfl.parties.vertical.server as server_steps
 from privfl.config.vertical import JobConfig, with_overrides
-from privfl.crypto import fresh, packing
+from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, PeerAborted, PeerUnavailable, TrainingDiverged
 from privfl.learning.taylor import reference_train, sigmoid
 from privfl.mechanisms.label_dp import flipback, randomized_response
 from privfl.parties.vertical.runner import load_data
+from privfl.protocol import fresh
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch, Decrypted, DecryptRequest
 

@@ -54,7 +54,7 @@ class Fresh(BigInts):
     def __init__(self, values: tuple[int, ...], *, mint: object = None) -> None:
         if mint is not _MINT:
             raise StaleCiphertext(
-                "Fresh ciphertexts come only from privfl.crypto.fresh.encrypt, rerandomize "
+                "Fresh ciphertexts come only from privfl.protocol.fresh.encrypt, rerandomize "
                 "or mask; re-randomise the vector before sending it"
             )
         object.__setattr__(self, "values", values)
@@ -131,7 +131,7 @@ def require(body: object) -> None:
         if not isinstance(value, Fresh):
             raise StaleCiphertext(
                 f"{what} is not freshly encrypted or re-randomised by this party; "
-                "pass it through privfl.crypto.fresh before sending (a privfl bug: report it)"
+                "pass it through privfl.protocol.fresh before sending (a privfl bug: report it)"
             )
         if value.sent:
             raise StaleCiphertext(

@@ -1,4 +1,4 @@
-"""The fresh-ciphertext rule (DESIGN §6), made structural by privfl.crypto.fresh.
+"""The fresh-ciphertext rule (DESIGN §6), made structural by privfl.protocol.fresh.
 
 Known answers with a 512-bit key: Fresh vectors decrypt to what went in; nothing
 else mints them; a channel refuses any ciphertext field that is not Fresh, a Fresh
@@ -12,8 +12,8 @@ from dataclasses import fields
 
 import pytest
 
-from privfl.crypto import fresh
 from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair
+from privfl.protocol import fresh
 from privfl.protocol.channel import Channel
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import (

@@ -1,0 +1,122 @@
+"""The vertical handshake (Hello, row commitment, the Server's key) and a party's model file."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.crypto.paillier import PublicKey
+from privfl.data.alignment import row_commitment
+from privfl.errors import ConfigError, ProtocolError
+from privfl.parties.session import PartyContext, write_json
+from privfl.protocol.messages import BigInts, Hello
+from privfl.protocol.messages import PublicKey as PublicKeyMsg
+
+log = logging.getLogger("privfl.party")
+
+
+def big(values: Sequence[int]) -> BigInts:
+    """Wrap ciphertexts or residues for the wire."""
+    return BigInts(tuple(int(v) for v in values))
+
+
+def announce(
+    ctx: PartyContext,
+    role: str,
+    rows: int,
+    features: int,
+    to: Sequence[str],
+    rows_digest: str = "",
+    train_rows: int = 0,
+) -> None:
+    """Send our Hello (job fingerprint, table shape, row commitment) to those who check it."""
+    hello = Hello(
+        role=role,
+        job_fingerprint=ctx.job.fingerprint(),
+        rows=rows,
+        features=features,
+        rows_digest=rows_digest,
+        train_rows=train_rows,
+    )
+    ctx.channel.broadcast(to, hello)
+
+
+def rows_digest(ctx: PartyContext, train_ids: Sequence[str], test_ids: Sequence[str]) -> str:
+    """Our commitment to the ordered row ids, salted by the session (docs/protocol.md §2.3)."""
+    return row_commitment(ctx.job.session, train_ids, test_ids)
+
+
+def check_rows(sender: str, digest: str, reference: str, whose: str) -> None:
+    """Refuse a party whose ordered rows differ from ``whose`` rows (its row commitment)."""
+    if digest != reference:
+        got = digest[:16] or "none"
+        raise ConfigError(
+            f"{sender}'s rows do not line up with {whose}: row commitment {got}, expected "
+            f"{reference[:16]}; every party must hold the same ids in the same order and split "
+            "(docs/protocol.md §2.3)"
+        )
+
+
+def check_hello(ctx: PartyContext, sender: str, hello: Hello) -> None:
+    """Refuse a peer that runs another job file or claims another role."""
+    ours = ctx.job.fingerprint()
+    if hello.job_fingerprint != ours:
+        raise ConfigError(
+            f"party {sender} runs a different job file (fingerprint {hello.job_fingerprint}, "
+            f"ours {ours}); give every party the same job.toml"
+        )
+    expected = ctx.job.party(sender).role
+    if hello.role != expected:
+        raise ProtocolError(f"party {sender} says it is a {hello.role}, the job says {expected}")
+
+
+def receive_public_key(ctx: PartyContext) -> PublicKey:
+    """Wait for the Server's Paillier public key and check its size against the job."""
+    # The Server sends the key only once every Hello is in, waiting up to one timeout
+    # for a missing party; wait longer than that, so that the Server, which knows who
+    # is missing, times out first and names that party in its Abort.
+    body = ctx.channel.expect_body(PublicKeyMsg, {ctx.job.server}, 2 * ctx.job.timeout_seconds)
+    key = PublicKey.from_n(body.n, body.h_s)
+    if key.bits < ctx.job.key_bits:
+        raise ProtocolError(
+            f"server sent a {key.bits}-bit key; the job asks for {ctx.job.key_bits}"
+        )
+    if key.obfuscation != ctx.job.obfuscation:
+        raise ProtocolError(
+            f"server sent a key for {key.obfuscation} obfuscation; the job asks for "
+            f"{ctx.job.obfuscation}"
+        )
+    log.info("received the server's %d-bit Paillier public key", key.bits)
+    return key
+
+
+def save_model(
+    ctx: PartyContext,
+    role: str,
+    feature_names: Sequence[str],
+    weights: np.ndarray,
+    mean: np.ndarray,
+    scale: np.ndarray,
+    bias: float | None = None,
+) -> Path:
+    """Save this party's own weights by feature name, with the standardisation it used."""
+    model: dict[str, Any] = {
+        "party": ctx.name,
+        "role": role,
+        "session": ctx.job.session,
+        "weights": {n: float(w) for n, w in zip(feature_names, weights, strict=True)},
+        "standardisation": {
+            n: {"mean": float(m), "scale": float(s)}
+            for n, m, s in zip(feature_names, mean, scale, strict=True)
+        },
+        "note": "weights apply to standardised features: (x - mean) / scale",
+    }
+    if bias is not None:
+        model["bias"] = float(bias)
+    path = ctx.out / "model.json"
+    write_json(path, model)
+    return path

@@ -1,0 +1,43 @@
+"""Run one role's conformance script against a party under test, and check how it exits."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+
+from privfl.config.vertical import JobConfig
+from privfl.errors import ConfigError
+from privfl.tools.conformance.guest import guest_script
+from privfl.tools.conformance.host import host_script
+from privfl.tools.conformance.peer import Report
+from privfl.tools.conformance.server import server_script
+
+Script = Callable[[JobConfig, str, str, Report, "subprocess.Popen[bytes] | None"], None]
+SCRIPTS: dict[str, Script] = {
+    "guest": guest_script,
+    "host": host_script,
+    "server": server_script,
+}
+
+
+def run(job: JobConfig, role: str, party: str, ending: str, command: Sequence[str] = ()) -> Report:
+    """Run the scripted peer for ``role`` against ``party`` (started from ``command`` if given)."""
+    spec = job.party(party)
+    if spec.role != role:
+        raise ConfigError(f"party {party} is a {spec.role}, not a {role}")
+    if role not in SCRIPTS:
+        raise ConfigError(f"no conformance script for role {role!r}")
+    report = Report()
+    process = None
+    if command:
+        try:
+            process = subprocess.Popen(list(command))
+        except OSError as exc:
+            raise ConfigError(f"cannot start the party under test {command[0]!r}: {exc}") from exc
+    try:
+        SCRIPTS[role](job, party, ending, report, process)
+    finally:
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+    return report
