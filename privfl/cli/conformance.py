@@ -24,6 +24,7 @@ ROLES = ("guest", "host", "server")  # privfl.tools.conformance.SCRIPTS, without
     help="End with a Finish (party must exit 0) or a fatal violation (party must Abort).",
 )
 @click.argument("party_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
+@friendly_errors
 def command(
     role: str, job_file: Path, party: str, ending: str, party_command: tuple[str, ...]
 ) -> None:
@@ -44,12 +45,8 @@ def command(
     from privfl.config.vertical import load_job
     from privfl.tools.conformance.runner import run
 
-    @friendly_errors
-    def go() -> None:
-        report = run(load_job(job_file), role, party, ending, party_command)
-        passed = sum(ok for _, ok, _ in report.checks)
-        click.echo(f"{passed}/{len(report.checks)} checks passed")
-        if not report.passed:
-            sys.exit(1)
-
-    go()
+    report = run(load_job(job_file), role, party, ending, party_command)
+    passed = sum(ok for _, ok, _ in report.checks)
+    click.echo(f"{passed}/{len(report.checks)} checks passed")
+    if not report.passed:
+        sys.exit(1)

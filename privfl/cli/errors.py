@@ -42,4 +42,5 @@ def friendly_errors(func: F) -> F:
             )
             sys.exit(EXIT_INTERNAL)
 
+    wrapper.friendly_errors = True  # type: ignore[attr-defined]  # checked by tests/cli
     return wrapper  # type: ignore[return-value]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from privfl.cli.errors import friendly_errors
 from privfl.tools.experiments.catalog import names, run_named
 from privfl.tools.experiments.common import Settings
 
@@ -46,6 +47,7 @@ hfl-* and dpsgd-fsdp experiments switch to MNIST when --data-dir is given.
 )
 @click.option("--data-dir", default="", help="Folder with MNIST IDX files (optional).")
 @click.option("--seed", default=0, show_default=True, help="Random seed of the run.")
+@friendly_errors
 def experiment(name: str, quick: bool, out: Path, data_dir: str, seed: int) -> None:
     todo = names() if name == "all" else [name]
     if name != "all" and name not in names():

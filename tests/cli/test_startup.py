@@ -61,3 +61,27 @@ def test_every_top_level_command_resolves() -> None:
     ctx = main.make_context("privfl", ["--help"], resilient_parsing=True)
     for name in COMMANDS:
         assert main.get_command(ctx, name) is not None, name
+
+
+def test_every_command_reports_errors_in_one_line() -> None:
+    """Each leaf command is wrapped in friendly_errors (or reports through one inside)."""
+    import click
+
+    from privfl.cli import main
+
+    def leaves(group: click.Group, ctx: click.Context, path: str) -> list[tuple[str, object]]:
+        found = []
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            assert command is not None
+            if isinstance(command, click.Group):
+                found += leaves(command, ctx, f"{path} {name}")
+            else:
+                found.append((f"{path} {name}", command.callback))
+        return found
+
+    ctx = main.make_context("privfl", ["--help"], resilient_parsing=True)
+    commands = leaves(main, ctx, "privfl")
+    assert len(commands) >= 15
+    unwrapped = [path for path, callback in commands if not getattr(callback, "friendly_errors", 0)]
+    assert unwrapped == []
