@@ -215,8 +215,8 @@ class CrossTerm:
 
 
 @dataclass(frozen=True, slots=True)
-class DecryptRequest:
-    """Masked ciphertexts the Server is asked to decrypt (it cannot tell them from noise)."""
+class _MaskedValues:
+    """The body DecryptRequest and Decrypted share: a batch position, a purpose, values."""
 
     epoch: int
     batch: int
@@ -229,17 +229,13 @@ class DecryptRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Decrypted:
+class DecryptRequest(_MaskedValues):
+    """Masked ciphertexts the Server is asked to decrypt (it cannot tell them from noise)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decrypted(_MaskedValues):
     """The Server's plaintext residues of a DecryptRequest, in the same order."""
-
-    epoch: int
-    batch: int
-    purpose: str
-    values: BigInts
-
-    def __post_init__(self) -> None:
-        _position(self.epoch, self.batch)
-        _require(self.purpose in PURPOSES, f"unknown purpose {self.purpose!r}")
 
 
 @dataclass(frozen=True, slots=True)
