@@ -691,14 +691,7 @@ def _only_protocol_errors(call: Callable[[], object]) -> None:
         call()
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=200), st.binary(max_size=200))
-def test_random_frames_raise_only_protocol_errors(head: bytes, body: bytes) -> None:
-    # Act / assert: anything other than ProtocolError propagates and fails the test.
-    _only_protocol_errors(lambda: codec.decode([head, body]))
-    _only_protocol_errors(lambda: codec.decode_header(head))
-    for kind in (Kind.BATCH, Kind.PUBLIC_KEY, Kind.LOSS):
-        _only_protocol_errors(lambda kind=kind: codec.decode_body(kind, body))
+# Random bytes as frames: tests/protocol/test_fuzz_codec.py.
 
 
 _scalars = st.one_of(
