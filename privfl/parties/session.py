@@ -1,4 +1,4 @@
-"""What every role of both modes does alike: its context, logging, outputs, and failing cleanly.
+"""What every role of both modes does alike: its context, logging, and failing cleanly.
 
 :func:`run_role` is the one place where a party that stops — on an error, an Abort
 from a peer, a timeout or Ctrl-C — logs why (once, to its log file: the command line
@@ -8,16 +8,13 @@ waiting out their timeout, and closes its sockets.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from privfl.config.vertical import JobConfig
 from privfl.protocol.channel import Channel
@@ -102,19 +99,3 @@ def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:
 def run_dir_default() -> Path:
     """``runs/<timestamp>``, the default output folder of every command."""
     return Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, indent=2, allow_nan=True)
-        handle.write("\n")
-    os.replace(tmp, path)
-
-
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line (metrics per epoch)."""
-    with path.open("a") as handle:
-        handle.write(json.dumps(record) + "\n")

@@ -19,7 +19,7 @@ from typing import Any
 from privfl.errors import ConfigError, PrivflError
 from privfl.config.horizontal import HflConfig, HflJob, HflParty, save_hfl_job
 from privfl.runs.launcher import POLL_SECONDS, EpochProgress, PartyProcess, last_error, stop_all
-from privfl.parties.session import write_json
+from privfl.parties.files import write_json
 from privfl.protocol.keys import generate_keypair
 from privfl.protocol.transport import free_tcp_endpoints
 

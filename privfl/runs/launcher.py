@@ -17,7 +17,7 @@ from tqdm import tqdm
 from privfl.config.vertical import JobConfig
 from privfl.errors import PrivflError
 from privfl.runs.kits import write_kit
-from privfl.parties.session import write_json
+from privfl.parties.files import write_json
 
 POLL_SECONDS = 0.2
 GRACE_SECONDS = 10.0  # after one party fails, how long the others get to notice and exit

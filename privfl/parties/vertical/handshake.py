@@ -12,7 +12,8 @@ import numpy as np
 from privfl.crypto.paillier import PublicKey
 from privfl.data.alignment import row_commitment
 from privfl.errors import ConfigError, ProtocolError
-from privfl.parties.session import PartyContext, write_json
+from privfl.parties.files import write_json
+from privfl.parties.session import PartyContext
 from privfl.protocol.messages import BigInts, Hello
 from privfl.protocol.messages import PublicKey as PublicKeyMsg
 
