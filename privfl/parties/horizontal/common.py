@@ -8,9 +8,9 @@ from collections.abc import Collection
 from privfl.config.horizontal import HflJob
 from privfl.errors import PeerUnavailable, ProtocolError
 from privfl.protocol.channel import Channel, Envelope
-from privfl.protocol.hfl_net import Listener, Outbound
 from privfl.protocol.keys import KeyRing
 from privfl.protocol.messages import Kind
+from privfl.protocol.transport import Listener, Outbound
 
 log = logging.getLogger("privfl.hfl")
 
