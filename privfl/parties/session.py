@@ -1,4 +1,4 @@
-"""What every role of both modes does alike: its context, logging, and failing cleanly.
+"""What every role of both modes does alike: its context, keys, logging, and failing cleanly.
 
 :func:`run_role` is the one place where a party that stops — on an error, an Abort
 from a peer, a timeout or Ctrl-C — logs why (once, to its log file: the command line
@@ -14,10 +14,12 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from privfl.config.core import JobFile
 from privfl.config.vertical import JobConfig
 from privfl.protocol.channel import Channel
+from privfl.protocol.keys import PUBLIC_SUFFIX, SECRET_SUFFIX, KeyRing
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FILE_ONLY = {"file_only": True}  # a log record the console leaves to the party log
@@ -38,6 +40,16 @@ class PartyContext:
     @property
     def peers(self) -> list[str]:
         return [n for n in self.job.parties if n != self.name]
+
+
+def keyring(job: JobFile[Any], name: str, peers: Collection[str]) -> KeyRing:
+    """Our CURVE key pair and the public keys of ``peers``, from the job's key folder."""
+    folder = job.keys_path()
+    return KeyRing.from_files(
+        name,
+        folder / f"{name}{SECRET_SUFFIX}",
+        {peer: folder / f"{peer}{PUBLIC_SUFFIX}" for peer in peers},
+    )
 
 
 class Aborts(Protocol):

@@ -136,7 +136,7 @@ class Hello:
 
 
 @dataclass(frozen=True, slots=True)
-class PublicKey:
+class PublicKeyMessage:
     """The Server's Paillier public key (the private key never leaves the Server).
 
     ``h_s`` is the DJN generator every party must use for ``obfuscation = "djn"``;
@@ -405,7 +405,7 @@ class Resume:
 
 Message = (
     Hello
-    | PublicKey
+    | PublicKeyMessage
     | Batch
     | Forward
     | Residual
@@ -437,7 +437,7 @@ Message = (
 
 MESSAGE_TYPES: dict[Kind, type] = {
     Kind.HELLO: Hello,
-    Kind.PUBLIC_KEY: PublicKey,
+    Kind.PUBLIC_KEY: PublicKeyMessage,
     Kind.BATCH: Batch,
     Kind.FORWARD: Forward,
     Kind.RESIDUAL: Residual,
