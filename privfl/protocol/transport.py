@@ -212,7 +212,42 @@ def check_keys(name: str, keys: KeyRing | None, curve: bool = True) -> None:
         raise ConfigError(f"key ring belongs to {keys.name!r}, not to {name!r}")
 
 
-class ZmqTransport(Closeable):
+class _Endpoint(Closeable):
+    """What every transport has: a checked name and key ring, its Sockets, and one close."""
+
+    def __init__(
+        self,
+        name: str,
+        keys: KeyRing | None,
+        *,
+        curve: bool = True,
+        linger_ms: int,
+        send_timeout: float | None = None,
+    ) -> None:
+        self.name = check_party_name(name)
+        check_keys(self.name, keys, curve)
+        self._closed = False
+        self._sockets = Sockets(
+            self.name, keys if curve else None, linger_ms=linger_ms, send_timeout=send_timeout
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PrivflError(f"transport {self.name!r} is closed; create a new one")
+
+    def _stop_watching(self) -> None:
+        """Stop what follows the sockets, before they close (subclasses that watch)."""
+
+    def close(self, linger_ms: int | None = None) -> None:
+        """Close the sockets, stop the ZAP handler and end the context (waits ≤ linger)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_watching()
+        self._sockets.close(linger_ms)
+
+
+class ZmqTransport(_Endpoint):
     """ROUTER inbox bound at `endpoint` plus one DEALER per peer, CURVE-authenticated by default.
 
     Not thread-safe (ZeroMQ sockets are not): use one instance from one thread.
@@ -234,14 +269,11 @@ class ZmqTransport(Closeable):
         max_frame: int = MAX_WIRE_FRAME,
         grace: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
-        self.name = check_party_name(name)
-        check_keys(self.name, keys, curve)
+        super().__init__(name, keys, curve=curve, linger_ms=linger_ms)
         self._curve = curve
         self._endpoints = dict(peers)
         self._known = frozenset(peers) | frozenset(keys.peers if keys else ())
         self._send_timeout = send_timeout
-        self._closed = False
-        self._sockets = Sockets(self.name, keys if curve else None, linger_ms=linger_ms)
         self._watch: HandshakeWatch | None = None
         self._peer_keys = dict(keys.peers) if keys else {}
         self._inbox: zmq.Socket[bytes] | None = None
@@ -363,21 +395,13 @@ class ZmqTransport(Closeable):
         )
         return None
 
-    def _check_open(self) -> None:
-        _check_open(self.name, self._closed)
-
-    def close(self, linger_ms: int | None = None) -> None:
-        """Close the sockets, stop the ZAP handler and end the context (waits ≤ linger)."""
-        if self._closed:
-            return
-        self._closed = True
+    def _stop_watching(self) -> None:
         if self._watch is not None:
             self._watch.stop()
         self._links.close()
-        self._sockets.close(linger_ms)
 
 
-class Listener(Closeable):
+class Listener(_Endpoint):
     """One CURVE ROUTER bound at ``endpoint``; replies go back over each peer's own connection.
 
     The horizontal mode's aggregator and Shuffler. Its peers connect under their bare
@@ -393,11 +417,8 @@ class Listener(Closeable):
         send_timeout: float = 10.0,
         linger_ms: int = 1000,
     ) -> None:
-        self.name = check_party_name(name)
-        check_keys(self.name, keys)
+        super().__init__(name, keys, linger_ms=linger_ms, send_timeout=send_timeout)
         self._peers = frozenset(keys.peers)
-        self._closed = False
-        self._sockets = Sockets(self.name, keys, linger_ms=linger_ms, send_timeout=send_timeout)
         try:
             self._router = self._sockets.router(endpoint, mandatory=True)
         except BaseException:
@@ -405,7 +426,7 @@ class Listener(Closeable):
             raise
 
     def send(self, peer: str, frames: Sequence[bytes]) -> None:
-        _check_open(self.name, self._closed)
+        self._check_open()
         try:
             self._router.send_multipart([peer.encode(), *frames])
         except (zmq.Again, zmq.ZMQError) as exc:
@@ -414,7 +435,7 @@ class Listener(Closeable):
             ) from exc
 
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
-        _check_open(self.name, self._closed)
+        self._check_open()
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
@@ -431,14 +452,8 @@ class Listener(Closeable):
             if time.monotonic() >= deadline:
                 return None
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._sockets.close()
 
-
-class Outbound(Closeable):
+class Outbound(_Endpoint):
     """One CURVE DEALER per listener in ``peers`` (name → endpoint); never binds."""
 
     def __init__(
@@ -452,11 +467,8 @@ class Outbound(Closeable):
         watch: Collection[str] = (),
         grace: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
-        self.name = check_party_name(name)
-        check_keys(self.name, keys)
+        super().__init__(name, keys, linger_ms=linger_ms, send_timeout=send_timeout)
         self._send_timeout = send_timeout
-        self._closed = False
-        self._sockets = Sockets(self.name, keys, linger_ms=linger_ms, send_timeout=send_timeout)
         self._dealers: dict[str, zmq.Socket[bytes]] = {}
         self._poller = zmq.Poller()
         self._links = LinkWatch(self.name, grace)
@@ -471,7 +483,7 @@ class Outbound(Closeable):
             raise
 
     def send(self, peer: str, frames: Sequence[bytes]) -> None:
-        _check_open(self.name, self._closed)
+        self._check_open()
         dealer = self._dealers.get(peer)
         if dealer is None:
             raise ConfigError(f"{self.name!r} has no peer {peer!r}")
@@ -495,7 +507,7 @@ class Outbound(Closeable):
 
     def lost_peers(self) -> dict[str, float]:
         """Watched peers whose connection went and did not come back within the grace."""
-        _check_open(self.name, self._closed)
+        self._check_open()
         return self._links.lost()
 
     @property
@@ -503,24 +515,15 @@ class Outbound(Closeable):
         return self._links.grace
 
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
-        _check_open(self.name, self._closed)
+        self._check_open()
         ready = dict(self._poller.poll(max(0, math.ceil(timeout * 1000))))
         for peer, dealer in self._dealers.items():
             if ready.get(dealer):
                 return peer, dealer.recv_multipart()
         return None
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _stop_watching(self) -> None:
         self._links.close()
-        self._sockets.close()
-
-
-def _check_open(name: str, closed: bool) -> None:
-    if closed:
-        raise PrivflError(f"transport {name!r} is closed; create a new one")
 
 
 def route_id(name: str) -> bytes:
