@@ -247,53 +247,29 @@ class _Endpoint(Closeable):
         self._sockets.close(linger_ms)
 
 
-class ZmqTransport(_Endpoint):
-    """ROUTER inbox bound at `endpoint` plus one DEALER per peer, CURVE-authenticated by default.
-
-    Not thread-safe (ZeroMQ sockets are not): use one instance from one thread.
-    `peers` maps peer name to its endpoint; `keys.peers` is the inbox allow-list.
-    `curve=False` is for tests and debugging only: anyone who can reach the port
-    may then claim to be any known peer.
-    """
+class _Dealers(_Endpoint):
+    """A transport that reaches its peers over DEALERs: sends wait for the connection,
+    and end early, naming the peer, once the liveness watch finds it lost."""
 
     def __init__(
         self,
         name: str,
-        endpoint: str,
         peers: Mapping[str, str],
         keys: KeyRing | None,
         *,
         curve: bool = True,
-        send_timeout: float = 30.0,
-        linger_ms: int = 2000,
-        max_frame: int = MAX_WIRE_FRAME,
-        grace: float = DEFAULT_GRACE_SECONDS,
+        send_timeout: float,
+        linger_ms: int,
+        grace: float,
+        socket_send_timeout: float | None = None,
     ) -> None:
-        super().__init__(name, keys, curve=curve, linger_ms=linger_ms)
-        self._curve = curve
+        super().__init__(
+            name, keys, curve=curve, linger_ms=linger_ms, send_timeout=socket_send_timeout
+        )
         self._endpoints = dict(peers)
-        self._known = frozenset(peers) | frozenset(keys.peers if keys else ())
         self._send_timeout = send_timeout
-        self._watch: HandshakeWatch | None = None
-        self._peer_keys = dict(keys.peers) if keys else {}
-        self._inbox: zmq.Socket[bytes] | None = None
         self._dealers: dict[str, zmq.Socket[bytes]] = {}
         self._links = LinkWatch(self.name, grace)
-        try:
-            self._inbox = self._sockets.router(endpoint, max_frame=max_frame)
-            if self._curve:
-                self._watch = HandshakeWatch(self._inbox, self.name)
-            for peer, peer_endpoint in self._endpoints.items():
-                self._dealers[peer] = self._sockets.dealer(
-                    peer, peer_endpoint, route_id(self.name), self._links
-                )
-        except BaseException:
-            self.close()
-            raise
-
-    @property
-    def _auth(self) -> AllowListAuthenticator | None:
-        return self._sockets.auth
 
     def send(self, peer: str, frames: Sequence[bytes]) -> None:
         """Send one multipart message to `peer`, waiting at most `send_timeout` seconds.
@@ -322,13 +298,6 @@ class ZmqTransport(_Endpoint):
                 )
             self._dealers[peer].poll(min(SEND_POLL_MS, math.ceil(left * 1000)), zmq.POLLOUT)
 
-    def connected(self, peer: str) -> bool:
-        """Whether a message to `peer` can be queued now (its authenticated connection is up)."""
-        self._check_open()
-        dealer = self._dealers.get(peer)
-        # With IMMEDIATE, a DEALER is writable exactly when a handshake has completed.
-        return dealer is not None and bool(dealer.poll(0, zmq.POLLOUT))
-
     def lost_peers(self) -> dict[str, float]:
         """Peers whose connection went and did not come back within the grace, and since when."""
         self._check_open()
@@ -350,6 +319,69 @@ class ZmqTransport(_Endpoint):
         except zmq.Again:
             return False
         return True
+
+    def _stop_watching(self) -> None:
+        self._links.close()
+
+
+class ZmqTransport(_Dealers):
+    """ROUTER inbox bound at `endpoint` plus one DEALER per peer, CURVE-authenticated by default.
+
+    Not thread-safe (ZeroMQ sockets are not): use one instance from one thread.
+    `peers` maps peer name to its endpoint; `keys.peers` is the inbox allow-list.
+    `curve=False` is for tests and debugging only: anyone who can reach the port
+    may then claim to be any known peer.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        endpoint: str,
+        peers: Mapping[str, str],
+        keys: KeyRing | None,
+        *,
+        curve: bool = True,
+        send_timeout: float = 30.0,
+        linger_ms: int = 2000,
+        max_frame: int = MAX_WIRE_FRAME,
+        grace: float = DEFAULT_GRACE_SECONDS,
+    ) -> None:
+        super().__init__(
+            name,
+            peers,
+            keys,
+            curve=curve,
+            send_timeout=send_timeout,
+            linger_ms=linger_ms,
+            grace=grace,
+        )
+        self._curve = curve
+        self._known = frozenset(peers) | frozenset(keys.peers if keys else ())
+        self._watch: HandshakeWatch | None = None
+        self._peer_keys = dict(keys.peers) if keys else {}
+        self._inbox: zmq.Socket[bytes] | None = None
+        try:
+            self._inbox = self._sockets.router(endpoint, max_frame=max_frame)
+            if self._curve:
+                self._watch = HandshakeWatch(self._inbox, self.name)
+            for peer, peer_endpoint in self._endpoints.items():
+                self._dealers[peer] = self._sockets.dealer(
+                    peer, peer_endpoint, route_id(self.name), self._links
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def _auth(self) -> AllowListAuthenticator | None:
+        return self._sockets.auth
+
+    def connected(self, peer: str) -> bool:
+        """Whether a message to `peer` can be queued now (its authenticated connection is up)."""
+        self._check_open()
+        dealer = self._dealers.get(peer)
+        # With IMMEDIATE, a DEALER is writable exactly when a handshake has completed.
+        return dealer is not None and bool(dealer.poll(0, zmq.POLLOUT))
 
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         """Return (sender, frames) of the next authentic message, or None after `timeout` s.
@@ -398,7 +430,7 @@ class ZmqTransport(_Endpoint):
     def _stop_watching(self) -> None:
         if self._watch is not None:
             self._watch.stop()
-        self._links.close()
+        super()._stop_watching()
 
 
 class Listener(_Endpoint):
@@ -453,7 +485,7 @@ class Listener(_Endpoint):
                 return None
 
 
-class Outbound(_Endpoint):
+class Outbound(_Dealers):
     """One CURVE DEALER per listener in ``peers`` (name → endpoint); never binds."""
 
     def __init__(
@@ -467,11 +499,16 @@ class Outbound(_Endpoint):
         watch: Collection[str] = (),
         grace: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
-        super().__init__(name, keys, linger_ms=linger_ms, send_timeout=send_timeout)
-        self._send_timeout = send_timeout
-        self._dealers: dict[str, zmq.Socket[bytes]] = {}
+        super().__init__(
+            name,
+            peers,
+            keys,
+            send_timeout=send_timeout,
+            linger_ms=linger_ms,
+            grace=grace,
+            socket_send_timeout=send_timeout,
+        )
         self._poller = zmq.Poller()
-        self._links = LinkWatch(self.name, grace)
         try:
             for peer, endpoint in peers.items():
                 links = self._links if peer in watch else None
@@ -482,38 +519,6 @@ class Outbound(_Endpoint):
             self.close()
             raise
 
-    def send(self, peer: str, frames: Sequence[bytes]) -> None:
-        self._check_open()
-        dealer = self._dealers.get(peer)
-        if dealer is None:
-            raise ConfigError(f"{self.name!r} has no peer {peer!r}")
-        deadline = time.monotonic() + self._send_timeout
-        while True:
-            try:
-                dealer.send_multipart(list(frames), flags=zmq.NOBLOCK)
-                return
-            except zmq.Again:
-                pass
-            lost = self._links.lost()
-            if peer in lost:  # gone for good: no point waiting out the send timeout
-                raise PeerUnavailable(lost_message(self.name, {peer: lost[peer]}, self.grace))
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise PeerUnavailable(
-                    f"{self.name!r} could not reach {peer!r} within {self._send_timeout:g} s; "
-                    "is it running, and does it allow-list our key?"
-                )
-            dealer.poll(min(SEND_POLL_MS, math.ceil(left * 1000)), zmq.POLLOUT)
-
-    def lost_peers(self) -> dict[str, float]:
-        """Watched peers whose connection went and did not come back within the grace."""
-        self._check_open()
-        return self._links.lost()
-
-    @property
-    def grace(self) -> float:
-        return self._links.grace
-
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         self._check_open()
         ready = dict(self._poller.poll(max(0, math.ceil(timeout * 1000))))
@@ -521,9 +526,6 @@ class Outbound(_Endpoint):
             if ready.get(dealer):
                 return peer, dealer.recv_multipart()
         return None
-
-    def _stop_watching(self) -> None:
-        self._links.close()
 
 
 def route_id(name: str) -> bytes:

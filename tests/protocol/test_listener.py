@@ -56,7 +56,7 @@ def test_a_key_off_the_allow_list_is_never_heard(keys: Keys) -> None:  # noqa: F
             Outbound("bob", {"alice": endpoint}, impostor, linger_ms=0, send_timeout=0.5)
         )
 
-        with pytest.raises(PeerUnavailable, match="could not reach 'alice'"):
+        with pytest.raises(PeerUnavailable, match="could not reach peer 'alice'"):
             client.send("alice", [b"join"])
         assert agg.recv(0.3) is None
         with pytest.raises(PeerUnavailable, match="cannot reach 'bob'"):
