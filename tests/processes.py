@@ -2,26 +2,38 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 STARTED: list[subprocess.Popen[bytes]] = []
 WEAK = ["--key-bits", "512", "--allow-weak-keys"]  # test-sized keys, behind their explicit flag
 
 
-def privfl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the privfl CLI in a fresh interpreter and capture its output."""
+def _env(extra: Mapping[str, str] | None) -> dict[str, str] | None:
+    return {**os.environ, **extra} if extra else None
+
+
+def privfl(
+    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the privfl CLI in a fresh interpreter (``env``: extra variables), capture its output."""
     return subprocess.run(
-        [sys.executable, "-m", "privfl", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "privfl", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(env),
     )
 
 
-def spawn(*args: str, log: Path) -> subprocess.Popen[bytes]:
+def spawn(*args: str, log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start ``privfl ARGS`` in the background; its output goes to ``log``."""
     with log.open("wb") as handle:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "privfl", *args], stdout=handle, stderr=handle
+            [sys.executable, "-m", "privfl", *args], stdout=handle, stderr=handle, env=_env(env)
         )
     STARTED.append(process)
     return process

@@ -6,60 +6,32 @@ CURVE ZeroMQ on loopback; failure cases kill real processes.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
+import processes
 import pytest
 
 from privfl.config.horizontal import HflConfig
 from privfl.runs.simulate import run_experiment
 
-STARTED: list[subprocess.Popen[bytes]] = []
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def privfl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "privfl", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return processes.privfl(*args, timeout=timeout, env=ONE_THREAD)
 
 
 def spawn(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    with log.open("wb") as handle:  # the child keeps its own descriptor
-        process = subprocess.Popen(
-            [sys.executable, "-m", "privfl", *args],
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    STARTED.append(process)
-    return process
+    return processes.spawn(*args, log=log, env=ONE_THREAD)
 
 
 def party(job: Path, role: str, name: str, out: Path, *extra: str) -> subprocess.Popen[bytes]:
     """``privfl hfl ROLE --job JOB --party NAME --out OUT [extra]``; its console in OUT.log."""
     args = ["--job", str(job), "--party", name, "--out", str(out), *extra]
     return spawn("hfl", role, *args, log=out.with_suffix(".log"))
-
-
-@pytest.fixture(autouse=True)
-def _reap() -> Iterator[None]:
-    yield
-    while STARTED:
-        process = STARTED.pop()
-        if process.poll() is None:
-            process.kill()
-        process.wait()
 
 
 def wait_for_lines(path: Path, count: int, timeout: float) -> None:

@@ -6,55 +6,35 @@ import json
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import tomli_w
+from processes import WEAK, privfl, spawn
 from sites import Sites, make_sites
 
 from privfl.config.vertical import TrainingConfig
 from privfl.data.tables import read_id_csv, split_and_standardise
 from privfl.learning.taylor import reference_train, sigmoid
 
-WEAK = ["--key-bits", "512", "--allow-weak-keys"]
-STARTED: list[subprocess.Popen[bytes]] = []
-
-
-@pytest.fixture(autouse=True)
-def _reap() -> Iterator[None]:
-    yield
-    while STARTED:
-        process = STARTED.pop()
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-
 
 def kit(tmp_path: Path, guests: int, epochs: int, **psi: object) -> Path:
     """A kit with weak keys (Paillier 512, PSI RSA 1024) and label DP off."""
     folder = tmp_path / "kit"
-    made = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "privfl",
-            "init",
-            "vfl",
-            "--out",
-            str(folder),
-            *WEAK,
-            "--epochs",
-            str(epochs),
-            "--guests",
-            str(guests),
-            "--label-epsilon",
-            "inf",
-        ],
-        capture_output=True,
-        text=True,
+    made = privfl(
+        "init",
+        "vfl",
+        "--out",
+        str(folder),
+        *WEAK,
+        "--epochs",
+        str(epochs),
+        "--guests",
+        str(guests),
+        "--label-epsilon",
+        "inf",
         timeout=60,
     )
     assert made.returncode == 0, made.stderr
@@ -70,11 +50,7 @@ def run_all(commands: dict[str, list[str]], logs: Path, timeout: float = 120) ->
     logs.mkdir(parents=True, exist_ok=True)
     procs = {}
     for name, args in commands.items():
-        with (logs / f"{name}.log").open("wb") as handle:
-            procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "privfl", *args], stdout=handle, stderr=handle
-            )
-        STARTED.append(procs[name])
+        procs[name] = spawn(*args, log=logs / f"{name}.log")
     codes = {name: p.wait(timeout=timeout) for name, p in procs.items()}
     assert all(c == 0 for c in codes.values()), {
         n: (logs / f"{n}.log").read_text() for n, c in codes.items() if c
