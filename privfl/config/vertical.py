@@ -68,6 +68,22 @@ class TrainingConfig:
 
 
 MODEL_KINDS = ("logistic", "linear", "poisson", "multiclass", "secureboost")
+# The bundled demo tables (data/views.py), the model each suits, and each kind's default.
+DATASETS = ("breast_cancer", "diabetes", "wine", "digits", "counts")
+DATASET_TASK = {
+    "breast_cancer": "logistic",
+    "diabetes": "linear",
+    "wine": "multiclass",
+    "digits": "multiclass",
+    "counts": "poisson",
+}
+DEFAULT_DATASET = {
+    "logistic": "breast_cancer",
+    "linear": "diabetes",
+    "multiclass": "wine",
+    "poisson": "counts",
+    "secureboost": "breast_cancer",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,27 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from privfl.config.vertical import DATASET_TASK, DATASETS
 from privfl.data.alignment import positions
 from privfl.errors import ConfigError
 
-DATASETS = ("breast_cancer", "diabetes", "wine", "digits", "counts")
 HOST_DEMO_COLUMNS = tuple(range(0, 10))  # seed 004's B_idx
 GUEST_DEMO_COLUMNS = tuple(range(10, 30))  # seed 004's A_idx
-# The model each bundled table suits, and the table each model kind demos by default.
-DATASET_TASK = {
-    "breast_cancer": "logistic",
-    "diabetes": "linear",
-    "wine": "multiclass",
-    "digits": "multiclass",
-    "counts": "poisson",
-}
-DEFAULT_DATASET = {
-    "logistic": "breast_cancer",
-    "linear": "diabetes",
-    "multiclass": "wine",
-    "poisson": "counts",
-    "secureboost": "breast_cancer",
-}
 COUNTS_ROWS = 2000
 COUNTS_WEIGHTS = (0.4, -0.3, 0.25, 0.15, -0.2, 0.3)
 COUNTS_INTERCEPT = -0.3

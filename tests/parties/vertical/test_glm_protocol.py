@@ -9,15 +9,26 @@ Forward per guest.
 from __future__ import annotations
 
 import math
+import threading
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import TEST_KEY_BITS, failures, read_model, read_summary, run_in_threads
+from helpers import (
+    TEST_KEY_BITS,
+    Crash,
+    DyingTransport,
+    failures,
+    read_model,
+    read_summary,
+    run_in_threads,
+)
 
 from privfl.config.vertical import (
+    DataConfig,
     JobConfig,
     LabelDPConfig,
     ModelConfig,
@@ -27,7 +38,8 @@ from privfl.config.vertical import (
 from privfl.data.views import PartyData, demo_columns
 from privfl.errors import ConfigError
 from privfl.learning.glm import Glm, glm_of, reference_train
-from privfl.parties.vertical.runner import load_data
+from privfl.parties import checkpoint
+from privfl.parties.vertical.runner import load_data, run_party
 from privfl.protocol.codec import decode as decode_frames
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Forward, Residual
@@ -58,8 +70,6 @@ def glm_job(
         name: PartySpec(name, name.split("-")[0], f"mem://{name}", columns.get(name, ()))
         for name in names
     }
-    from privfl.config.vertical import DataConfig
-
     return JobConfig(
         session=uuid.uuid4().hex,
         parties=parties,
@@ -194,9 +204,62 @@ def test_linear_with_laplace_labels_reports_its_noise(tmp_path: Path) -> None:
 
 def test_glm_of_refuses_other_kinds() -> None:
     job = glm_job("linear", "diabetes")
-    from dataclasses import replace
-
     boost = replace(job, model=ModelConfig(kind="secureboost"))
     with pytest.raises(ConfigError, match="not a GLM"):
         glm_of(boost)
     assert glm_of(job) == Glm("linear", 1)
+
+
+def run_resumable(
+    job: JobConfig, out: Path, *, resume: bool = False, die_after: int = 0
+) -> dict[str, Any]:
+    """Every party in a thread; ``die_after``: the Host's transport dies after so many sends."""
+    hub = InMemoryHub(record=False)
+    transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
+    if die_after:
+        transports[job.host] = DyingTransport(transports[job.host], die_after)
+    results: dict[str, Any] = {}
+
+    def party(name: str) -> None:
+        try:
+            results[name] = run_party(
+                job, name, out / name, transport=transports[name], resume=resume
+            )
+        except BaseException as exc:  # the test inspects it
+            results[name] = exc
+
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(job.timeout_seconds * 3 + 30)
+        assert not thread.is_alive(), "a party hung"
+    return results
+
+
+@pytest.mark.parametrize(
+    ("kind", "dataset", "classes"),
+    [("linear", "diabetes", 0), ("poisson", "counts", 0), ("multiclass", "wine", 3)],
+)
+def test_an_interrupted_glm_run_resumes_to_the_same_model(
+    tmp_path: Path, kind: str, dataset: str, classes: int
+) -> None:
+    # Prepare: a reference run, and one whose Host dies mid-run.
+    job = replace(glm_job(kind, dataset, classes=classes, epochs=4), timeout_seconds=5.0)
+    job = replace(job, training=replace(job.training, tolerance=0.0))
+    reference = run_resumable(job, tmp_path / "a")
+    assert not failures(reference), failures(reference)
+    crashed = run_resumable(job, tmp_path / "b", die_after=24)
+    assert isinstance(crashed[job.host], Crash), crashed
+
+    # Act
+    resumed = run_resumable(job, tmp_path / "b", resume=True)
+
+    # Assert: the same weights and losses as the run that was never interrupted.
+    assert not failures(resumed), failures(resumed)
+    for name in (job.host, *job.guests):
+        ours = read_model(tmp_path / "b", name)
+        assert ours["weights"] == read_model(tmp_path / "a", name)["weights"]
+    summaries = [read_summary(tmp_path / r) for r in "ab"]
+    assert summaries[0]["loss_history"] == summaries[1]["loss_history"]
+    assert (tmp_path / "b" / "host" / checkpoint.FOLDER).is_dir()
