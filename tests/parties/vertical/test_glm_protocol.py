@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from helpers import (
     TEST_KEY_BITS,
@@ -35,7 +36,8 @@ from privfl.config.vertical import (
     PartySpec,
     TrainingConfig,
 )
-from privfl.data.views import PartyData, demo_columns
+from privfl.data.tables import IdTable, load_id_table, site_data
+from privfl.data.views import PartyData, bundled, demo_columns
 from privfl.errors import ConfigError
 from privfl.learning.glm import Glm, glm_of, reference_train
 from privfl.parties import checkpoint
@@ -211,7 +213,12 @@ def test_glm_of_refuses_other_kinds() -> None:
 
 
 def run_resumable(
-    job: JobConfig, out: Path, *, resume: bool = False, die_after: int = 0
+    job: JobConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    die_after: int = 0,
+    tables: dict[str, IdTable | None] | None = None,
 ) -> dict[str, Any]:
     """Every party in a thread; ``die_after``: the Host's transport dies after so many sends."""
     hub = InMemoryHub(record=False)
@@ -222,8 +229,9 @@ def run_resumable(
 
     def party(name: str) -> None:
         try:
+            table = (tables or {}).get(name)
             results[name] = run_party(
-                job, name, out / name, transport=transports[name], resume=resume
+                job, name, out / name, transport=transports[name], resume=resume, table=table
             )
         except BaseException as exc:  # the test inspects it
             results[name] = exc
@@ -263,3 +271,52 @@ def test_an_interrupted_glm_run_resumes_to_the_same_model(
     summaries = [read_summary(tmp_path / r) for r in "ab"]
     assert summaries[0]["loss_history"] == summaries[1]["loss_history"]
     assert (tmp_path / "b" / "host" / checkpoint.FOLDER).is_dir()
+
+
+def write_site_csvs(job: JobConfig, folder: Path) -> dict[str, Path]:
+    """Each party's demo columns as its own CSV keyed by ``rid``, rows shuffled per site;
+    the Host's with its label (and, for counts, its exposure column)."""
+    x, names, labels, exposure = bundled(job.data.dataset)
+    rng = np.random.default_rng(1)
+    paths = {}
+    for name in [job.host, *job.guests]:
+        columns = list(job.party(name).columns)
+        keep = rng.permutation(len(x))[: len(x) - 5]  # each site misses a few ids
+        frame: dict[str, Any] = {"rid": [f"r{i:04d}" for i in keep]}
+        frame.update({names[c]: x[keep, c] for c in columns})
+        if name == job.host:
+            frame["label"] = labels[keep]
+            if exposure is not None:
+                frame["exposure"] = exposure[keep]
+        paths[name] = folder / f"{name}.csv"
+        pd.DataFrame(frame).to_csv(paths[name], index=False)
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("kind", "dataset", "classes", "metric", "floor"),
+    [("multiclass", "wine", 3, "accuracy", 0.8), ("poisson", "counts", 0, "r2", 0.2)],
+)
+def test_sites_with_id_columns_train_each_glm(
+    tmp_path: Path, kind: str, dataset: str, classes: int, metric: str, floor: float
+) -> None:
+    # Prepare: id-keyed CSVs, rows matched by PSI (exposure read apart at the Host).
+    exposure = "exposure" if kind == "poisson" else ""
+    job = glm_job(kind, dataset, classes=classes, epochs=5, exposure=exposure)
+    job = replace(job, data=replace(job.data, psi="ecdh"))
+    paths = write_site_csvs(job, tmp_path)
+    tables = {
+        name: load_id_table(site_data(job, name, path, "rid")) for name, path in paths.items()
+    }
+    if kind == "poisson":
+        assert tables[job.host] is not None and tables[job.host].exposure is not None
+        assert "exposure" not in tables[job.host].feature_names
+
+    # Act
+    results = run_resumable(job, tmp_path / "out", tables=tables)
+
+    # Assert
+    assert not failures(results), failures(results)
+    summary = read_summary(tmp_path / "out")
+    assert summary["intersection_size"] < len(bundled(dataset)[0])
+    assert summary[metric] > floor
