@@ -21,6 +21,7 @@ from privfl.cli.options import (
 )
 from privfl.cli.predict import predict_cmd
 from privfl.config.vertical import (
+    DATASET_TASK,
     DATASETS,
     DEFAULT_DATASET,
     MODEL_KINDS,
@@ -93,7 +94,9 @@ def kit_options(func: F) -> F:
             type=click.Choice(list(DATASETS)),
             default=None,
             help="Bundled demo table (counts: generated Poisson counts with an exposure "
-            "column). [the model's: breast_cancer, diabetes, counts, wine]",
+            "column); alone, it also picks the table's model (diabetes: linear, wine and "
+            "digits: multiclass, counts: poisson). [the model's: breast_cancer, diabetes, "
+            "counts, wine]",
         ),
         click.option(
             "--classes",
@@ -140,8 +143,9 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
     allow = opts["allow_weak_keys"] or (base.allow_weak_keys if base else False)
     bits = opts["key_bits"] or (base.key_bits if base else 2048)
     check_key_bits(bits, allow)
-    kind = opts.get("model_kind") or (base.model.kind if base else "logistic")
     dataset = opts.get("dataset")
+    kind = opts.get("model_kind") or (base.model.kind if base else None)
+    kind = kind or (DATASET_TASK[dataset] if dataset else "logistic")  # a table's own model
     if dataset is None:
         dataset = DEFAULT_DATASET[kind] if opts.get("model_kind") or not base else base.data.dataset
     if base is None or opts["guests"] is not None or dataset != base.data.dataset:

@@ -54,3 +54,10 @@ def test_bounds_are_written_only_when_set(tmp_path: Path) -> None:
     assert "label_low" not in tomllib.loads(plain.read_text())["model"]
     assert "model" not in tomllib.loads(default.read_text())  # old fingerprints unchanged
     assert load_job(default).model == ModelConfig()
+
+
+def test_a_dataset_alone_picks_its_model(tmp_path: Path) -> None:
+    job = load_job(init(tmp_path, "--dataset", "counts"))
+
+    assert job.model.kind == "poisson" and job.model.exposure == "exposure"
+    assert job.parties["host"].columns == (0, 1) and len(job.guests) == 1
