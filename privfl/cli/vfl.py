@@ -325,11 +325,12 @@ def glm_table(summary: dict[str, Any], kind: str, out: Path) -> str:
         for name in GLM_ROWS[kind]
     ]
     flip = summary["flip"]
-    noise = (
-        f"Laplace scale {flip['laplace_scale']:.4g}"
-        if flip.get("laplace_scale")
-        else f"flip prob. {flip['probability']:.4g}, {flip['count']} of {flip['rows']} changed"
-    )
+    if flip["mechanism"] == "none":
+        noise = "no label DP"
+    elif flip.get("laplace_scale"):
+        noise = f"Laplace scale {flip['laplace_scale']:.4g}"
+    else:
+        noise = f"flip prob. {flip['probability']:.4g}, {flip['count']} of {flip['rows']} changed"
     rows += [
         ("model", f"{kind} on {summary.get('dataset')}"),
         ("final loss", _fmt(summary["loss_history"][-1])),

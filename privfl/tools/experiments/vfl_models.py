@@ -230,7 +230,7 @@ def run_cases(cases: tuple[Case, ...], epochs: int, seed: int) -> list[dict[str,
     return rows
 
 
-@register("vfl-models", "—", "Vertical models vs their centralised references")
+@register("vfl-models", "none (privfl targets)", "Vertical models vs their centralised references")
 def vfl_models(settings: Settings) -> ExperimentResult:
     epochs = 8 if settings.quick else 30
     cases = CASES[:3] if settings.quick else CASES
