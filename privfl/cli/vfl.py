@@ -270,7 +270,20 @@ def run_local_cmd(
     demo = all(p.columns for p in job.parties.values() if p.role != "server")
     if demo and job.model.kind == "logistic" and job.data.dataset == "breast_cancer":
         baseline = central_baseline(job.data.dataset, job.data.test_size, job.data.split_seed)
+    elif demo and job.model.kind in GLM_ROWS:
+        baseline = glm_reference(job)
     click.echo(results_table(summary, baseline, out))
+
+
+def glm_reference(job: JobConfig) -> float:
+    """The demo's centralised sklearn model (every column pooled): its headline metric."""
+    from privfl.learning.metrics import HEADLINE
+    from privfl.tools.experiments.vfl_models import Case, pooled, sklearn_reference
+
+    metric = HEADLINE[job.model.kind]
+    case = Case(job.model.kind, job.data.dataset, metric, 0.0, job.model.classes)
+    metrics = sklearn_reference(case, pooled(job.data.dataset, job), job.training.l2)
+    return float(metrics[metric])
 
 
 def results_table(summary: dict[str, Any], baseline: float | None, out: Path) -> str:
@@ -281,7 +294,7 @@ def results_table(summary: dict[str, Any], baseline: float | None, out: Path) ->
 
     kind = summary.get("model", {}).get("kind", "logistic")
     if kind != "logistic":
-        return glm_table(summary, kind, out)
+        return glm_table(summary, kind, out, baseline)
     rows = [
         ("joint accuracy", fmt(summary["accuracy"])),
         ("joint precision", fmt(summary["precision"])),
@@ -317,13 +330,25 @@ GLM_ROWS = {
 }
 
 
-def glm_table(summary: dict[str, Any], kind: str, out: Path) -> str:
+REFERENCE = {
+    "multiclass": "LogisticRegression",
+    "linear": "Ridge",
+    "poisson": "PoissonRegressor",
+}
+
+
+def glm_table(summary: dict[str, Any], kind: str, out: Path, baseline: float | None = None) -> str:
     """The end-of-run table of a linear, Poisson or multiclass model."""
     macro = " (macro)" if kind == "multiclass" else ""
     rows = [
         (f"test {name}{macro if name != 'accuracy' else ''}", _fmt(summary.get(name)))
         for name in GLM_ROWS[kind]
     ]
+    if baseline is not None:
+        headline = GLM_ROWS[kind][0]
+        rows.append(
+            (f"centralised sklearn {REFERENCE[kind]} {headline} (reference)", _fmt(baseline))
+        )
     flip = summary["flip"]
     if flip["mechanism"] == "none":
         noise = "no label DP"
