@@ -8,7 +8,7 @@ import click
 
 from privfl.cli.errors import friendly_errors
 from privfl.tools.experiments.catalog import names, run_named
-from privfl.tools.experiments.common import Settings
+from privfl.tools.experiments.registry import Settings
 
 HELP = """Reproduce a seed's experiment; write results.csv, PNG plots and report.md.
 

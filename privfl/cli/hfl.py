@@ -206,18 +206,19 @@ def run_local_cmd(
       privfl hfl run-local --mechanism gaussian --epsilon 4 --fraction 0.5 --budget 20
     """
     from privfl.parties.session import run_dir_default
-    from privfl.runs.hfl_launcher import local_job, run_local
+    from privfl.runs.kits import local_hfl_job
+    from privfl.runs.launcher import run_local_hfl
 
     config = build_config(job_file, opts)
     out = out or run_dir_default()
-    job = local_job(config, client_processes)
+    job = local_hfl_job(config, client_processes)
     click.echo(
         f"privfl: {config.clients} clients on {len(job.names('clients'))} process(es), "
         f"{config.dataset}, mechanism {config.mechanism}, {config.rounds} rounds"
         f"{', via a Shuffler' if config.shuffler else ''} -> {out}",
         err=True,
     )
-    summary = run_local(job, out, progress=not no_progress)
+    summary = run_local_hfl(job, out, progress=not no_progress)
     click.echo(results(summary, out))
 
 
@@ -328,13 +329,13 @@ def init_cmd(out: Path, job_file: Path | None, client_processes: int, **opts: An
       privfl hfl aggregator --job OUT/job.toml --party aggregator
       privfl hfl client     --job OUT/job.toml --party clients-1
     """
-    from privfl.runs.hfl_launcher import local_job, write_hfl_kit
+    from privfl.runs.kits import local_hfl_job, write_kit
 
     if click.get_current_context().info_name == "init":
         click.echo("privfl: `privfl hfl init` is an alias of `privfl init hfl`", err=True)
 
-    job = local_job(build_config(job_file, opts), client_processes)
-    path = write_hfl_kit(job, out)
+    job = local_hfl_job(build_config(job_file, opts), client_processes)
+    path = write_kit(job, out)
     click.echo(f"wrote {path} and {len(job.parties)} key pairs")
     for name, spec in job.parties.items():
         where = (

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
+from privfl.config.core import JobFile, canonical, finite, read_toml, write_toml
 from privfl.errors import ConfigError
 
 DATASETS = ("digits", "mnist", "fmnist", "cifar10")
@@ -142,8 +138,13 @@ class HflParty:
 
 
 @dataclass(frozen=True, slots=True)
-class HflJob:
-    """A horizontal job file: the experiment, the session and who takes part."""
+class HflJob(JobFile[HflParty]):
+    """A horizontal job file: the experiment, the session and who takes part.
+
+    Its fingerprint hashes the whole job as the file holds it (:func:`to_dict`: the
+    session, the key folder, every ``[hfl]`` setting and every party), in the canonical
+    encoding of the vertical mode (docs/protocol.md §6.7).
+    """
 
     session: str
     config: HflConfig = field(default_factory=HflConfig)
@@ -151,31 +152,14 @@ class HflJob:
     keys_dir: str = "keys"
     source: Path | None = None
 
-    def party(self, name: str) -> HflParty:
-        if name not in self.parties:
-            raise ConfigError(
-                f"no party {name!r} in the job; it has {', '.join(sorted(self.parties))}"
-            )
-        return self.parties[name]
-
-    def names(self, role: str) -> list[str]:
-        return sorted(n for n, p in self.parties.items() if p.role == role)
-
-    def keys_path(self) -> Path:
-        base = self.source.parent if self.source else Path.cwd()
-        return base / self.keys_dir
-
-    def fingerprint(self) -> str:
-        """Hash of the settings every party must agree on."""
-        blob = json.dumps(
-            {"session": self.session, "config": config_dict(self.config)}, sort_keys=True
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    def canonical(self) -> bytes:
+        return canonical(to_dict(self))
 
 
 def config_dict(config: HflConfig) -> dict[str, Any]:
-    """The settings as plain data (inf as the string "inf", which TOML lacks in tomli-w)."""
-    return {k: ("inf" if v == math.inf else v) for k, v in asdict(config).items()}
+    """The settings as plain data (±inf as the strings "inf"/"-inf")."""
+    data: dict[str, Any] = finite(asdict(config))
+    return data
 
 
 def config_from_dict(data: dict[str, Any]) -> HflConfig:
@@ -193,9 +177,9 @@ def config_from_dict(data: dict[str, Any]) -> HflConfig:
         raise ConfigError(f"invalid hfl settings: {exc}") from exc
 
 
-def save_hfl_job(job: HflJob, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {
+def to_dict(job: HflJob) -> dict[str, Any]:
+    """The job as plain TOML-ready data (without its source path): what the file holds."""
+    return {
         "session": job.session,
         "keys_dir": job.keys_dir,
         "hfl": config_dict(job.config),
@@ -203,19 +187,15 @@ def save_hfl_job(job: HflJob, path: Path) -> None:
             n: {k: v for k, v in asdict(p).items() if k != "name"} for n, p in job.parties.items()
         },
     }
-    path.write_text(tomli_w.dumps(data))
+
+
+def save_hfl_job(job: HflJob, path: Path) -> None:
+    write_toml(to_dict(job), path)
 
 
 def load_hfl_job(path: Path) -> HflJob:
     """Read a horizontal job file; a missing or malformed one is a ConfigError."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(
-            f"job file {path} not found; `privfl hfl run-local` writes one in its run directory"
-        ) from exc
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read job file {path}: {exc}") from exc
+    data = read_toml(path, "`privfl hfl run-local` writes one in its run directory")
     try:
         parties = {n: HflParty(name=n, **spec) for n, spec in data.get("parties", {}).items()}
         return HflJob(

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import rfc8785
-import tomli_w
-
+from privfl.config.core import JobFile, canonical, read_toml, write_toml
 from privfl.errors import ConfigError
 
 ROLES = ("server", "host", "guest")
@@ -143,7 +139,7 @@ class DataConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class JobConfig:
+class JobConfig(JobFile[PartySpec]):
     """Everything a party needs to take part in one training session."""
 
     session: str
@@ -169,17 +165,6 @@ class JobConfig:
     def __post_init__(self) -> None:
         validate(self)
 
-    def party(self, name: str) -> PartySpec:
-        """The named party, or a ConfigError that lists the parties the job knows."""
-        if name not in self.parties:
-            known = ", ".join(sorted(self.parties))
-            raise ConfigError(f"the job has no party named {name!r}; its parties are: {known}")
-        return self.parties[name]
-
-    def names(self, role: str) -> list[str]:
-        """Names of the parties with this role, in job-file order."""
-        return [p.name for p in self.parties.values() if p.role == role]
-
     @property
     def server(self) -> str:
         return self.names("server")[0]
@@ -192,14 +177,9 @@ class JobConfig:
     def guests(self) -> list[str]:
         return self.names("guest")
 
-    def keys_path(self) -> Path:
-        """The folder of CURVE key files, relative to the job file."""
-        base = self.source.parent if self.source else Path.cwd()
-        return base / self.keys_dir
-
-    def fingerprint(self) -> str:
-        """SHA-256 (hex) of :func:`canonical_job`: what every party's Hello must carry."""
-        return hashlib.sha256(canonical_job(self)).hexdigest()
+    def canonical(self) -> bytes:
+        """:func:`canonical_job`, whose SHA-256 every party's Hello carries."""
+        return canonical_job(self)
 
 
 def canonical_job(job: JobConfig) -> bytes:
@@ -219,21 +199,7 @@ def canonical_job(job: JobConfig) -> bytes:
             spec.pop(key, None)
         if spec["role"] != "server":  # the Server trains no weights
             spec.setdefault("feature_count", 0)
-    try:
-        return bytes(rfc8785.dumps(_finite(data)))
-    except rfc8785.CanonicalizationError as exc:
-        raise ConfigError(f"the job cannot be fingerprinted: {exc}; use smaller numbers") from exc
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with every infinite float replaced by ``"inf"`` or ``"-inf"``."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return value
+    return canonical(data)
 
 
 def check_key_bits(bits: int, allow_weak: bool) -> None:
@@ -417,21 +383,13 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
 
 def load_job(path: Path) -> JobConfig:
     """Read and validate a job file; a missing or malformed file is a ConfigError."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"job file {path} not found; create one with `privfl init vfl`") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read job file {path}: {exc}; give a TOML text file") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"job file {path} is not valid TOML: {exc}") from exc
+    data = read_toml(path, "create one with `privfl init vfl`")
     return from_dict(data, source=path.resolve())
 
 
 def save_job(job: JobConfig, path: Path) -> None:
     """Write the job as TOML."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(tomli_w.dumps(to_dict(job)))
+    write_toml(to_dict(job), path)
 
 
 def with_overrides(job: JobConfig, **training: Any) -> JobConfig:

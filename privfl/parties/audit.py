@@ -10,11 +10,11 @@ A refused message may have no readable header: its kind, round and id are null.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
+from privfl.parties.files import append_jsonl
 from privfl.protocol.messages import Header
 
 FILE_NAME = "audit.jsonl"
@@ -43,6 +43,5 @@ class AuditLog:
             "size": sum(len(f) for f in frames),
             "sha256": hashlib.sha256(frames[-1] if frames else b"").hexdigest(),
         }
-        line = json.dumps(record) + "\n"
-        with self._lock, self.path.open("a") as handle:
-            handle.write(line)
+        with self._lock:
+            append_jsonl(self.path, record)

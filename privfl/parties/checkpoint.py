@@ -23,18 +23,16 @@ row) before anything reads them.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privfl.errors import ConfigError, ProtocolError
+from privfl.parties.files import write_json
 from privfl.protocol.messages import Checkpoints, Resume
 
 if TYPE_CHECKING:
@@ -53,27 +51,6 @@ def folder(ctx: PartyContext) -> Path:
     return ctx.out / FOLDER
 
 
-def write_private_json(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON durably and atomically, readable by the owner only (mkstemp makes it 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
 def save(ctx: PartyContext, completed: int, state: dict[str, Any]) -> Path:
     """Write the state after ``completed`` epochs; drop all but the newest KEEP checkpoints."""
     path = folder(ctx) / f"epoch-{completed:05d}.json"
@@ -84,7 +61,7 @@ def save(ctx: PartyContext, completed: int, state: dict[str, Any]) -> Path:
         "completed": completed,
         "state": state,
     }
-    write_private_json(path, record)
+    write_json(path, record, compact=True, durable=True)  # 0600: mkstemp
     for old in available(ctx)[:-KEEP]:
         _remove(ctx, old)
     return path

@@ -1,4 +1,4 @@
-"""What every role of both modes does alike: its context, logging, outputs, and failing cleanly.
+"""What every role of both modes does alike: its context, keys, logging, and failing cleanly.
 
 :func:`run_role` is the one place where a party that stops — on an error, an Abort
 from a peer, a timeout or Ctrl-C — logs why (once, to its log file: the command line
@@ -8,10 +8,7 @@ waiting out their timeout, and closes its sockets.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -19,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from privfl.config.core import JobFile
 from privfl.config.vertical import JobConfig
 from privfl.protocol.channel import Channel
+from privfl.protocol.keys import PUBLIC_SUFFIX, SECRET_SUFFIX, KeyRing
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FILE_ONLY = {"file_only": True}  # a log record the console leaves to the party log
@@ -41,6 +40,16 @@ class PartyContext:
     @property
     def peers(self) -> list[str]:
         return [n for n in self.job.parties if n != self.name]
+
+
+def keyring(job: JobFile[Any], name: str, peers: Collection[str]) -> KeyRing:
+    """Our CURVE key pair and the public keys of ``peers``, from the job's key folder."""
+    folder = job.keys_path()
+    return KeyRing.from_files(
+        name,
+        folder / f"{name}{SECRET_SUFFIX}",
+        {peer: folder / f"{peer}{PUBLIC_SUFFIX}" for peer in peers},
+    )
 
 
 class Aborts(Protocol):
@@ -102,19 +111,3 @@ def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:
 def run_dir_default() -> Path:
     """``runs/<timestamp>``, the default output folder of every command."""
     return Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, indent=2, allow_nan=True)
-        handle.write("\n")
-    os.replace(tmp, path)
-
-
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line (metrics per epoch)."""
-    with path.open("a") as handle:
-        handle.write(json.dumps(record) + "\n")

@@ -136,7 +136,7 @@ class Hello:
 
 
 @dataclass(frozen=True, slots=True)
-class PublicKey:
+class PublicKeyMessage:
     """The Server's Paillier public key (the private key never leaves the Server).
 
     ``h_s`` is the DJN generator every party must use for ``obfuscation = "djn"``;
@@ -215,8 +215,8 @@ class CrossTerm:
 
 
 @dataclass(frozen=True, slots=True)
-class DecryptRequest:
-    """Masked ciphertexts the Server is asked to decrypt (it cannot tell them from noise)."""
+class _MaskedValues:
+    """The body DecryptRequest and Decrypted share: a batch position, a purpose, values."""
 
     epoch: int
     batch: int
@@ -229,17 +229,13 @@ class DecryptRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Decrypted:
+class DecryptRequest(_MaskedValues):
+    """Masked ciphertexts the Server is asked to decrypt (it cannot tell them from noise)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decrypted(_MaskedValues):
     """The Server's plaintext residues of a DecryptRequest, in the same order."""
-
-    epoch: int
-    batch: int
-    purpose: str
-    values: BigInts
-
-    def __post_init__(self) -> None:
-        _position(self.epoch, self.batch)
-        _require(self.purpose in PURPOSES, f"unknown purpose {self.purpose!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,7 +405,7 @@ class Resume:
 
 Message = (
     Hello
-    | PublicKey
+    | PublicKeyMessage
     | Batch
     | Forward
     | Residual
@@ -441,7 +437,7 @@ Message = (
 
 MESSAGE_TYPES: dict[Kind, type] = {
     Kind.HELLO: Hello,
-    Kind.PUBLIC_KEY: PublicKey,
+    Kind.PUBLIC_KEY: PublicKeyMessage,
     Kind.BATCH: Batch,
     Kind.FORWARD: Forward,
     Kind.RESIDUAL: Residual,

@@ -1,6 +1,11 @@
 """Moves opaque multipart frames between named parties over ZeroMQ with CURVE.
 
-Each party has one ROUTER inbox and one DEALER per peer. With CURVE, a ZAP
+Every socket of both modes is made by :class:`Sockets`: bounded linger, ZMTP
+heartbeats, the CURVE server (a ROUTER, behind the ZAP allow-list) or client (a
+DEALER) options, and the liveness watch of a DEALER's connection.
+
+The vertical mode (:class:`ZmqTransport`): each party has one ROUTER inbox and
+one DEALER per peer. With CURVE, a ZAP
 handler on the transport's own context (protocol/zap.py) admits exactly the
 allow-listed keys and stamps each connection with the peer's name as User-Id;
 `recv` then drops any message whose routing id does not name that authenticated peer.
@@ -13,6 +18,11 @@ over, because it cannot present that id — connecting under a bare ``<name>`` o
 opens a route of its own, whose messages are refused (User-Id ≠ name).
 A LinkWatch (protocol/liveness.py) follows each DEALER's connection, so a peer
 whose connection is gone for longer than the grace is reported as lost.
+The horizontal mode: only the aggregator and the Shuffler listen
+(:class:`Listener`, one ROUTER that answers each peer over the connection that
+peer opened), so client hosts never open a port (:class:`Outbound`, one DEALER per
+listener); an Outbound watches the connections of the peers in ``watch``, so a
+lost aggregator ends a client host's or the Shuffler's wait within the grace.
 The in-memory transport for tests lives in protocol/memory.py.
 """
 
@@ -23,7 +33,7 @@ import math
 import secrets
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -85,122 +95,181 @@ class Closeable:
         self.close()
 
 
-class ZmqTransport(Closeable):
-    """ROUTER inbox bound at `endpoint` plus one DEALER per peer, CURVE-authenticated by default.
+class Sockets:
+    """One ZeroMQ context, the ZAP handler of its ROUTER, and every socket made on it.
 
-    Not thread-safe (ZeroMQ sockets are not): use one instance from one thread.
-    `peers` maps peer name to its endpoint; `keys.peers` is the inbox allow-list.
-    `curve=False` is for tests and debugging only: anyone who can reach the port
-    may then claim to be any known peer.
+    ``keys`` None (tests only, ``curve=False`` of ZmqTransport) makes plain sockets.
+    ``send_timeout`` bounds a blocking send (None: sends never block).
     """
 
     def __init__(
         self,
         name: str,
-        endpoint: str,
-        peers: Mapping[str, str],
         keys: KeyRing | None,
         *,
-        curve: bool = True,
-        send_timeout: float = 30.0,
-        linger_ms: int = 2000,
-        max_frame: int = MAX_WIRE_FRAME,
-        grace: float = DEFAULT_GRACE_SECONDS,
+        linger_ms: int,
+        send_timeout: float | None = None,
     ) -> None:
-        self.name = check_party_name(name)
-        self._check_keys(keys, curve)
-        self._curve = curve
-        self._endpoints = dict(peers)
-        self._known = frozenset(peers) | frozenset(keys.peers if keys else ())
-        self._send_timeout = send_timeout
-        self._linger_ms = linger_ms
-        self._max_frame = max_frame
-        self._closed = False
-        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self._auth: AllowListAuthenticator | None = None
-        self._watch: HandshakeWatch | None = None
-        self._peer_keys = dict(keys.peers) if keys else {}
-        self._inbox: zmq.Socket[bytes] | None = None
-        self._dealers: dict[str, zmq.Socket[bytes]] = {}
-        self._links = LinkWatch(self.name, grace)
-        try:
-            self._open(endpoint, keys)
-        except BaseException:
-            self.close()
-            raise
+        self.name = name
+        self.keys = keys
+        self.linger_ms = linger_ms
+        self.send_timeout_ms = None if send_timeout is None else max(0, round(send_timeout * 1000))
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self.auth: AllowListAuthenticator | None = None
+        self.sockets: list[zmq.Socket[bytes]] = []
 
-    def _check_keys(self, keys: KeyRing | None, curve: bool) -> None:
-        """Refuse a CURVE transport without keys, or with somebody else's."""
-        if curve and keys is None:
-            raise ConfigError(f"party {self.name!r} needs CURVE keys; run `privfl keys gen`")
-        if keys is not None and keys.name != self.name:
-            raise ConfigError(f"key ring belongs to {keys.name!r}, not to {self.name!r}")
-
-    def _open(self, endpoint: str, keys: KeyRing | None) -> None:
-        """Start the ZAP handler first, so no connection is ever accepted before it runs."""
-        if self._curve and keys is not None:
-            self._auth = AllowListAuthenticator(self._ctx, self.name, keys.peers)
-            self._auth.start()
-        self._inbox = self._bind_inbox(endpoint, keys)
-        if self._curve:
-            self._watch = HandshakeWatch(self._inbox, self.name)
-        for peer, peer_endpoint in self._endpoints.items():
-            self._connect_dealer(peer, peer_endpoint, keys)
-
-    def _socket(self, kind: int) -> zmq.Socket[bytes]:
+    def socket(self, kind: int) -> zmq.Socket[bytes]:
         """A socket with bounded linger and ZMTP heartbeats, so dead peers are noticed."""
-        sock = self._ctx.socket(kind)
-        sock.setsockopt(zmq.LINGER, self._linger_ms)
+        sock = self.ctx.socket(kind)
+        self.sockets.append(sock)  # registered first so close() cleans up on failure
+        sock.setsockopt(zmq.LINGER, self.linger_ms)
         sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
         sock.setsockopt(zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS)
+        if self.send_timeout_ms is not None:
+            sock.setsockopt(zmq.SNDTIMEO, self.send_timeout_ms)
         return sock
 
-    def _bind_inbox(self, endpoint: str, keys: KeyRing | None) -> zmq.Socket[bytes]:
-        """Bind the ROUTER inbox; as a CURVE server it sends every handshake through ZAP."""
-        inbox = self._socket(zmq.ROUTER)
+    def router(
+        self, endpoint: str, *, max_frame: int | None = None, mandatory: bool = False
+    ) -> zmq.Socket[bytes]:
+        """Bind a ROUTER; with keys, as a CURVE server that sends every handshake through ZAP.
+
+        The ZAP handler starts first, so no connection is ever accepted before it runs.
+        ``mandatory``: a send to a peer with no connection is an error, not a silent drop.
+        """
+        if self.keys is not None and self.auth is None:
+            self.auth = AllowListAuthenticator(self.ctx, self.name, self.keys.peers)
+            self.auth.start()
+        router = self.socket(zmq.ROUTER)
         # A DEALER that reconnects keeps its routing id, and we may not have noticed
         # its old connection die yet: handover lets the new connection take the route.
         # Only the route's owner knows its id (see route_id), so no other key can.
-        inbox.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        inbox.setsockopt(zmq.MAXMSGSIZE, self._max_frame)
-        if self._curve and keys is not None:
-            inbox.setsockopt(zmq.CURVE_SERVER, 1)
-            inbox.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
-            inbox.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
-            inbox.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
-            enforce_zap_domain(inbox)
+        router.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        if mandatory:
+            router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        if max_frame is not None:
+            router.setsockopt(zmq.MAXMSGSIZE, max_frame)
+        if self.keys is not None:
+            router.setsockopt(zmq.CURVE_SERVER, 1)
+            router.setsockopt(zmq.CURVE_PUBLICKEY, self.keys.public)
+            router.setsockopt(zmq.CURVE_SECRETKEY, self.keys.secret)
+            router.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
+            enforce_zap_domain(router)
         try:
-            inbox.bind(endpoint)
+            router.bind(endpoint)
         except zmq.ZMQError as exc:
-            inbox.close(linger=0)
             raise ConfigError(
                 f"party {self.name!r} cannot listen on {endpoint}: {exc}; "
                 "is another process using it, or is the endpoint mistyped?"
             ) from exc
-        return inbox
+        return router
 
-    def _connect_dealer(self, peer: str, endpoint: str, keys: KeyRing | None) -> zmq.Socket[bytes]:
-        """Connect a DEALER to `peer`, presenting our name as routing id and our key."""
-        dealer = self._socket(zmq.DEALER)
-        self._dealers[peer] = dealer  # registered first so close() cleans up on failure
-        dealer.setsockopt(zmq.ROUTING_ID, route_id(self.name))
+    def dealer(
+        self, peer: str, endpoint: str, routing_id: bytes, links: LinkWatch | None
+    ) -> zmq.Socket[bytes]:
+        """Connect a DEALER to ``peer`` under ``routing_id``; with keys, as its CURVE client.
+
+        ``links`` follows the connection (registered before connecting: no event may
+        be missed).
+        """
+        dealer = self.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.ROUTING_ID, routing_id)
         # Queue only onto completed (authenticated) connections, so a send to a
         # peer that is down or refuses our key times out instead of piling up.
         dealer.setsockopt(zmq.IMMEDIATE, 1)
-        if self._curve and keys is not None:
-            server_key = keys.peers.get(peer)
+        if self.keys is not None:
+            server_key = self.keys.peers.get(peer)
             if server_key is None:
                 raise ConfigError(f"no public key for peer {peer!r}; add its .key file")
             dealer.setsockopt(zmq.CURVE_SERVERKEY, server_key)
-            dealer.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
-            dealer.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
-        self._links.watch(peer, dealer)  # before connecting: no event may be missed
+            dealer.setsockopt(zmq.CURVE_PUBLICKEY, self.keys.public)
+            dealer.setsockopt(zmq.CURVE_SECRETKEY, self.keys.secret)
+        if links is not None:
+            links.watch(peer, dealer)
         try:
             dealer.connect(endpoint)
         except zmq.ZMQError as exc:
             raise ConfigError(f"endpoint {endpoint!r} of peer {peer!r} is invalid: {exc}") from exc
         return dealer
+
+    def close(self, linger_ms: int | None = None) -> None:
+        """Close the sockets, then stop the ZAP handler (so no handshake is left waiting on
+        it), then end the context (waits ≤ linger)."""
+        linger = self.linger_ms if linger_ms is None else linger_ms
+        for sock in self.sockets:
+            sock.close(linger=linger)
+        if self.auth is not None:
+            self.auth.stop()
+        self.ctx.term()
+
+
+def check_keys(name: str, keys: KeyRing | None, curve: bool = True) -> None:
+    """Refuse a CURVE transport without keys, or with somebody else's."""
+    if curve and keys is None:
+        raise ConfigError(f"party {name!r} needs CURVE keys; run `privfl keys gen`")
+    if keys is not None and keys.name != name:
+        raise ConfigError(f"key ring belongs to {keys.name!r}, not to {name!r}")
+
+
+class _Endpoint(Closeable):
+    """What every transport has: a checked name and key ring, its Sockets, and one close."""
+
+    def __init__(
+        self,
+        name: str,
+        keys: KeyRing | None,
+        *,
+        curve: bool = True,
+        linger_ms: int,
+        send_timeout: float | None = None,
+    ) -> None:
+        self.name = check_party_name(name)
+        check_keys(self.name, keys, curve)
+        self._closed = False
+        self._sockets = Sockets(
+            self.name, keys if curve else None, linger_ms=linger_ms, send_timeout=send_timeout
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PrivflError(f"transport {self.name!r} is closed; create a new one")
+
+    def _stop_watching(self) -> None:
+        """Stop what follows the sockets, before they close (subclasses that watch)."""
+
+    def close(self, linger_ms: int | None = None) -> None:
+        """Close the sockets, stop the ZAP handler and end the context (waits ≤ linger)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_watching()
+        self._sockets.close(linger_ms)
+
+
+class _Dealers(_Endpoint):
+    """A transport that reaches its peers over DEALERs: sends wait for the connection,
+    and end early, naming the peer, once the liveness watch finds it lost."""
+
+    def __init__(
+        self,
+        name: str,
+        peers: Mapping[str, str],
+        keys: KeyRing | None,
+        *,
+        curve: bool = True,
+        send_timeout: float,
+        linger_ms: int,
+        grace: float,
+        socket_send_timeout: float | None = None,
+    ) -> None:
+        super().__init__(
+            name, keys, curve=curve, linger_ms=linger_ms, send_timeout=socket_send_timeout
+        )
+        self._endpoints = dict(peers)
+        self._send_timeout = send_timeout
+        self._dealers: dict[str, zmq.Socket[bytes]] = {}
+        self._links = LinkWatch(self.name, grace)
 
     def send(self, peer: str, frames: Sequence[bytes]) -> None:
         """Send one multipart message to `peer`, waiting at most `send_timeout` seconds.
@@ -229,13 +298,6 @@ class ZmqTransport(Closeable):
                 )
             self._dealers[peer].poll(min(SEND_POLL_MS, math.ceil(left * 1000)), zmq.POLLOUT)
 
-    def connected(self, peer: str) -> bool:
-        """Whether a message to `peer` can be queued now (its authenticated connection is up)."""
-        self._check_open()
-        dealer = self._dealers.get(peer)
-        # With IMMEDIATE, a DEALER is writable exactly when a handshake has completed.
-        return dealer is not None and bool(dealer.poll(0, zmq.POLLOUT))
-
     def lost_peers(self) -> dict[str, float]:
         """Peers whose connection went and did not come back within the grace, and since when."""
         self._check_open()
@@ -257,6 +319,69 @@ class ZmqTransport(Closeable):
         except zmq.Again:
             return False
         return True
+
+    def _stop_watching(self) -> None:
+        self._links.close()
+
+
+class ZmqTransport(_Dealers):
+    """ROUTER inbox bound at `endpoint` plus one DEALER per peer, CURVE-authenticated by default.
+
+    Not thread-safe (ZeroMQ sockets are not): use one instance from one thread.
+    `peers` maps peer name to its endpoint; `keys.peers` is the inbox allow-list.
+    `curve=False` is for tests and debugging only: anyone who can reach the port
+    may then claim to be any known peer.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        endpoint: str,
+        peers: Mapping[str, str],
+        keys: KeyRing | None,
+        *,
+        curve: bool = True,
+        send_timeout: float = 30.0,
+        linger_ms: int = 2000,
+        max_frame: int = MAX_WIRE_FRAME,
+        grace: float = DEFAULT_GRACE_SECONDS,
+    ) -> None:
+        super().__init__(
+            name,
+            peers,
+            keys,
+            curve=curve,
+            send_timeout=send_timeout,
+            linger_ms=linger_ms,
+            grace=grace,
+        )
+        self._curve = curve
+        self._known = frozenset(peers) | frozenset(keys.peers if keys else ())
+        self._watch: HandshakeWatch | None = None
+        self._peer_keys = dict(keys.peers) if keys else {}
+        self._inbox: zmq.Socket[bytes] | None = None
+        try:
+            self._inbox = self._sockets.router(endpoint, max_frame=max_frame)
+            if self._curve:
+                self._watch = HandshakeWatch(self._inbox, self.name)
+            for peer, peer_endpoint in self._endpoints.items():
+                self._dealers[peer] = self._sockets.dealer(
+                    peer, peer_endpoint, route_id(self.name), self._links
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def _auth(self) -> AllowListAuthenticator | None:
+        return self._sockets.auth
+
+    def connected(self, peer: str) -> bool:
+        """Whether a message to `peer` can be queued now (its authenticated connection is up)."""
+        self._check_open()
+        dealer = self._dealers.get(peer)
+        # With IMMEDIATE, a DEALER is writable exactly when a handshake has completed.
+        return dealer is not None and bool(dealer.poll(0, zmq.POLLOUT))
 
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         """Return (sender, frames) of the next authentic message, or None after `timeout` s.
@@ -302,26 +427,105 @@ class ZmqTransport(Closeable):
         )
         return None
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise PrivflError(f"transport {self.name!r} is closed; create a new one")
-
-    def close(self, linger_ms: int | None = None) -> None:
-        """Close the sockets, stop the ZAP handler and end the context (waits ≤ linger)."""
-        linger = self._linger_ms if linger_ms is None else linger_ms
-        if self._closed:
-            return
-        self._closed = True
+    def _stop_watching(self) -> None:
         if self._watch is not None:
             self._watch.stop()
-        self._links.close()
-        for sock in [*self._dealers.values(), self._inbox]:
-            if sock is not None:
-                sock.close(linger=linger)
-        # Stopped after the inbox is closed, so no handshake is left waiting on ZAP.
-        if self._auth is not None:
-            self._auth.stop()
-        self._ctx.term()
+        super()._stop_watching()
+
+
+class Listener(_Endpoint):
+    """One CURVE ROUTER bound at ``endpoint``; replies go back over each peer's own connection.
+
+    The horizontal mode's aggregator and Shuffler. Its peers connect under their bare
+    name as routing id (an :class:`Outbound`), which is how a reply finds them.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        endpoint: str,
+        keys: KeyRing,
+        *,
+        send_timeout: float = 10.0,
+        linger_ms: int = 1000,
+    ) -> None:
+        super().__init__(name, keys, linger_ms=linger_ms, send_timeout=send_timeout)
+        self._peers = frozenset(keys.peers)
+        try:
+            self._router = self._sockets.router(endpoint, mandatory=True)
+        except BaseException:
+            self.close()
+            raise
+
+    def send(self, peer: str, frames: Sequence[bytes]) -> None:
+        self._check_open()
+        try:
+            self._router.send_multipart([peer.encode(), *frames])
+        except (zmq.Again, zmq.ZMQError) as exc:
+            raise PeerUnavailable(
+                f"{self.name!r} cannot reach {peer!r} (not connected: {exc})"
+            ) from exc
+
+    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
+        self._check_open()
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+            if not self._router.poll(wait_ms, zmq.POLLIN):
+                return None
+            parts = self._router.recv_multipart(copy=False)
+            sender = parts[0].bytes.decode("utf-8", "replace")
+            if (
+                len(parts) >= 2
+                and sender in self._peers
+                and frame_property(parts[0], "User-Id") == sender
+            ):
+                return sender, [p.bytes for p in parts[1:]]
+            if time.monotonic() >= deadline:
+                return None
+
+
+class Outbound(_Dealers):
+    """One CURVE DEALER per listener in ``peers`` (name → endpoint); never binds."""
+
+    def __init__(
+        self,
+        name: str,
+        peers: Mapping[str, str],
+        keys: KeyRing,
+        *,
+        send_timeout: float = 10.0,
+        linger_ms: int = 1000,
+        watch: Collection[str] = (),
+        grace: float = DEFAULT_GRACE_SECONDS,
+    ) -> None:
+        super().__init__(
+            name,
+            peers,
+            keys,
+            send_timeout=send_timeout,
+            linger_ms=linger_ms,
+            grace=grace,
+            socket_send_timeout=send_timeout,
+        )
+        self._poller = zmq.Poller()
+        try:
+            for peer, endpoint in peers.items():
+                links = self._links if peer in watch else None
+                dealer = self._sockets.dealer(peer, endpoint, self.name.encode(), links)
+                self._dealers[peer] = dealer
+                self._poller.register(dealer, zmq.POLLIN)
+        except BaseException:
+            self.close()
+            raise
+
+    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
+        self._check_open()
+        ready = dict(self._poller.poll(max(0, math.ceil(timeout * 1000))))
+        for peer, dealer in self._dealers.items():
+            if ready.get(dealer):
+                return peer, dealer.recv_multipart()
+        return None
 
 
 def route_id(name: str) -> bytes:

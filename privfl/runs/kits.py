@@ -1,4 +1,4 @@
-"""Job kits: a job.toml naming every party and one CURVE key pair per party."""
+"""Job kits of both modes: a job.toml naming every party and one CURVE key pair per party."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+from privfl.config.horizontal import HflConfig, HflJob, HflParty, save_hfl_job
 from privfl.config.vertical import (
     DataConfig,
     JobConfig,
@@ -17,6 +18,8 @@ from privfl.config.vertical import (
 from privfl.data.views import demo_columns
 from privfl.protocol.keys import generate_keypair
 from privfl.protocol.transport import free_tcp_endpoints
+
+AGGREGATOR, SHUFFLER = "aggregator", "shuffler"  # the names of a local horizontal job
 
 
 def demo_job(
@@ -75,12 +78,33 @@ def relocate(job: JobConfig, host: str = "127.0.0.1") -> JobConfig:
     return replace(job, parties=parties, session=uuid.uuid4().hex, source=None)
 
 
-def write_kit(job: JobConfig, directory: Path) -> Path:
+def local_hfl_job(config: HflConfig, client_processes: int = 2, host: str = "127.0.0.1") -> HflJob:
+    """A loopback horizontal job: the aggregator, the Shuffler if asked, hosts sharing the
+    clients (``client_processes`` of them, so ``--clients 100`` is not 100 processes)."""
+    hosts = max(1, min(client_processes, config.clients))
+    endpoints = free_tcp_endpoints(2, host)
+    parties = {AGGREGATOR: HflParty(AGGREGATOR, "aggregator", endpoints[0])}
+    if config.shuffler:
+        parties[SHUFFLER] = HflParty(SHUFFLER, "shuffler", endpoints[1])
+    base, extra = divmod(config.clients, hosts)
+    first = 0
+    for i in range(hosts):
+        count = base + (1 if i < extra else 0)
+        name = f"clients-{i + 1}"
+        parties[name] = HflParty(name, "clients", "", first, count)
+        first += count
+    return HflJob(session=uuid.uuid4().hex, config=config, parties=parties)
+
+
+def write_kit(job: JobConfig | HflJob, directory: Path) -> Path:
     """Write ``job.toml`` and ``keys/<name>.key[_secret]`` under ``directory``; return the job."""
     keys = directory / job.keys_dir
     keys.mkdir(parents=True, exist_ok=True)
     for name in job.parties:
         generate_keypair(keys, name, overwrite=True)
     path = directory / "job.toml"
-    save_job(job, path)
+    if isinstance(job, HflJob):
+        save_hfl_job(job, path)
+    else:
+        save_job(job, path)
     return path

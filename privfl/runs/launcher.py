@@ -1,4 +1,11 @@
-"""``privfl vfl run-local``: every party as its own OS process on loopback, watched to the end."""
+"""``privfl vfl run-local`` and ``privfl hfl run-local``: every party as its own OS process on
+loopback, supervised to the end.
+
+Vertical: every party matters; the first that fails ends the run (the others get a
+grace period to notice). Horizontal: logical clients are spread over a few
+client-host processes, and a client host that fails does not stop the run (the
+aggregator drops it); the aggregator failing does.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +21,11 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
+from privfl.config.horizontal import HflConfig, HflJob
 from privfl.config.vertical import JobConfig
-from privfl.errors import PrivflError
-from privfl.runs.kits import write_kit
-from privfl.parties.session import write_json
+from privfl.errors import ConfigError, PrivflError
+from privfl.parties.files import write_json
+from privfl.runs.kits import AGGREGATOR, SHUFFLER, write_kit
 
 POLL_SECONDS = 0.2
 GRACE_SECONDS = 10.0  # after one party fails, how long the others get to notice and exit
@@ -33,6 +41,30 @@ class PartyProcess:
     handle: IO[bytes]
 
 
+def spawn(
+    mode: str,
+    role: str,
+    job_path: Path,
+    name: str,
+    folder: Path,
+    extra: list[str],
+    env: dict[str, str] | None = None,
+) -> PartyProcess:
+    """Start ``privfl <mode> <role> --job … --party NAME --out folder [extra]``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    console = folder / "console.log"
+    handle = console.open("wb")
+    command = [sys.executable, "-m", "privfl", mode, role, "--job", str(job_path), "--party", name]
+    command += ["--out", str(folder), *extra]
+    process = subprocess.Popen(
+        command,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
+    return PartyProcess(name, process, console, handle)
+
+
 def start_parties(
     job: JobConfig, job_path: Path, out: Path, extra: dict[str, list[str]] | None = None
 ) -> list[PartyProcess]:
@@ -41,34 +73,37 @@ def start_parties(
     ``extra`` appends arguments per party name (e.g. ``--data`` for the benchmark).
     """
     order = sorted(job.parties.values(), key=lambda p: ("server", "host", "guest").index(p.role))
-    started = []
-    for spec in order:
-        folder = out / spec.name
-        folder.mkdir(parents=True, exist_ok=True)
-        console = folder / "console.log"
-        handle = console.open("wb")
-        command = [
-            sys.executable,
-            "-m",
-            "privfl",
+    return [
+        spawn(
             "vfl",
             spec.role,
-            "--job",
-            str(job_path),
-            "--party",
+            job_path,
             spec.name,
-            "--out",
-            str(folder),
-            "--no-progress",
-            *(extra or {}).get(spec.name, []),
-        ]
-        process = subprocess.Popen(
-            command,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            out / spec.name,
+            ["--no-progress", *(extra or {}).get(spec.name, [])],
         )
-        started.append(PartyProcess(spec.name, process, console, handle))
+        for spec in order
+    ]
+
+
+def start_hfl_parties(job: HflJob, job_path: Path, out: Path) -> list[PartyProcess]:
+    """Aggregator first (it listens), then the Shuffler, then the client hosts."""
+    one_thread = {"OMP_NUM_THREADS": "1"}
+    started = [
+        spawn(
+            "hfl",
+            "aggregator",
+            job_path,
+            AGGREGATOR,
+            out / AGGREGATOR,
+            ["--no-progress"],
+            one_thread,
+        )
+    ]
+    if SHUFFLER in job.parties:
+        started.append(spawn("hfl", "shuffler", job_path, SHUFFLER, out / SHUFFLER, [], one_thread))
+    for name in job.names("clients"):
+        started.append(spawn("hfl", "client", job_path, name, out / name, [], one_thread))
     return started
 
 
@@ -118,25 +153,42 @@ class EpochProgress:
         self.bar.close()
 
 
-def watch(parties: list[PartyProcess], progress: EpochProgress) -> None:
-    """Wait for every party; on the first failure give the rest a grace period, then stop them."""
+def supervise(
+    parties: list[PartyProcess],
+    progress: EpochProgress,
+    *,
+    essential: list[PartyProcess] | None = None,
+    grace: float = GRACE_SECONDS,
+) -> None:
+    """Wait for the ``essential`` parties (default: all); then stop whatever still runs.
+
+    The first essential party to fail gives the others ``grace`` seconds, then the
+    run ends with its one-line error. Once every essential party has exited, the
+    others get ``grace`` seconds to exit on their own. A party that is not essential
+    (a horizontal client host) may fail without failing the run.
+    """
+    essential = parties if essential is None else essential
     failed: PartyProcess | None = None
     deadline = float("inf")
     try:
-        while any(p.process.poll() is None for p in parties):
+        while any(p.process.poll() is None for p in essential):
             progress.update()
             if failed is None:
-                failed = next((p for p in parties if p.process.poll() not in (None, 0)), None)
+                failed = next((p for p in essential if p.process.poll() not in (None, 0)), None)
                 if failed is not None:
-                    deadline = time.monotonic() + GRACE_SECONDS
+                    deadline = time.monotonic() + grace
             if time.monotonic() > deadline:
                 break
             time.sleep(POLL_SECONDS)
         progress.update()
+        others = [p for p in parties if p not in essential]
+        deadline = time.monotonic() + grace
+        while any(p.process.poll() is None for p in others) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
     finally:
         stop_all(parties)
         progress.close()
-    failed = failed or next((p for p in parties if p.process.returncode != 0), None)
+    failed = failed or next((p for p in essential if p.process.returncode != 0), None)
     if failed is not None:
         raise PrivflError(
             f"party {failed.name} failed: {last_error(failed.console)} (log: {failed.console})"
@@ -169,7 +221,9 @@ def run_local(
     parties = start_parties(
         job, job_path, out, {name: ["--resume"] for name in job.parties} if resume else None
     )
-    watch(parties, EpochProgress(out / job.host / "metrics.jsonl", job.training.epochs, progress))
+    supervise(
+        parties, EpochProgress(out / job.host / "metrics.jsonl", job.training.epochs, progress)
+    )
     summary: dict[str, Any] = json.loads((out / job.host / "summary.json").read_text())
     summary["host_wall_seconds"] = summary["wall_seconds"]
     summary["wall_seconds"] = round(time.monotonic() - start, 3)
@@ -186,3 +240,36 @@ def postfix(record: dict[str, Any]) -> dict[str, str]:
             shown[label] = f"{record[key]:.3f}"
             break
     return shown
+
+
+def preflight(config: HflConfig) -> None:
+    """Refuse what every horizontal party would refuse anyway, before starting any process."""
+    from privfl.learning.models import pick_device
+
+    pick_device(config.device)
+    if config.dataset != "digits" and not (config.data_dir and Path(config.data_dir).is_dir()):
+        raise ConfigError(
+            f"dataset {config.dataset} is read from files: pass --data-dir DIR (an existing folder)"
+        )
+
+
+def run_local_hfl(job: HflJob, out: Path, *, progress: bool = True) -> dict[str, Any]:
+    """Write a kit under ``out/kit``, run every party, gather ``out/summary.json``."""
+    preflight(job.config)
+    start = time.monotonic()
+    job_path = write_kit(job, out / "kit")
+    parties = start_hfl_parties(job, job_path, out)
+    bar = EpochProgress(
+        out / AGGREGATOR / "metrics.jsonl",
+        job.config.rounds,
+        progress,
+        desc="federated rounds",
+        unit="round",
+    )
+    supervise(parties, bar, essential=parties[:1])
+    summary: dict[str, Any] = json.loads((out / AGGREGATOR / "summary.json").read_text())
+    summary["aggregator_wall_seconds"] = summary["wall_seconds"]
+    summary["wall_seconds"] = round(time.monotonic() - start, 3)
+    summary["processes"] = {p.name: p.process.returncode for p in parties}
+    write_json(out / "summary.json", summary)
+    return summary

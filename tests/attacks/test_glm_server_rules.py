@@ -45,7 +45,7 @@ from privfl.protocol.messages import (
     Kind,
     Loss,
     Message,
-    PublicKey,
+    PublicKeyMessage,
     Resume,
 )
 
@@ -118,7 +118,7 @@ def session(tmp_path: Path, job: JobConfig) -> Played:
     host.send("server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES))
     guest.send("server", Hello("guest", job.fingerprint(), ROWS, GUEST_FEATURES))
     public = guest.expect({Kind.PUBLIC_KEY}, {"server"}).body
-    assert isinstance(public, PublicKey)
+    assert isinstance(public, PublicKeyMessage)
     host.expect({Kind.PUBLIC_KEY}, {"server"})
     host.expect({Kind.CHECKPOINTS}, {"server"})
     host.send("server", Resume(completed=0))

@@ -31,7 +31,7 @@ from privfl.crypto.encoding import VALUE_BITS, decode
 from privfl.parties.vertical.runner import run_party
 from privfl.protocol import codec, fresh
 from privfl.protocol.memory import InMemoryHub
-from privfl.protocol.messages import Forward, Message, PublicKey, Residual
+from privfl.protocol.messages import Forward, Message, PublicKeyMessage, Residual
 
 
 @dataclass
@@ -46,7 +46,7 @@ class CuriousGuest:
     def record(self, sender: str, receiver: str, body: Message) -> None:
         if sender == self.name and isinstance(body, Forward):
             self.forwards[(body.epoch, body.batch)] = body.scores.values
-        elif receiver == self.name and isinstance(body, PublicKey):
+        elif receiver == self.name and isinstance(body, PublicKeyMessage):
             self.n = body.n
         elif receiver == self.name and isinstance(body, Residual):
             self.residuals.append(body)

@@ -39,7 +39,7 @@ from privfl.protocol.messages import (
     Kind,
     Loss,
     Message,
-    PublicKey,
+    PublicKeyMessage,
     Resume,
 )
 
@@ -107,7 +107,7 @@ def session(tmp_path: Path, job: JobConfig, guest_features: int = GUEST_FEATURES
     host.send("server", Hello("host", print_, ROWS, HOST_FEATURES))
     guest.send("server", Hello("guest", print_, ROWS, guest_features))
     public = guest.expect({Kind.PUBLIC_KEY}, {"server"}).body
-    assert isinstance(public, PublicKey)
+    assert isinstance(public, PublicKeyMessage)
     host.expect({Kind.PUBLIC_KEY}, {"server"})
     host.expect({Kind.CHECKPOINTS}, {"server"})
     host.send("server", Resume(completed=0))
@@ -331,7 +331,7 @@ def test_a_real_server_process_refuses_and_names_the_guest(tmp_path: Path) -> No
         host.channel.send("server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES))
         guest.channel.send("server", Hello("guest", job.fingerprint(), ROWS, GUEST_FEATURES))
         public = guest.channel.expect({Kind.PUBLIC_KEY}, {"server"}).body
-        assert isinstance(public, PublicKey)
+        assert isinstance(public, PublicKeyMessage)
         host.channel.expect({Kind.CHECKPOINTS}, {"server"})
         host.channel.send("server", Resume(completed=0))
         key = PaillierKey.from_n(public.n, public.h_s)

@@ -14,8 +14,7 @@ from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair, unma
 from privfl.crypto.pools import NoisePool
 from privfl.errors import CryptoError
 from privfl.protocol import codec
-from privfl.protocol.messages import PROTOCOL, VERSION, Header, Kind
-from privfl.protocol.messages import PublicKey as PublicKeyMsg
+from privfl.protocol.messages import PROTOCOL, VERSION, Header, Kind, PublicKeyMessage
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +82,8 @@ def test_public_key_message_carries_h_s_only_when_set(
     # Prepare
     public, _ = djn_keys
     header = Header(PROTOCOL, VERSION, "s", "server", "host", 0, 1, Kind.PUBLIC_KEY)
-    with_h = PublicKeyMsg(n=public.n, bits=public.bits, h_s=public.h_s)
-    standard = PublicKeyMsg(n=public.n, bits=public.bits)
+    with_h = PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s)
+    standard = PublicKeyMessage(n=public.n, bits=public.bits)
 
     # Act
     _, got = codec.decode(codec.encode(header, with_h))

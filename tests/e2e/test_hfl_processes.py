@@ -46,6 +46,12 @@ def spawn(*args: str, log: Path) -> subprocess.Popen[bytes]:
     return process
 
 
+def party(job: Path, role: str, name: str, out: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """``privfl hfl ROLE --job JOB --party NAME --out OUT [extra]``; its console in OUT.log."""
+    args = ["--job", str(job), "--party", name, "--out", str(out), *extra]
+    return spawn("hfl", role, *args, log=out.with_suffix(".log"))
+
+
 @pytest.fixture(autouse=True)
 def _reap() -> Iterator[None]:
     yield
@@ -147,53 +153,10 @@ def test_slow_and_absent_clients_exercise_the_window_and_dummy_padding(tmp_path:
         .replace("slot_seconds = 1.0", "slot_seconds = 0.3")
     )
     job.write_text(text)
-    agg = spawn(
-        "hfl",
-        "aggregator",
-        "--job",
-        str(job),
-        "--party",
-        "aggregator",
-        "--out",
-        str(tmp_path / "agg"),
-        "--no-progress",
-        log=tmp_path / "agg.log",
-    )
-    spawn(
-        "hfl",
-        "shuffler",
-        "--job",
-        str(job),
-        "--party",
-        "shuffler",
-        "--out",
-        str(tmp_path / "shuf"),
-        log=tmp_path / "shuf.log",
-    )
-    spawn(
-        "hfl",
-        "client",
-        "--job",
-        str(job),
-        "--party",
-        "clients-1",
-        "--out",
-        str(tmp_path / "c1"),
-        log=tmp_path / "c1.log",
-    )
-    spawn(
-        "hfl",
-        "client",
-        "--job",
-        str(job),
-        "--party",
-        "clients-2",
-        "--out",
-        str(tmp_path / "c2"),
-        "--slow",
-        "0.4",
-        log=tmp_path / "c2.log",
-    )
+    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", "--no-progress")
+    party(job, "shuffler", "shuffler", tmp_path / "shuf")
+    party(job, "client", "clients-1", tmp_path / "c1")
+    party(job, "client", "clients-2", tmp_path / "c2", "--slow", "0.4")
     assert agg.wait(timeout=120) == 0, (tmp_path / "agg.log").read_text()
     records = rounds(tmp_path / "agg")
     assert len(records) == 3
@@ -215,42 +178,9 @@ def test_a_client_host_that_dies_mid_run_does_not_stop_the_job(tmp_path: Path) -
     job = init_kit(
         tmp_path, "--clients", "6", "--rounds", "6", "--round-timeout", "4", "--timeout", "20"
     )
-    agg = spawn(
-        "hfl",
-        "aggregator",
-        "--job",
-        str(job),
-        "--party",
-        "aggregator",
-        "--out",
-        str(tmp_path / "agg"),
-        "--no-progress",
-        log=tmp_path / "agg.log",
-    )
-    spawn(
-        "hfl",
-        "client",
-        "--job",
-        str(job),
-        "--party",
-        "clients-1",
-        "--out",
-        str(tmp_path / "c1"),
-        log=tmp_path / "c1.log",
-    )
-    victim = spawn(
-        "hfl",
-        "client",
-        "--job",
-        str(job),
-        "--party",
-        "clients-2",
-        "--out",
-        str(tmp_path / "c2"),
-        "--slow",
-        "0.3",
-        log=tmp_path / "c2.log",
-    )
+    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", "--no-progress")
+    party(job, "client", "clients-1", tmp_path / "c1")
+    victim = party(job, "client", "clients-2", tmp_path / "c2", "--slow", "0.3")
     wait_for_lines(tmp_path / "agg" / "metrics.jsonl", 1, 90)
     victim.send_signal(signal.SIGKILL)
     assert agg.wait(timeout=120) == 0, (tmp_path / "agg.log").read_text()
@@ -276,29 +206,8 @@ def test_clients_exit_with_a_clear_error_when_the_aggregator_dies(tmp_path: Path
         "--round-timeout",
         "3",
     )
-    agg = spawn(
-        "hfl",
-        "aggregator",
-        "--job",
-        str(job),
-        "--party",
-        "aggregator",
-        "--out",
-        str(tmp_path / "agg"),
-        "--no-progress",
-        log=tmp_path / "agg.log",
-    )
-    client = spawn(
-        "hfl",
-        "client",
-        "--job",
-        str(job),
-        "--party",
-        "clients-1",
-        "--out",
-        str(tmp_path / "c1"),
-        log=tmp_path / "c1.log",
-    )
+    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", "--no-progress")
+    client = party(job, "client", "clients-1", tmp_path / "c1")
     wait_for_lines(tmp_path / "agg" / "metrics.jsonl", 1, 90)
     agg.send_signal(signal.SIGKILL)
     killed = time.monotonic()

@@ -116,12 +116,24 @@ def test_mutated_frames_raise_only_protocol_errors() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.binary(max_size=300), max_size=4))
-def test_random_frames_raise_only_protocol_errors(frames: list[bytes]) -> None:
+@given(
+    st.lists(st.binary(max_size=300), max_size=4), st.binary(max_size=200), st.binary(max_size=200)
+)
+def test_random_frames_raise_only_protocol_errors(
+    frames: list[bytes], head: bytes, body: bytes
+) -> None:
+    # Anything other than ProtocolError propagates and fails the test.
     with contextlib.suppress(ProtocolError):
         codec.decode(frames)
     with contextlib.suppress(ProtocolError):
         unpack_frames(b"".join(frames))
+    with contextlib.suppress(ProtocolError):
+        codec.decode([head, body])
+    with contextlib.suppress(ProtocolError):
+        codec.decode_header(head)
+    for kind in (Kind.BATCH, Kind.PUBLIC_KEY, Kind.LOSS):
+        with contextlib.suppress(ProtocolError):
+            codec.decode_body(kind, body)
 
 
 @pytest.mark.parametrize(

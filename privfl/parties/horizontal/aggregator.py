@@ -25,7 +25,7 @@ from privfl.errors import PeerUnavailable, PrivacyBudgetExceeded, ProtocolError
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
-from privfl.parties.horizontal.common import make_channel, open_listener, try_expect
+from privfl.parties.horizontal.channels import make_channel, open_listener, try_expect
 from privfl.parties.horizontal.outputs import Recorder
 from privfl.parties.horizontal.rounds import RoundHook, close_round, make_ledger
 from privfl.parties.session import run_role

@@ -15,7 +15,7 @@ from privfl.crypto.sealing import seal
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
-from privfl.parties.horizontal.common import expect_round, make_channel, open_outbound
+from privfl.parties.horizontal.channels import expect_round, make_channel, open_outbound
 from privfl.parties.session import run_role
 from privfl.protocol.channel import body_as
 from privfl.protocol.hfl_messages import (

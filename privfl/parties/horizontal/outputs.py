@@ -11,8 +11,8 @@ from typing import Any
 import torch
 
 from privfl.config.horizontal import HflConfig, config_dict
+from privfl.parties.files import append_jsonl, write_json
 from privfl.parties.horizontal.ledger import PrivacyLedger
-from privfl.parties.session import append_jsonl, write_json
 
 
 @dataclass

@@ -23,7 +23,7 @@ import numpy as np
 
 from privfl.config.horizontal import HflJob
 from privfl.crypto.sealing import seal, sealed_size
-from privfl.parties.horizontal.common import expect_round, make_channel, open_listener, try_expect
+from privfl.parties.horizontal.channels import expect_round, make_channel, open_listener, try_expect
 from privfl.parties.session import run_role
 from privfl.protocol.channel import Channel, body_as
 from privfl.protocol.hfl_messages import (
@@ -160,7 +160,7 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
     hosts = job.names("clients")
     transport = open_listener(job, name, hosts)
     # The Shuffler listens for clients and connects out to the aggregator.
-    from privfl.parties.horizontal.common import open_outbound
+    from privfl.parties.horizontal.channels import open_outbound
 
     upstream = open_outbound(job, name, [aggregator])
     inbox, outbox = make_channel(job, transport), make_channel(job, upstream)

@@ -12,9 +12,9 @@ import numpy as np
 from privfl.crypto.paillier import PublicKey
 from privfl.data.alignment import row_commitment
 from privfl.errors import ConfigError, ProtocolError
-from privfl.parties.session import PartyContext, write_json
-from privfl.protocol.messages import BigInts, Hello
-from privfl.protocol.messages import PublicKey as PublicKeyMsg
+from privfl.parties.files import write_json
+from privfl.parties.session import PartyContext
+from privfl.protocol.messages import BigInts, Hello, PublicKeyMessage
 
 log = logging.getLogger("privfl.party")
 
@@ -79,7 +79,7 @@ def receive_public_key(ctx: PartyContext) -> PublicKey:
     # The Server sends the key only once every Hello is in, waiting up to one timeout
     # for a missing party; wait longer than that, so that the Server, which knows who
     # is missing, times out first and names that party in its Abort.
-    body = ctx.channel.expect_body(PublicKeyMsg, {ctx.job.server}, 2 * ctx.job.timeout_seconds)
+    body = ctx.channel.expect_body(PublicKeyMessage, {ctx.job.server}, 2 * ctx.job.timeout_seconds)
     key = PublicKey.from_n(body.n, body.h_s)
     if key.bits < ctx.job.key_bits:
         raise ProtocolError(

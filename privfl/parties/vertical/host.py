@@ -22,7 +22,8 @@ from privfl.learning import glm as glms
 from privfl.learning.metrics import binary_metrics, glm_metrics, plot_history
 from privfl.learning.taylor import batch_plan, batch_sizes, learning_rate, sigmoid
 from privfl.parties import checkpoint
-from privfl.parties.session import PartyContext, append_jsonl, write_json
+from privfl.parties.files import append_jsonl, write_json
+from privfl.parties.session import PartyContext
 from privfl.parties.vertical import host_steps as steps
 from privfl.parties.vertical.batches import check_batch, job_least_batch
 from privfl.parties.vertical.handshake import (

@@ -37,7 +37,8 @@ from privfl.crypto import psi_rsa as rsa
 from privfl.data.tables import IdTable, split_and_standardise
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
-from privfl.parties.session import PartyContext, write_json
+from privfl.parties.files import write_json
+from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import big
 from privfl.protocol.messages import PsiAnswer, PsiHello, PsiQuery, PsiResult
 

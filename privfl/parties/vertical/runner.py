@@ -14,13 +14,12 @@ from privfl.errors import ConfigError
 from privfl.parties.audit import FILE_NAME as AUDIT_FILE
 from privfl.parties.audit import AuditLog
 from privfl.parties.progress import Observer
-from privfl.parties.session import PartyContext, run_role
+from privfl.parties.session import PartyContext, keyring, run_role
 from privfl.parties.vertical import psi as psi_stage
 from privfl.parties.vertical.guest import run_guest
 from privfl.parties.vertical.host import EpochHook, run_host
 from privfl.parties.vertical.server import run_server
 from privfl.protocol.channel import Channel
-from privfl.protocol.keys import KeyRing
 from privfl.protocol.messages import Header
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import Transport, ZmqTransport
@@ -46,13 +45,8 @@ def load_data(
 
 def open_transport(job: JobConfig, name: str) -> ReliableTransport:
     """The party's ROUTER inbox and DEALERs, CURVE-authenticated, with ACKs and 1 MiB chunks."""
-    keys_dir = job.keys_path()
     peers = {n: p.endpoint for n, p in job.parties.items() if n != name}
-    ring = KeyRing.from_files(
-        name,
-        keys_dir / f"{name}.key_secret",
-        {peer: keys_dir / f"{peer}.key" for peer in peers},
-    )
+    ring = keyring(job, name, peers)
     send_timeout = min(job.timeout_seconds, 30.0)
     sockets = ZmqTransport(
         name,

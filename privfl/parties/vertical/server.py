@@ -32,8 +32,8 @@ from privfl.protocol.messages import (
     Kind,
     Loss,
     Message,
+    PublicKeyMessage,
 )
-from privfl.protocol.messages import PublicKey as PublicKeyMsg
 
 log = logging.getLogger("privfl.server")
 
@@ -111,7 +111,7 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
         check_rows(sender, hellos[sender].rows_digest, hellos[job.host].rows_digest, "the host's")
     make = rules.prediction_allowance if predicting else rules.training_allowance
     allow = make(job, hellos, public.n)
-    ctx.channel.broadcast(ctx.peers, PublicKeyMsg(n=public.n, bits=public.bits, h_s=public.h_s))
+    ctx.channel.broadcast(ctx.peers, PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s))
     t = job.training
     state = ServerState(
         key=private, allow=allow, tolerance=t.tolerance, divergence_factor=t.divergence_factor

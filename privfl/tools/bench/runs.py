@@ -18,7 +18,7 @@ from typing import Any
 
 from privfl.config.vertical import DataConfig
 from privfl.runs.kits import demo_job, write_kit
-from privfl.runs.launcher import EpochProgress, start_parties, watch
+from privfl.runs.launcher import EpochProgress, start_parties, supervise
 from privfl.tools.bench.workload import TEST_SIZE, Workload, write_csv
 
 POLL_SECONDS = 0.2
@@ -154,7 +154,7 @@ def run_parties(
     parties = start_parties(job, job_path, out, extra)
     memory = MemoryWatch({p.name: p.process.pid for p in parties})
     try:
-        watch(parties, EpochProgress(out / job.host / "metrics.jsonl", epochs, False))
+        supervise(parties, EpochProgress(out / job.host / "metrics.jsonl", epochs, False))
     finally:
         peak = memory.stop()
     wall = time.monotonic() - start

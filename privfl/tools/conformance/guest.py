@@ -39,7 +39,7 @@ from privfl.protocol.messages import (
     Forward,
     Hello,
     Kind,
-    PublicKey,
+    PublicKeyMessage,
     Residual,
     Resume,
     ScoreRequest,
@@ -113,7 +113,7 @@ class GuestRun:
                 f"{hello.role}, fingerprint {hello.job_fingerprint}, expected {job.fingerprint()}",
             )
         self._check_rows(digests)
-        key = PublicKey(n=self.key.n, bits=self.key.bits, h_s=self.key.h_s)
+        key = PublicKeyMessage(n=self.key.n, bits=self.key.bits, h_s=self.key.h_s)
         self.server.channel.send(party, key)
         if expect(report, self.host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host"):
             self.host.channel.send(party, Resume(completed=0))

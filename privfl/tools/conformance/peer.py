@@ -25,7 +25,7 @@ from privfl.protocol.messages import (
     Header,
     Kind,
     Message,
-    PublicKey,
+    PublicKeyMessage,
     kind_of,
 )
 
@@ -213,7 +213,7 @@ def expect_abort(report: Report, peer: Peer, sender: str, what: str) -> None:
         report.check(what, False, f"no Abort: {exc}")
 
 
-def server_key(job: JobConfig) -> tuple[PublicKey, PrivateKey]:
+def server_key(job: JobConfig) -> tuple[PublicKeyMessage, PrivateKey]:
     """A played Server's key pair in the job's obfuscation mode, and its public key message.
 
     With ``obfuscation = "djn"`` the message carries the DJN generator ``h_s``, and the
@@ -221,10 +221,10 @@ def server_key(job: JobConfig) -> tuple[PublicKey, PrivateKey]:
     party of a DJN session must.
     """
     public, private = generate_keypair(job.key_bits, job.obfuscation)
-    return PublicKey(n=public.n, bits=public.bits, h_s=public.h_s), private
+    return PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s), private
 
 
-def check_public_key(report: Report, job: JobConfig, msg: PublicKey) -> bool:
+def check_public_key(report: Report, job: JobConfig, msg: PublicKeyMessage) -> bool:
     """What a Host or Guest checks of the Server's public key (docs/protocol.md §6.0)."""
     ok = report.check("key is as large as the job asks", msg.bits >= job.key_bits, str(msg.bits))
     mode = "djn" if msg.h_s else "standard"

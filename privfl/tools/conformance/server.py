@@ -28,7 +28,7 @@ from privfl.protocol.messages import (
     Hello,
     Kind,
     Loss,
-    PublicKey,
+    PublicKeyMessage,
     Resume,
 )
 from privfl.tools.conformance.peer import (
@@ -128,7 +128,7 @@ def _server_handshake(
         env = expect(report, peer, Kind.PUBLIC_KEY, party, f"public key sent to {peer.name}")
         if env is None:
             return None
-        body = body_as(env.body, PublicKey)
+        body = body_as(env.body, PublicKeyMessage)
         keys[peer.name] = (body.n, body.h_s)
         if not check_public_key(report, job, body):
             return None

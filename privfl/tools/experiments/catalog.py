@@ -1,7 +1,7 @@
 """Every experiment by name: this module imports the experiment modules, which register themselves.
 
-The registry (:data:`~privfl.tools.experiments.common.EXPERIMENTS`) and the writers
-live in ``common``, below the experiments; only this module, above them, imports
+The registry (:data:`~privfl.tools.experiments.registry.EXPERIMENTS`) and the writers
+live in ``registry``, below the experiments; only this module, above them, imports
 them all — so no module imports one that imports it back.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from privfl.errors import ConfigError
 from privfl.tools.experiments import dpsgd_fsdp, hfl, vfl, vfl_models
-from privfl.tools.experiments.common import EXPERIMENTS, Settings, write_outputs
+from privfl.tools.experiments.registry import EXPERIMENTS, Settings, write_outputs
 
 MODULES = (vfl, hfl, dpsgd_fsdp, vfl_models)  # importing them registered their experiments
 

@@ -9,7 +9,13 @@ import torch
 from privfl.data.images import load_dataset
 from privfl.learning.dpsgd import PrivateTrainConfig, train_private
 from privfl.learning.models import build_model
-from privfl.tools.experiments.common import ExperimentResult, Settings, line_figure, register, table
+from privfl.tools.experiments.registry import (
+    ExperimentResult,
+    Settings,
+    line_figure,
+    register,
+    table,
+)
 
 SEED_002 = "002_6f8e9bcc806c9856.txt"
 

@@ -13,7 +13,13 @@ from typing import Any
 
 from privfl.config.horizontal import HflConfig
 from privfl.runs.simulate import run_experiment
-from privfl.tools.experiments.common import ExperimentResult, Settings, line_figure, register, table
+from privfl.tools.experiments.registry import (
+    ExperimentResult,
+    Settings,
+    line_figure,
+    register,
+    table,
+)
 
 SEED_000 = "000_68b04117c37ad23d.txt"
 SEED_001 = "001_4594ac523c4e0924.txt"

@@ -24,7 +24,7 @@ from privfl.data.views import demo_columns
 from privfl.errors import PrivflError
 from privfl.parties.vertical.runner import run_party
 from privfl.protocol.memory import InMemoryHub
-from privfl.tools.experiments.common import (
+from privfl.tools.experiments.registry import (
     ExperimentResult,
     Settings,
     fmt,

@@ -49,7 +49,7 @@ from privfl.learning.glm import glm_of, mean_of, reference_train
 from privfl.learning.metrics import glm_metrics
 from privfl.parties.vertical.runner import load_data, run_party
 from privfl.protocol.memory import InMemoryHub
-from privfl.tools.experiments.common import ExperimentResult, Settings, register, table
+from privfl.tools.experiments.registry import ExperimentResult, Settings, register, table
 
 KEY_BITS = 512
 

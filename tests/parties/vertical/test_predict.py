@@ -18,7 +18,7 @@ from privfl.learning.taylor import sigmoid
 from privfl.parties.vertical.predict import Model, predict_party
 from privfl.protocol import codec
 from privfl.protocol.memory import InMemoryHub
-from privfl.protocol.messages import Decrypted, Kind, PublicKey
+from privfl.protocol.messages import Decrypted, Kind, PublicKeyMessage
 
 NAMES = ["server", "host", "guest-1", "guest-2"]
 
@@ -91,7 +91,7 @@ def test_the_host_gets_the_joint_scores_through_one_masked_sum(tmp_path: Path) -
 
     traffic = [(s.sender, s.receiver, *codec.decode(s.frames)) for s in hub.sent]
     to_host = [(sender, body) for sender, receiver, _, body in traffic if receiver == "host"]
-    (n,) = {body.n for _, _, _, body in traffic if isinstance(body, PublicKey)}
+    (n,) = {body.n for _, _, _, body in traffic if isinstance(body, PublicKeyMessage)}
     decrypted = [body for _, body in to_host if isinstance(body, Decrypted)]
     # One decryption for the Host, of the summed scores only — masked, so the Server
     # saw noise, and never of one guest's scores alone.

@@ -48,7 +48,7 @@ from privfl.protocol.messages import (
     PsiHello,
     PsiQuery,
     PsiResult,
-    PublicKey,
+    PublicKeyMessage,
     Residual,
     Resume,
     ScoreRequest,
@@ -90,7 +90,7 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
     report = np.array([0.75, -1.5, 0.125, 2.0], dtype=np.float32)
     return [
         ("hello", "guest-1", "server", 0, Hello("guest", "ab" * 32, 426, 20)),
-        ("public_key", "server", "host", 0, PublicKey(n=N, bits=256)),
+        ("public_key", "server", "host", 0, PublicKeyMessage(n=N, bits=256)),
         ("batch_full", "host", "guest-1", 2, Batch(2, 0, 1, None)),
         ("batch_rows", "host", "guest-1", 3, Batch(3, 1, 4, rows)),
         ("forward", "guest-1", "host", 1, Forward(1, 0, BigInts(CIPHER), BigInts((7,)))),
@@ -152,7 +152,7 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ("round_end", "aggregator", "clients-1", 10, RoundEnd(10, 0.9375, True, "rounds")),
         # performance (issue 4): a DJN key; appended so that every earlier example keeps
         # its message id and bytes (a standard key leaves h_s = 0 out: "public_key" above)
-        ("public_key_djn", "server", "host", 0, PublicKey(n=N, bits=256, h_s=H_S)),
+        ("public_key_djn", "server", "host", 0, PublicKeyMessage(n=N, bits=256, h_s=H_S)),
         # conformance (issue 13): a Hello with its row commitment (rows_digest, §2.3)
         ("hello_rows", "guest-1", "host", 0, Hello("guest", "5e55", 569, 15, ROWS_DIGEST)),
     ]

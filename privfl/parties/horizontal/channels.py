@@ -1,4 +1,6 @@
-"""What the horizontal roles share: opening the transport, the channel, round checks."""
+"""The horizontal roles' transport and channel: a listener (aggregator, Shuffler) or outbound
+connections (client hosts), and receiving with the envelope's round checked against the body's.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +9,12 @@ from collections.abc import Collection
 
 from privfl.config.horizontal import HflJob
 from privfl.errors import PeerUnavailable, ProtocolError
+from privfl.parties.session import keyring
 from privfl.protocol.channel import Channel, Envelope
-from privfl.protocol.hfl_net import Listener, Outbound
-from privfl.protocol.keys import KeyRing
 from privfl.protocol.messages import Kind
+from privfl.protocol.transport import Listener, Outbound
 
 log = logging.getLogger("privfl.hfl")
-
-
-def keyring(job: HflJob, name: str, peers: Collection[str]) -> KeyRing:
-    folder = job.keys_path()
-    return KeyRing.from_files(
-        name, folder / f"{name}.key_secret", {p: folder / f"{p}.key" for p in peers}
-    )
 
 
 def open_listener(job: HflJob, name: str, peers: Collection[str]) -> Listener:
