@@ -34,7 +34,8 @@ from privfl.config.vertical import load_job
     "Without one (here or in the job file), rows must be in the same order everywhere.",
 )
 @out_option(
-    "Host: the predictions CSV (id, probability, label). Every party writes party.log "
+    "Host: the predictions CSV (logistic: id, probability, label; multiclass: id, p_0.., "
+    "label; linear: id, prediction; poisson: id, rate). Every party writes party.log "
     "in this file's folder. [runs/<timestamp>/<party>/predictions.csv]"
 )
 @verbose_option
@@ -52,7 +53,8 @@ def predict_cmd(
 
     Each party applies its own saved weights to its own columns. The guests' partial
     scores travel encrypted; the Host learns only their sum (decrypted by the Server
-    under a mask), adds its own part and writes id, probability and predicted label.
+    under a mask), adds its own part and writes id, probability and predicted label
+    (the model's own columns for the other kinds: docs/protocol.md §6.8).
 
     \b
     Example (one terminal per party):

@@ -20,7 +20,17 @@ from privfl.cli.options import (
     verbose_option,
 )
 from privfl.cli.predict import predict_cmd
-from privfl.config.vertical import JobConfig, check_key_bits, load_job, with_overrides
+from privfl.config.vertical import (
+    DATASET_TASK,
+    DATASETS,
+    DEFAULT_DATASET,
+    MODEL_KINDS,
+    REGRESSION_KINDS,
+    JobConfig,
+    check_key_bits,
+    load_job,
+    with_overrides,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,6 +82,42 @@ def kit_options(func: F) -> F:
         ),
         click.option("--seed", type=int, default=None, help="Seed of the training RNG. [0]"),
         click.option(
+            "--model",
+            "model_kind",
+            type=click.Choice(list(MODEL_KINDS)),
+            default=None,
+            help="Model to train: logistic, linear, poisson (one guest), multiclass "
+            "(one-vs-rest). [logistic]",
+        ),
+        click.option(
+            "--dataset",
+            type=click.Choice(list(DATASETS)),
+            default=None,
+            help="Bundled demo table (counts: generated Poisson counts with an exposure "
+            "column); alone, it also picks the table's model (diabetes: linear, wine and "
+            "digits: multiclass, counts: poisson). [the model's: breast_cancer, diabetes, "
+            "counts, wine]",
+        ),
+        click.option(
+            "--classes",
+            type=click.IntRange(2),
+            default=None,
+            help="multiclass: number of classes. [the bundled table's]",
+        ),
+        click.option(
+            "--label-low",
+            type=float,
+            default=None,
+            help="linear/poisson: lower clipping bound of the Laplace label mechanism.",
+        ),
+        click.option(
+            "--label-high",
+            type=float,
+            default=None,
+            help="linear/poisson: upper clipping bound of the Laplace label mechanism "
+            "(regression with a finite --label-epsilon needs both bounds).",
+        ),
+        click.option(
             "--obfuscation",
             type=click.Choice(["standard", "djn"]),
             default=None,
@@ -97,22 +143,27 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
     allow = opts["allow_weak_keys"] or (base.allow_weak_keys if base else False)
     bits = opts["key_bits"] or (base.key_bits if base else 2048)
     check_key_bits(bits, allow)
-    if base is None or opts["guests"] is not None:
+    dataset = opts.get("dataset")
+    kind = opts.get("model_kind") or (base.model.kind if base else None)
+    kind = kind or (DATASET_TASK[dataset] if dataset else "logistic")  # a table's own model
+    if dataset is None:
+        dataset = DEFAULT_DATASET[kind] if opts.get("model_kind") or not base else base.data.dataset
+    if base is None or opts["guests"] is not None or dataset != base.data.dataset:
         template = demo_job(
             guests=opts["guests"] or 1,
             key_bits=bits,
             allow_weak_keys=allow,
             host=opts.get("host") or "127.0.0.1",
             base_port=opts.get("base_port"),
+            dataset=dataset,
         )
         if base is not None:
-            template = replace(base, parties=template.parties)
+            template = replace(base, parties=template.parties, data=template.data)
         base = template
+    base = with_model(base, kind, dataset, **opts)
     job = replace(base, key_bits=bits, allow_weak_keys=allow)
     if opts["epochs"] is not None:
         job = with_overrides(job, epochs=opts["epochs"])
-    if opts["label_epsilon"] is not None:
-        job = replace(job, label_dp=replace(job.label_dp, epsilon=opts["label_epsilon"]))
     if opts["seed"] is not None:
         job = replace(job, seed=opts["seed"])
     if opts.get("obfuscation") is not None:
@@ -120,6 +171,51 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
     if opts["timeout"] is not None:
         job = replace(job, timeout_seconds=opts["timeout"])
     return job
+
+
+def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig:
+    """The job's ``[model]`` and dataset from --model/--dataset/--classes/--label-*.
+
+    Multiclass takes its class count from the bundled table unless given; regression
+    without label bounds trains without label DP (ε = inf) unless --label-epsilon asks
+    for it (then the job is refused, naming the missing bounds).
+    """
+    model = replace(base.model, kind=kind)
+    if kind == "multiclass":
+        classes = opts.get("classes") or model.classes or demo_classes(table)
+        model = replace(model, classes=classes)
+    if opts.get("label_low") is not None or opts.get("label_high") is not None:
+        low = opts.get("label_low")
+        high = opts.get("label_high")
+        model = replace(
+            model,
+            label_low=model.label_low if low is None else low,
+            label_high=model.label_high if high is None else high,
+        )
+    if kind == "poisson" and table == "counts":
+        model = replace(model, exposure="exposure")
+    label_dp = base.label_dp
+    no_bounds = not model.label_low < model.label_high
+    if kind in REGRESSION_KINDS and no_bounds and opts.get("label_epsilon") is None:
+        if math.isfinite(label_dp.epsilon):
+            click.echo(
+                f"privfl: {kind} regression without --label-low/--label-high: no label DP "
+                "(ε = inf)",
+                err=True,
+            )
+        label_dp = replace(label_dp, epsilon=math.inf)
+    if opts.get("label_epsilon") is not None:
+        label_dp = replace(label_dp, epsilon=opts["label_epsilon"])
+    data = replace(base.data, dataset=table)
+    return replace(base, model=model, label_dp=label_dp, data=data)
+
+
+def demo_classes(dataset: str) -> int:
+    """Classes of a bundled table's labels (public demo data)."""
+    from privfl.data.views import bundled
+
+    labels = bundled(dataset)[2]
+    return len(set(labels.tolist()))
 
 
 @vfl.command("run-local")
@@ -171,9 +267,23 @@ def run_local_cmd(
     )
     summary = run_local(job, out, progress=not no_progress, resume=resume)
     baseline = None
-    if all(p.columns for p in job.parties.values() if p.role != "server"):
+    demo = all(p.columns for p in job.parties.values() if p.role != "server")
+    if demo and job.model.kind == "logistic" and job.data.dataset == "breast_cancer":
         baseline = central_baseline(job.data.dataset, job.data.test_size, job.data.split_seed)
+    elif demo and job.model.kind in GLM_ROWS:
+        baseline = glm_reference(job)
     click.echo(results_table(summary, baseline, out))
+
+
+def glm_reference(job: JobConfig) -> float:
+    """The demo's centralised sklearn model (every column pooled): its headline metric."""
+    from privfl.learning.metrics import HEADLINE
+    from privfl.tools.experiments.vfl_models import Case, pooled, sklearn_reference
+
+    metric = HEADLINE[job.model.kind]
+    case = Case(job.model.kind, job.data.dataset, metric, 0.0, job.model.classes)
+    metrics = sklearn_reference(case, pooled(job.data.dataset, job), job.training.l2)
+    return float(metrics[metric])
 
 
 def results_table(summary: dict[str, Any], baseline: float | None, out: Path) -> str:
@@ -182,6 +292,9 @@ def results_table(summary: dict[str, Any], baseline: float | None, out: Path) ->
     def fmt(value: Any) -> str:
         return "n/a" if value is None else f"{value:.4f}"
 
+    kind = summary.get("model", {}).get("kind", "logistic")
+    if kind != "logistic":
+        return glm_table(summary, kind, out, baseline)
     rows = [
         ("joint accuracy", fmt(summary["accuracy"])),
         ("joint precision", fmt(summary["precision"])),
@@ -208,6 +321,67 @@ def results_table(summary: dict[str, Any], baseline: float | None, out: Path) ->
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+GLM_ROWS = {
+    "multiclass": ("accuracy", "precision", "recall", "f1"),
+    "linear": ("rmse", "mae", "r2"),
+    "poisson": ("deviance", "rmse", "mae", "r2"),
+}
+
+
+REFERENCE = {
+    "multiclass": "LogisticRegression",
+    "linear": "Ridge",
+    "poisson": "PoissonRegressor",
+}
+
+
+def glm_table(summary: dict[str, Any], kind: str, out: Path, baseline: float | None = None) -> str:
+    """The end-of-run table of a linear, Poisson or multiclass model."""
+    macro = " (macro)" if kind == "multiclass" else ""
+    rows = [
+        (f"test {name}{macro if name != 'accuracy' else ''}", _fmt(summary.get(name)))
+        for name in GLM_ROWS[kind]
+    ]
+    if baseline is not None:
+        headline = GLM_ROWS[kind][0]
+        rows.append(
+            (f"centralised sklearn {REFERENCE[kind]} {headline} (reference)", _fmt(baseline))
+        )
+    flip = summary["flip"]
+    if flip["mechanism"] == "none":
+        noise = "no label DP"
+    elif flip.get("laplace_scale"):
+        noise = f"Laplace scale {flip['laplace_scale']:.4g}"
+    else:
+        noise = f"flip prob. {flip['probability']:.4g}, {flip['count']} of {flip['rows']} changed"
+    rows += [
+        ("model", f"{kind} on {summary.get('dataset')}"),
+        ("final loss", _fmt(summary["loss_history"][-1])),
+        ("epochs", f"{summary['epochs']} ({summary['stop_reason']})"),
+        ("label ε", f"{summary['label_epsilon']} ({flip['mechanism']}; {noise})"),
+        ("wall time", f"{summary['wall_seconds']:.1f} s"),
+        ("outputs", str(out)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def host_line(party: str, result: dict[str, Any], out: Path) -> str:
+    """The Host's one-line result after `privfl vfl host`."""
+    kind = result.get("model", {}).get("kind", "logistic")
+    if kind == "logistic":
+        return (
+            f"{party}: accuracy {result['accuracy']:.4f}, F1 {result['f1']:.4f}, "
+            f"AUC {result['auc']:.4f}; outputs in {out}"
+        )
+    shown = ", ".join(f"{name} {_fmt(result.get(name))}" for name in GLM_ROWS[kind])
+    return f"{party}: {kind}: {shown}; outputs in {out}"
 
 
 def party_command(role: str) -> click.Command:
@@ -302,11 +476,7 @@ def party_command(role: str) -> click.Command:
             if close:
                 close()
         if role == "host":
-            click.echo(
-                f"{party}: accuracy {result['accuracy']:.4f}, F1 {result['f1']:.4f}, "
-                f"AUC {result['auc']:.4f}; outputs in {out}",
-                err=True,
-            )
+            click.echo(host_line(party, result, out), err=True)
 
     command.__doc__ = {
         "server": "Run the Server: key holder that decrypts masked values only.",
@@ -322,8 +492,10 @@ def host_progress(epochs: int) -> Callable[[dict[str, Any]], None]:
 
     bar = tqdm(total=epochs, desc="encrypted training", unit="epoch", file=sys.stderr)
 
+    from privfl.runs.launcher import postfix
+
     def on_epoch(record: dict[str, Any]) -> None:
-        bar.set_postfix(loss=f"{record['loss']:.4f}", acc=f"{record['accuracy']:.3f}")
+        bar.set_postfix(**postfix(record))
         bar.update(1)
 
     return on_epoch

@@ -64,6 +64,22 @@ class TrainingConfig:
 
 
 MODEL_KINDS = ("logistic", "linear", "poisson", "multiclass", "secureboost")
+# The bundled demo tables (data/views.py), the model each suits, and each kind's default.
+DATASETS = ("breast_cancer", "diabetes", "wine", "digits", "counts")
+DATASET_TASK = {
+    "breast_cancer": "logistic",
+    "diabetes": "linear",
+    "wine": "multiclass",
+    "digits": "multiclass",
+    "counts": "poisson",
+}
+DEFAULT_DATASET = {
+    "logistic": "breast_cancer",
+    "linear": "diabetes",
+    "multiclass": "wine",
+    "poisson": "counts",
+    "secureboost": "breast_cancer",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +105,17 @@ class ModelConfig:
     subsample: float = 1.0  # fraction of rows per tree
     colsample: float = 1.0  # fraction of each party's features per tree
     early_stopping_rounds: int = 0  # 0 = train every tree
+    # linear / poisson: clipping bounds of the Laplace label mechanism (label_dp.epsilon);
+    # equal bounds (the default) = no bounds given. Written to the job only when set.
+    label_low: float = 0.0
+    label_high: float = 0.0
+    # poisson: the Host's column of exposures (log taken as the offset; not a feature).
+    exposure: str = ""
+
+
+# ModelConfig keys left out of the job file (and its fingerprint) while at their default.
+MODEL_OPTIONAL_KEYS = ("label_low", "label_high", "exposure")
+REGRESSION_KINDS = ("linear", "poisson")
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +254,22 @@ def validate(job: JobConfig) -> None:
             f"liveness_grace_seconds must lie in (0, {MAX_GRACE_SECONDS:g}]; 3 suits most sites"
         )
     validate_model(job.model)
+    if job.model.kind == "poisson" and roles.count("guest") > 1:
+        raise ConfigError(
+            "Poisson regression takes exactly one guest: the Host multiplies the guest's "
+            "[[exp(z_G)]] by its own plaintext exp(z_H + offset), and Paillier cannot "
+            "multiply two guests' ciphertexts"
+        )
+    if (
+        job.model.kind in REGRESSION_KINDS
+        and math.isfinite(eps)
+        and not job.model.label_low < job.model.label_high
+    ):
+        raise ConfigError(
+            f"label_dp.epsilon = {eps:g} on {job.model.kind} regression needs the Laplace "
+            "mechanism's bounds: set model.label_low < model.label_high (--label-low/"
+            "--label-high), or label_dp.epsilon = inf for no label DP"
+        )
     if job.data.psi not in PSI_METHODS:
         raise ConfigError(f"data.psi is {job.data.psi!r}; choose one of {', '.join(PSI_METHODS)}")
     if job.data.psi == "rsa":
@@ -239,6 +282,15 @@ def validate_model(model: ModelConfig) -> None:
         raise ConfigError(f"model.kind is {model.kind!r}; choose one of {', '.join(MODEL_KINDS)}")
     if model.classes < 0 or model.classes == 1:
         raise ConfigError("model.classes must be 0 (from the labels) or at least 2")
+    if model.kind == "multiclass" and model.classes < 2:
+        raise ConfigError(
+            "model.kind = multiclass needs model.classes >= 2 in the job file: every party, "
+            "the Server included, sizes its messages by it"
+        )
+    if not (math.isfinite(model.label_low) and math.isfinite(model.label_high)):
+        raise ConfigError("model.label_low and model.label_high must be finite")
+    if model.label_low > model.label_high:
+        raise ConfigError("model.label_low must not exceed model.label_high")
     if model.trees < 1 or model.depth < 1 or model.bins < 2 or model.learning_rate <= 0:
         raise ConfigError("model: trees >= 1, depth >= 1, bins >= 2, learning_rate > 0")
     if model.l2 < 0 or model.gamma < 0 or model.min_child_weight < 0:
@@ -257,7 +309,12 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         else {"max_buffered_mib": job.max_buffered_mib}
     )
     if job.model != ModelConfig():  # a job without [model] keeps its old fingerprint
-        extra["model"] = asdict(job.model)
+        model = asdict(job.model)
+        default = ModelConfig()
+        for key in MODEL_OPTIONAL_KEYS:  # absent while unset: older fingerprints unchanged
+            if model[key] == getattr(default, key):
+                del model[key]
+        extra["model"] = model
     return {
         **extra,
         "session": job.session,

@@ -44,6 +44,7 @@ class IdTable:
     x: np.ndarray
     feature_names: tuple[str, ...]
     y: np.ndarray | None = None
+    exposure: np.ndarray | None = None  # Poisson, Host: exposures (not a feature)
 
     def take(self, order: Sequence[int]) -> IdTable:
         """The rows at ``order`` (positions in this table), in that order."""
@@ -53,6 +54,7 @@ class IdTable:
             x=self.x[idx],
             feature_names=self.feature_names,
             y=None if self.y is None else self.y[idx],
+            exposure=None if self.exposure is None else self.exposure[idx],
         )
 
 
@@ -61,15 +63,19 @@ def read_id_csv(
     id_column: str | None,
     label_column: str | None = None,
     features: Sequence[str] = (),
+    label_kind: str = "binary",
+    exposure_column: str | None = None,
 ) -> IdTable:
     """Read a CSV with a header row; ``features`` empty means every other column.
 
     Without an id column the ids are the 1-based row numbers (rows aligned by position).
+    ``label_kind``: ``binary`` (0/1), ``class`` (integers 0, 1, …) or ``real``
+    (regression). ``exposure_column`` (Poisson, Host): positive exposures, not a feature.
     """
     frame = _read(path)
     columns = [str(c) for c in frame.columns]
     wanted = [*([id_column] if id_column else []), *([label_column] if label_column else [])]
-    wanted += list(features)
+    wanted += list(features) + ([exposure_column] if exposure_column else [])
     missing = [c for c in wanted if c not in columns]
     if missing:
         raise ConfigError(
@@ -79,14 +85,23 @@ def read_id_csv(
         ids = _ids(frame[id_column], path, id_column)
     else:
         ids = tuple(str(i + 1) for i in range(len(frame)))
-    names = list(features) or [c for c in columns if c not in (id_column, label_column)]
+    apart = (id_column, label_column, exposure_column)
+    names = list(features) or [c for c in columns if c not in apart]
     if not names:
         raise ConfigError(f"data file {path} has no feature column besides the id and label")
     x = np.column_stack([_numeric(frame[c], path, c) for c in names])
     y = None
     if label_column:
-        y = _labels(frame[label_column], path, label_column)
-    return IdTable(ids=ids, x=x, feature_names=tuple(names), y=y)
+        y = _labels(frame[label_column], path, label_column, label_kind)
+    exposure = None
+    if exposure_column:
+        exposure = _numeric(frame[exposure_column], path, exposure_column)
+        if not (exposure > 0).all():  # NaN (missing) fails too
+            raise ConfigError(
+                f"data file {path}: every exposure in column {exposure_column!r} must be "
+                "a positive number"
+            )
+    return IdTable(ids=ids, x=x, feature_names=tuple(names), y=y, exposure=exposure)
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -144,11 +159,19 @@ def _numeric(column: pd.Series, path: Path, name: str) -> np.ndarray:
     return array
 
 
-def _labels(column: pd.Series, path: Path, name: str) -> np.ndarray:
+def _labels(column: pd.Series, path: Path, name: str, kind: str = "binary") -> np.ndarray:
     values = _numeric(column, path, name)
     if np.isnan(values).any():
         line = int(np.flatnonzero(np.isnan(values))[0]) + 2
         raise ConfigError(f"data file {path}: the label is missing on line {line}")
+    if kind == "real":
+        return values
+    if kind == "class":
+        if (values < 0).any() or (values % 1 != 0).any():
+            raise ConfigError(
+                f"data file {path}: label column {name!r} must hold class numbers 0, 1, 2, …"
+            )
+        return values.astype(np.int64)
     if not np.isin(values, (0.0, 1.0)).all():
         raise ConfigError(f"data file {path}: label column {name!r} must hold 0 or 1 only")
     return values.astype(np.int64)
@@ -194,6 +217,8 @@ def split_and_standardise(table: IdTable, test_size: float, split_seed: int) -> 
         y_test=None if y is None else y[test],
         train_ids=tuple(i for i, held in zip(table.ids, test, strict=True) if not held),
         test_ids=tuple(i for i, held in zip(table.ids, test, strict=True) if held),
+        offset_train=None if table.exposure is None else np.log(table.exposure[~test]),
+        offset_test=None if table.exposure is None else np.log(table.exposure[test]),
     )
 
 
@@ -211,6 +236,8 @@ class SiteData:
     id_column: str | None
     label_column: str | None
     features: tuple[str, ...]
+    label_kind: str = "binary"  # binary, class or real (read_id_csv)
+    exposure_column: str | None = None
 
 
 def site_data(
@@ -231,12 +258,19 @@ def site_data(
         label = label or "label"
     elif label:
         raise ConfigError(f"{name} is a guest: only the host holds a label column")
+    kind = job.model.kind
+    host = spec.role == "host"
     return SiteData(
         path=path,
         id_column=id_column or spec.id_column or None,
         label_column=label,
         features=tuple(features) or spec.features,
+        label_kind=LABEL_KINDS.get(kind, "binary"),
+        exposure_column=(job.model.exposure or None) if host and kind == "poisson" else None,
     )
+
+
+LABEL_KINDS = {"multiclass": "class", "linear": "real", "poisson": "real"}
 
 
 def load_id_table(site: SiteData) -> IdTable | None:
@@ -245,4 +279,11 @@ def load_id_table(site: SiteData) -> IdTable | None:
         return None
     if site.path is None:
         raise ConfigError("--id-column needs --data FILE (or `data` in the job file)")
-    return read_id_csv(site.path, site.id_column, site.label_column, site.features)
+    return read_id_csv(
+        site.path,
+        site.id_column,
+        site.label_column,
+        site.features,
+        site.label_kind,
+        site.exposure_column,
+    )

@@ -8,12 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
+from privfl.config.vertical import DATASET_TASK, DATASETS
 from privfl.data.alignment import positions
 from privfl.errors import ConfigError
 
-DATASETS = ("breast_cancer",)
 HOST_DEMO_COLUMNS = tuple(range(0, 10))  # seed 004's B_idx
 GUEST_DEMO_COLUMNS = tuple(range(10, 30))  # seed 004's A_idx
+COUNTS_ROWS = 2000
+COUNTS_WEIGHTS = (0.4, -0.3, 0.25, 0.15, -0.2, 0.3)
+COUNTS_INTERCEPT = -0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +26,7 @@ class Table:
     x: np.ndarray
     feature_names: tuple[str, ...]
     y: np.ndarray | None = None
+    exposure: np.ndarray | None = None  # Poisson: the Host's exposures (not a feature)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,38 +43,111 @@ class PartyData:
     # The ordered row ids (docs/protocol.md §2.3): ids after PSI, else 0-based positions.
     train_ids: tuple[str, ...] = ()
     test_ids: tuple[str, ...] = ()
+    # Poisson at the Host: log(exposure) of each row (None = exposure 1).
+    offset_train: np.ndarray | None = None
+    offset_test: np.ndarray | None = None
 
     @property
     def rows(self) -> int:
         return int(self.x_train.shape[0] + self.x_test.shape[0])
 
 
-def demo_columns(guests: int) -> dict[str, tuple[int, ...]]:
-    """Seed 004's column split; the guest columns are divided among ``guests`` guests."""
-    if not 1 <= guests <= len(GUEST_DEMO_COLUMNS):
-        raise ConfigError(f"the demo supports 1 to {len(GUEST_DEMO_COLUMNS)} guests, not {guests}")
-    parts = np.array_split(np.array(GUEST_DEMO_COLUMNS), guests)
-    shares = {"host": HOST_DEMO_COLUMNS}
+def demo_columns(guests: int, dataset: str = "breast_cancer") -> dict[str, tuple[int, ...]]:
+    """Seed 004's column split: the Host the first third, the guests share the rest.
+
+    (Breast cancer: Host 0-9, guests 10-29.)
+    """
+    total = dataset_width(dataset)
+    host = tuple(range(max(1, total // 3)))
+    rest = tuple(range(len(host), total))
+    if not 1 <= guests <= len(rest):
+        raise ConfigError(f"the {dataset} demo supports 1 to {len(rest)} guests, not {guests}")
+    parts = np.array_split(np.array(rest), guests)
+    shares = {"host": host}
     shares.update({f"guest-{i + 1}": tuple(int(c) for c in p) for i, p in enumerate(parts)})
     return shares
 
 
-def demo_table(dataset: str, columns: tuple[int, ...], with_labels: bool) -> Table:
-    """The bundled dataset restricted to ``columns`` (and its label column if asked)."""
+def dataset_width(dataset: str) -> int:
+    """How many feature columns a bundled table has."""
+    return int(bundled(dataset)[0].shape[1])
+
+
+def bundled(dataset: str) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray | None]:
+    """``(x, feature names, labels, exposure)`` of a bundled table.
+
+    sklearn's breast_cancer (binary), diabetes (regression), wine and digits
+    (multiclass), and ``counts``: a Poisson count table generated from a fixed public
+    seed, with an exposure column (the Host's, not a feature).
+    """
     if dataset not in DATASETS:
         raise ConfigError(f"unknown dataset {dataset!r}; bundled: {', '.join(DATASETS)}")
-    from sklearn.datasets import load_breast_cancer  # the demo only: CSV sites never load sklearn
+    if dataset == "counts":
+        return count_table()
+    from sklearn import datasets  # the demo only: CSV sites never load sklearn
 
-    bunch = load_breast_cancer()
-    if not columns or max(columns) >= bunch.data.shape[1] or min(columns) < 0:
-        raise ConfigError(f"columns {columns} are outside the {bunch.data.shape[1]} demo columns")
-    names = tuple(str(bunch.feature_names[c]) for c in columns)
-    y = bunch.target.astype(np.int64) if with_labels else None
-    return Table(x=bunch.data[:, list(columns)].astype(np.float64), feature_names=names, y=y)
+    loader = {
+        "breast_cancer": datasets.load_breast_cancer,
+        "diabetes": datasets.load_diabetes,
+        "wine": datasets.load_wine,
+        "digits": datasets.load_digits,
+    }[dataset]
+    bunch = loader()
+    names = tuple(str(n) for n in bunch.feature_names)
+    if DATASET_TASK[dataset] == "linear":
+        y = bunch.target.astype(np.float64)
+    else:
+        y = bunch.target.astype(np.int64)
+    return bunch.data.astype(np.float64), names, y, None
 
 
-def read_csv(path: Path, label_column: str | None) -> Table:
-    """A numeric CSV with a header row; rows must be in the same order at every party."""
+def count_table(
+    rows: int = COUNTS_ROWS,
+) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
+    """A public synthetic Poisson table: ``y ~ Poisson(exposure · exp(xβ + b))``.
+
+    Fixed seed (the data is public, no privacy rests on it); exposures in [0.5, 3].
+    """
+    rng = np.random.default_rng(2024)
+    weights = np.array(COUNTS_WEIGHTS)
+    x = rng.normal(size=(rows, len(weights)))
+    x[:, 1] = 0.6 * x[:, 0] + 0.8 * x[:, 1]  # correlated columns, as in real tables
+    exposure = rng.uniform(0.5, 3.0, size=rows)
+    rate = np.exp(x @ weights + COUNTS_INTERCEPT)
+    y = rng.poisson(exposure * rate).astype(np.float64)
+    names = tuple(f"x{i}" for i in range(len(weights)))
+    return x, names, y, exposure
+
+
+def demo_table(dataset: str, columns: tuple[int, ...], with_labels: bool) -> Table:
+    """The bundled dataset restricted to ``columns`` (and its label column if asked).
+
+    The Host (``with_labels``) of the counts table also gets its exposure column.
+    """
+    x, all_names, labels, exposure = bundled(dataset)
+    if not columns or max(columns) >= x.shape[1] or min(columns) < 0:
+        raise ConfigError(f"columns {columns} are outside the {x.shape[1]} demo columns")
+    names = tuple(all_names[c] for c in columns)
+    y = labels if with_labels else None
+    return Table(
+        x=x[:, list(columns)],
+        feature_names=names,
+        y=y,
+        exposure=exposure if with_labels else None,
+    )
+
+
+def read_csv(
+    path: Path,
+    label_column: str | None,
+    exposure_column: str | None = None,
+    float_labels: bool = False,
+) -> Table:
+    """A numeric CSV with a header row; rows must be in the same order at every party.
+
+    ``exposure_column`` (Poisson, Host): read apart from the features; must be positive.
+    ``float_labels``: regression labels, kept as floats.
+    """
     try:
         with path.open(newline="") as handle:
             rows = list(csv.reader(handle))
@@ -89,11 +166,25 @@ def read_csv(path: Path, label_column: str | None) -> Table:
         raise ConfigError(f"data file {path} has a non-numeric value: {exc}") from exc
     if values.ndim != 2 or values.shape[1] != len(header) or not np.isfinite(values).all():
         raise ConfigError(f"data file {path}: every row needs {len(header)} finite numbers")
-    features = [i for i, name in enumerate(header) if name != label_column]
+    if exposure_column is not None and exposure_column not in header:
+        raise ConfigError(f"data file {path} has no exposure column {exposure_column!r}")
+    apart = (label_column, exposure_column)
+    features = [i for i, name in enumerate(header) if name not in apart]
     y = None
     if label_column is not None:
-        y = values[:, header.index(label_column)].astype(np.int64)
-    return Table(x=values[:, features], feature_names=tuple(header[i] for i in features), y=y)
+        column = values[:, header.index(label_column)]
+        y = column if float_labels else column.astype(np.int64)
+    exposure = None
+    if exposure_column is not None:
+        exposure = values[:, header.index(exposure_column)]
+        if np.any(exposure <= 0):
+            raise ConfigError(f"data file {path}: every exposure must be positive")
+    return Table(
+        x=values[:, features],
+        feature_names=tuple(header[i] for i in features),
+        y=y,
+        exposure=exposure,
+    )
 
 
 def split_view(table: Table, test_size: float, split_seed: int) -> PartyData:
@@ -117,6 +208,8 @@ def split_view(table: Table, test_size: float, split_seed: int) -> PartyData:
         y_test=None if y is None else y[test_idx],
         train_ids=positions(train_idx),
         test_ids=positions(test_idx),
+        offset_train=None if table.exposure is None else np.log(table.exposure[train_idx]),
+        offset_test=None if table.exposure is None else np.log(table.exposure[test_idx]),
     )
 
 

@@ -84,3 +84,30 @@ def flipback(
     result = noisy.copy()
     result[chosen] = 1 - result[chosen]
     return result
+
+
+def laplace_scale(epsilon: float, low: float, high: float) -> float:
+    """Laplace scale ``(high − low) / ε`` of an ε-DP release of one label clipped to the bounds."""
+    if not low < high:
+        raise ValueError(f"the label bounds need low < high, got [{low}, {high}]")
+    if epsilon <= 0 or math.isnan(epsilon):
+        raise ValueError(f"the Laplace label mechanism needs epsilon > 0, got {epsilon}")
+    return (high - low) / epsilon
+
+
+def laplace_labels(
+    labels: np.ndarray, epsilon: float, low: float, high: float, rng: np.random.Generator
+) -> tuple[np.ndarray, float]:
+    """ε-label-DP for regression: clip each label to ``[low, high]``, add Laplace noise.
+
+    The clipped label has sensitivity ``high − low``, so ``Lap((high − low)/ε)`` noise
+    makes each released label ε-DP (the bounds must be public, not read from the data).
+    ``epsilon = inf`` returns the labels unchanged (not even clipped). Returns the noisy
+    labels and the Laplace scale.
+    """
+    y = np.asarray(labels, dtype=np.float64)
+    if epsilon == math.inf:
+        return y.copy(), 0.0
+    scale = laplace_scale(epsilon, low, high)
+    clipped = np.clip(y, low, high)
+    return clipped + rng.laplace(0.0, scale, size=y.shape), scale

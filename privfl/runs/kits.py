@@ -7,7 +7,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from privfl.config.horizontal import HflConfig, HflJob, HflParty, save_hfl_job
-from privfl.config.vertical import JobConfig, LabelDPConfig, PartySpec, TrainingConfig, save_job
+from privfl.config.vertical import (
+    DataConfig,
+    JobConfig,
+    LabelDPConfig,
+    PartySpec,
+    TrainingConfig,
+    save_job,
+)
 from privfl.data.views import demo_columns
 from privfl.protocol.keys import generate_keypair
 from privfl.protocol.transport import free_tcp_endpoints
@@ -26,6 +33,7 @@ def demo_job(
     host: str = "127.0.0.1",
     base_port: int | None = None,
     timeout_seconds: float = 120.0,
+    dataset: str = "breast_cancer",
 ) -> JobConfig:
     """A job for the bundled demo: seed 004's column split, one endpoint per party.
 
@@ -33,7 +41,7 @@ def demo_job(
     free loopback ports picked now.
     """
     names = ["server", "host", *[f"guest-{i + 1}" for i in range(guests)]]
-    columns = demo_columns(guests)
+    columns = demo_columns(guests, dataset)
     if base_port is None:
         endpoints = free_tcp_endpoints(len(names), host)
     else:
@@ -56,6 +64,7 @@ def demo_job(
         seed=seed,
         training=TrainingConfig(epochs=epochs),
         label_dp=LabelDPConfig(epsilon=label_epsilon),
+        data=DataConfig(dataset=dataset),
     )
 
 

@@ -146,7 +146,7 @@ class EpochProgress:
             except json.JSONDecodeError:
                 return  # a line still being written; read it next time
             self.seen += 1
-            self.bar.set_postfix(loss=f"{record['loss']:.4f}", acc=f"{record['accuracy']:.3f}")
+            self.bar.set_postfix(**postfix(record))
             self.bar.update(1)
 
     def close(self) -> None:
@@ -230,6 +230,16 @@ def run_local(
     summary["parties"] = {name: str(out / name) for name in job.parties}
     write_json(out / "summary.json", summary)
     return summary
+
+
+def postfix(record: dict[str, Any]) -> dict[str, str]:
+    """The progress bar's loss and headline metric of one epoch record."""
+    shown = {"loss": f"{record['loss']:.4f}"}
+    for key, label in (("accuracy", "acc"), ("rmse", "rmse"), ("deviance", "dev")):
+        if isinstance(record.get(key), int | float):
+            shown[label] = f"{record[key]:.3f}"
+            break
+    return shown
 
 
 def preflight(config: HflConfig) -> None:

@@ -14,10 +14,13 @@ from privfl.crypto.paillier import PublicKey, unmask
 from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ProtocolError
-from privfl.learning.taylor import gradient, learning_rate
+from privfl.learning import glm as glms
+from privfl.learning.glm import EXP_BITS, Glm
+from privfl.learning.taylor import learning_rate
 from privfl.parties import checkpoint
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce, receive_public_key, rows_digest, save_model
+from privfl.parties.vertical.host_steps import class_matvec, unflatten
 from privfl.protocol import fresh
 from privfl.protocol.messages import (
     Batch,
@@ -59,9 +62,10 @@ class GuestState:
 
     data: PartyData
     key: PublicKey
-    theta: np.ndarray
+    theta: np.ndarray  # (features, k)
     l2: float
     noise: NoisePool
+    glm: Glm = field(default_factory=lambda: Glm("logistic"))
     x_exp: np.ndarray = field(init=False)
     stage: Stage = Stage.IDLE
     batch: Batch | None = None
@@ -77,15 +81,21 @@ class GuestState:
 
 
 def forward(state: GuestState, msg: Batch) -> Forward:
-    """Encrypt this batch's partial scores ``z_g = X_g θ_g`` and ``Σ z_g²``."""
+    """Encrypt this batch's partial scores ``z_g = X_g θ_g`` (all k per row) and ``Σ z_g²``.
+
+    Poisson: ``[[exp(z_g)]]`` at EXP_BITS, then ``[[z_g]]`` (the Host needs both).
+    """
     state.batch = msg
     rows = state.rows()
     if msg.indices is not None and (msg.indices.min() < 0 or msg.indices.max() >= len(state.x_exp)):
         raise ProtocolError("batch indices outside the training rows")
-    z = state.data.x_train[rows] @ state.theta
+    z = (state.data.x_train[rows] @ state.theta).ravel()
     state.z = z
     n = state.key.n
-    scores = encrypt(state, encode(z, VALUE_BITS, n))
+    plain = encode(z, VALUE_BITS, n)
+    if state.glm.kind == "poisson":
+        plain = encode(np.exp(z), EXP_BITS, n) + plain
+    scores = encrypt(state, plain)
     squares = encrypt(state, encode([float(z @ z)], LOSS_BITS, n))
     state.stage = Stage.AWAIT_RESIDUAL
     return Forward(epoch=msg.epoch, batch=msg.batch, scores=scores, sum_squares=squares)
@@ -98,9 +108,13 @@ def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTer
     """
     assert state.batch is not None and state.z is not None
     x = state.x_exp[state.rows()]
-    if len(msg.residual) != x.shape[0]:
-        raise ProtocolError(f"residual has {len(msg.residual)} rows, the batch {x.shape[0]}")
-    grad = packing.pack(state.key, state.noise.matvec_t(state.key, x, msg.residual.values))
+    k = state.glm.outputs
+    if len(msg.residual) != x.shape[0] * k:
+        raise ProtocolError(
+            f"residual has {len(msg.residual)} values, the batch {x.shape[0]} rows × {k}"
+        )
+    products = class_matvec(state.noise, state.key, x, list(msg.residual.values), k)
+    grad = packing.pack(state.key, products)
     masked, state.masks = fresh.mask(state.key, grad, take(state, len(grad)))
     request = DecryptRequest(epoch=msg.epoch, batch=msg.batch, purpose="gradient", values=masked)
     cross = None
@@ -117,11 +131,12 @@ def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
     """Remove our mask, add our own L2 term, take one SGD step."""
     assert state.z is not None
     n = state.key.n
-    plain = packing.unpack(unmask(msg.values.values, state.masks, n), len(state.theta), n)
-    x_t_4d = decode(plain, LOSS_BITS, state.key.n)
-    penalised = np.ones_like(state.theta)
-    state.theta = state.theta - lr * gradient(
-        x_t_4d, state.theta, len(state.z), state.l2, penalised
+    plain = packing.unpack(unmask(msg.values.values, state.masks, n), state.theta.size, n)
+    x_t_r = unflatten(decode(plain, LOSS_BITS, state.key.n), state.theta.shape)
+    penalised = np.ones(state.theta.shape[0])
+    rows = len(state.z) // state.glm.outputs
+    state.theta = state.theta - lr * glms.gradient(
+        state.glm, x_t_r, state.theta, rows, state.l2, penalised
     )
     state.stage = Stage.IDLE
 
@@ -129,7 +144,7 @@ def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
 def scores(state: GuestState, msg: ScoreRequest) -> Scores:
     """Encrypted partial scores for every row of a split, packed (the Host learns only sums)."""
     x = state.data.x_test if msg.split == "test" else state.data.x_train
-    z = x @ state.theta
+    z = (x @ state.theta).ravel()
     n = state.key.n
     values = encrypt(state, packing.pack_plain(encode(z, VALUE_BITS, n), n))
     return Scores(epoch=msg.epoch, split=msg.split, scores=values)
@@ -151,6 +166,7 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
     """Answer the Host batch by batch until it finishes the session; save our own weights."""
     job, channel = ctx.job, ctx.channel
     host, server = job.host, job.server
+    glm = glms.glm_of(job)
     digest = rows_digest(ctx, data.train_ids, data.test_ids)
     announce(
         ctx, "guest", data.rows, data.x_train.shape[1], [server, host], digest, len(data.x_train)
@@ -159,11 +175,17 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
     noise = NoisePool(key.n, workers, key.h_s)
     # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,
     # the packed test scores); the workers start on them now.
-    gradient = packing.packed_length(data.x_train.shape[1], key.n)
-    test = packing.packed_length(len(data.x_test), key.n)
-    noise.prefetch(len(data.x_train) + 2 + gradient + test)
+    k = glm.outputs
+    gradient = packing.packed_length(data.x_train.shape[1] * k, key.n)
+    test = packing.packed_length(len(data.x_test) * k, key.n)
+    noise.prefetch(len(data.x_train) * k + 2 + gradient + test)
     state = GuestState(
-        data=data, key=key, theta=np.zeros(data.x_train.shape[1]), l2=job.training.l2, noise=noise
+        data=data,
+        key=key,
+        theta=np.zeros((data.x_train.shape[1], k)),
+        l2=job.training.l2,
+        noise=noise,
+        glm=glm,
     )
     try:
         resume_guest(ctx, state)
@@ -176,7 +198,8 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
     finally:
         noise.close()
     save_model(ctx, "guest", data.feature_names, state.theta, data.mean, data.scale)
-    return {"weights": state.theta.tolist()}
+    weights = state.theta[:, 0] if k == 1 else state.theta
+    return {"weights": weights.tolist()}
 
 
 def step(state: GuestState, body: Message, lr: float) -> list[tuple[str, Message]]:
@@ -202,7 +225,8 @@ def resume_guest(ctx: PartyContext, state: GuestState) -> None:
     """Agree, and restore the guest's weights."""
     completed = checkpoint.agree(ctx)
     if completed:
-        state.theta = np.array(checkpoint.load(ctx, completed)["theta"], dtype=np.float64)
+        saved = np.array(checkpoint.load(ctx, completed)["theta"], dtype=np.float64)
+        state.theta = saved.reshape(state.theta.shape)
 
 
 def after_guest_step(ctx: PartyContext, state: GuestState, body: Message) -> None:

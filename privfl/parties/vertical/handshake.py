@@ -101,14 +101,25 @@ def save_model(
     weights: np.ndarray,
     mean: np.ndarray,
     scale: np.ndarray,
-    bias: float | None = None,
+    bias: Any = None,
 ) -> Path:
-    """Save this party's own weights by feature name, with the standardisation it used."""
+    """Save this party's own weights by feature name, with the standardisation it used.
+
+    ``weights`` of shape ``(features,)`` or ``(features, k)``: one weight per feature, or
+    a list of k (multiclass, one per class); the bias likewise.
+    """
+    weights = np.asarray(weights)
+    if weights.ndim == 2 and weights.shape[1] == 1:
+        weights = weights[:, 0]
     model: dict[str, Any] = {
         "party": ctx.name,
         "role": role,
         "session": ctx.job.session,
-        "weights": {n: float(w) for n, w in zip(feature_names, weights, strict=True)},
+        "model": {
+            "kind": ctx.job.model.kind,
+            "outputs": 1 if weights.ndim == 1 else weights.shape[1],
+        },
+        "weights": {n: _plain(w) for n, w in zip(feature_names, weights, strict=True)},
         "standardisation": {
             n: {"mean": float(m), "scale": float(s)}
             for n, m, s in zip(feature_names, mean, scale, strict=True)
@@ -116,7 +127,15 @@ def save_model(
         "note": "weights apply to standardised features: (x - mean) / scale",
     }
     if bias is not None:
-        model["bias"] = float(bias)
+        model["bias"] = _plain(bias)
     path = ctx.out / "model.json"
     write_json(path, model)
     return path
+
+
+def _plain(value: Any) -> float | list[float]:
+    """A weight (or a row of k weights) as JSON numbers."""
+    array = np.asarray(value, dtype=np.float64)
+    if array.ndim == 0 or array.size == 1:
+        return float(array.reshape(-1)[0])
+    return [float(v) for v in array.reshape(-1)]

@@ -18,7 +18,8 @@ from privfl.crypto.paillier import PublicKey
 from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, TrainingDiverged
-from privfl.learning.metrics import binary_metrics, plot_history
+from privfl.learning import glm as glms
+from privfl.learning.metrics import binary_metrics, glm_metrics, plot_history
 from privfl.learning.taylor import batch_plan, batch_sizes, learning_rate, sigmoid
 from privfl.parties import checkpoint
 from privfl.parties.files import append_jsonl, write_json
@@ -101,9 +102,14 @@ def train(
         began = time.monotonic()
         result = train_epoch(ctx, state, epoch, rng)
         if result.reason == "diverged":
+            why = (
+                "the Taylor approximation only holds for small scores"
+                if state.glm.taylor
+                else "the step is too large for these features"
+            )
             raise TrainingDiverged(
-                f"training diverged at epoch {epoch + 1} (Taylor loss {result.loss:.4g}): the "
-                "Taylor approximation only holds for small scores; lower training.learning_rate"
+                f"training diverged at epoch {epoch + 1} (loss {result.loss:.4g}): {why}; "
+                "lower training.learning_rate"
             )
         flipped = maybe_flipback(ctx, state, epoch, result.stop)
         record = {
@@ -193,19 +199,20 @@ def masked_scores(
     if ciphertexts is None:
         channel.broadcast(state.guests, ScoreRequest(epoch=epoch, split=split), epoch)
         replies = channel.gather(Scores, state.guests)
-        ciphertexts = steps.sum_scores(state, replies, rows)
+        ciphertexts = steps.sum_scores(state, replies, rows * state.glm.outputs)
     request, masks = steps.masked_request(state, ciphertexts, epoch, packed)
     channel.send(ctx.job.server, request, epoch)
     reply = channel.expect_body(Decrypted, {ctx.job.server})
     terms = len(state.guests) if packed else 1
-    return steps.unmask_scores(state, reply, masks, rows, terms)
+    k = 1 if ciphertexts is not None and not packed else state.glm.outputs
+    return steps.unmask_scores(state, reply, masks, rows * k, terms)
 
 
 def maybe_flipback(ctx: PartyContext, state: HostState, epoch: int, last: bool) -> int:
     """Every ``flipback_every`` epochs (not after the last, nor without noise to undo)."""
     cfg = ctx.job.label_dp
     due = cfg.flipback_every and (epoch + 1) % cfg.flipback_every == 0
-    if not due or last or not math.isfinite(cfg.epsilon):
+    if not due or last or not math.isfinite(cfg.epsilon) or state.glm.kind != "logistic":
         return 0
     guest_scores = masked_scores(ctx, state, epoch, "train", len(state.labels), state.z_cache)
     changed = steps.apply_flipback(state, guest_scores, cfg.flipback_fraction)
@@ -217,8 +224,12 @@ def evaluate(ctx: PartyContext, state: HostState, epoch: int) -> dict[str, Any]:
     """Joint-model metrics on the held-out rows, and seed 004's bottom-model accuracies."""
     y = state.data.y_test
     assert y is not None
-    guests = masked_scores(ctx, state, epoch, "test", len(y))
+    glm = state.glm
+    guests = masked_scores(ctx, state, epoch, "test", len(y)).reshape(len(y), glm.outputs)
     host = state.x_test @ state.theta
+    if glm.kind != "logistic":
+        return glm_metrics(glm.kind, y, glms.mean_of(glm, host + guests, state.offset_test))
+    host, guests = host[:, 0], guests[:, 0]
     metrics: dict[str, Any] = binary_metrics(y, sigmoid(host + guests))
     metrics["bottom_host_accuracy"] = float(((host >= 0) == y).mean())
     metrics["bottom_guests_accuracy"] = float(((guests >= 0) == y).mean())
@@ -237,9 +248,9 @@ def finish(
         state.theta[:-1],
         data.mean,
         data.scale,
-        bias=float(state.theta[-1]),
+        bias=state.theta[-1],
     )
-    plot_history(records, ctx.out / "training.png", title=title_of(ctx.job))
+    plot_history(records, ctx.out / "training.png", title=title_of(ctx.job), kind=state.glm.kind)
     summary = steps.summary_of(ctx.job, state, records, round(wall, 3), reason)
     write_json(ctx.out / "summary.json", summary)
     return summary
@@ -249,7 +260,7 @@ def title_of(job: JobConfig) -> str:
     """Plot title: the settings a reader needs to interpret the curves."""
     eps = job.label_dp.epsilon
     return (
-        f"privfl vertical LR, {len(job.guests)} guest(s), label ε={eps:g}, "
+        f"privfl vertical {job.model.kind}, {len(job.guests)} guest(s), label ε={eps:g}, "
         f"λ={job.training.l2:g}, lr={job.training.learning_rate:g}"
     )
 
@@ -264,7 +275,7 @@ def resume_host(
         metrics.unlink(missing_ok=True)
         return []
     saved = checkpoint.load(ctx, completed)
-    state.theta = np.array(saved["theta"], dtype=np.float64)
+    state.theta = np.array(saved["theta"], dtype=np.float64).reshape(state.theta.shape)
     # The flipped labels are the Host's own secret state: a resumed run continues with
     # the same noisy labels, never with a fresh draw (that would spend ε twice).
     state.labels = np.array(saved["labels"], dtype=state.labels.dtype)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,10 +23,13 @@ from privfl.crypto.paillier import PublicKey, unmask
 from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
-from privfl.learning.taylor import LOG2, gradient, residual_offset, sigmoid
+from privfl.learning import glm as glms
+from privfl.learning.glm import Glm
+from privfl.learning.taylor import LOG2, sigmoid
 from privfl.mechanisms.label_dp import (
     flip_probability,
     flipback,
+    laplace_labels,
     private_generator,
     randomized_response,
 )
@@ -57,6 +60,8 @@ class FlipReport:
     probability: float
     flipped: int
     rows: int
+    mechanism: str = "randomized response"  # or "laplace" (regression labels), "none"
+    laplace_scale: float = 0.0
 
 
 @dataclass
@@ -72,7 +77,8 @@ class HostState:
     noise: NoisePool  # obfuscators, computed ahead by workers while the Host waits
     seeded_noise: bool = False  # the flips came from a caller's seeded generator: not private
     least_batch: int = 1  # fewest rows a batch may have (parties/batches.py)
-    theta: np.ndarray = field(init=False)
+    glm: Glm = field(default_factory=lambda: Glm("logistic"))
+    theta: np.ndarray = field(init=False)  # (features + bias, k)
     x_train: np.ndarray = field(init=False)
     x_test: np.ndarray = field(init=False)
     x_exp: np.ndarray = field(init=False)
@@ -86,10 +92,17 @@ class HostState:
         self.x_train = np.hstack([self.data.x_train, ones])
         self.x_test = np.hstack([self.data.x_test, np.ones((self.data.x_test.shape[0], 1))])
         self.x_exp = to_exponents(self.x_train, DATA_BITS)
-        self.theta = np.zeros(self.x_train.shape[1])
+        self.theta = np.zeros((self.x_train.shape[1], self.glm.outputs))
         self.penalised = np.r_[np.ones(self.data.x_train.shape[1]), 0.0]  # no L2 on the bias
         self.z_cache = [0] * len(self.labels)
         self.zh_cache = np.zeros(len(self.labels))
+        rows = self.data.x_train.shape[0]
+        self.offset_train = (
+            np.zeros(rows) if self.data.offset_train is None else self.data.offset_train
+        )
+        self.offset_test = (
+            np.zeros(len(self.x_test)) if self.data.offset_test is None else self.data.offset_test
+        )
 
 
 def init_state(
@@ -109,23 +122,11 @@ def init_state(
     """
     if data.y_train is None or data.y_test is None:
         raise ConfigError("the host needs the label column")
-    eps = job.label_dp.epsilon
+    glm = glms.glm_of(job)
     seeded = label_rng is not None
     rng = label_rng if label_rng is not None else private_generator()
-    noisy = randomized_response(data.y_train, eps, rng)
-    report = FlipReport(
-        epsilon=eps,
-        probability=flip_probability(eps),
-        flipped=int((noisy != data.y_train).sum()),
-        rows=len(noisy),
-    )
-    log.info(
-        "label DP: ε=%s, flip probability %.6f, %d of %d labels flipped",
-        eps,
-        report.probability,
-        report.flipped,
-        report.rows,
-    )
+    check_labels(glm, data.y_train)
+    noisy, report = private_labels(glm, job, data.y_train, rng)
     return HostState(
         data=replace(data, y_train=None),
         key=key,
@@ -135,7 +136,64 @@ def init_state(
         l2=job.training.l2,
         noise=noise or NoisePool(key.n, 1, key.h_s),
         seeded_noise=seeded,
+        glm=glm,
     )
+
+
+def check_labels(glm: Glm, labels: np.ndarray) -> None:
+    """Labels the model can take: 0/1, classes 0..k-1, counts >= 0 (regression: any)."""
+    if glm.kind == "logistic" and not np.isin(labels, (0, 1)).all():
+        raise ConfigError("logistic regression needs labels 0 and 1; use --model multiclass")
+    if glm.kind == "multiclass" and (
+        labels.min() < 0 or labels.max() >= glm.outputs or np.any(labels % 1 != 0)
+    ):
+        raise ConfigError(
+            f"multiclass labels must be integers 0..{glm.outputs - 1} (model.classes = "
+            f"{glm.outputs})"
+        )
+    if glm.kind == "poisson" and labels.min() < 0:
+        raise ConfigError("Poisson regression needs counts >= 0 as labels")
+
+
+def private_labels(
+    glm: Glm, job: JobConfig, labels: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, FlipReport]:
+    """The labels the Host trains on: randomized response (k-ary for multiclass) or, for
+    regression, the Laplace mechanism on labels clipped to the job's bounds."""
+    eps = job.label_dp.epsilon
+    if glm.regression:
+        if not math.isfinite(eps):
+            return labels.astype(np.float64), FlipReport(eps, 0.0, 0, len(labels), "none")
+        low, high = job.model.label_low, job.model.label_high
+        noisy, scale = laplace_labels(labels, eps, low, high, rng)
+        log.info(
+            "label DP: ε=%s, Laplace scale %.6g on labels clipped to [%g, %g]",
+            eps,
+            scale,
+            low,
+            high,
+        )
+        return noisy, FlipReport(eps, 0.0, 0, len(labels), "laplace", scale)
+    if glm.kind == "multiclass":
+        noisy = randomized_response(labels, eps, rng, num_classes=glm.outputs)
+        probability = flip_probability(eps, glm.outputs)
+    else:
+        noisy = randomized_response(labels, eps, rng)
+        probability = flip_probability(eps)
+    report = FlipReport(
+        epsilon=eps,
+        probability=probability,
+        flipped=int((noisy != labels).sum()),
+        rows=len(noisy),
+    )
+    log.info(
+        "label DP: ε=%s, flip probability %.6f, %d of %d labels flipped",
+        eps,
+        report.probability,
+        report.flipped,
+        report.rows,
+    )
+    return noisy, report
 
 
 def take(state: HostState, count: int) -> list[int]:
@@ -152,8 +210,8 @@ def batch_obfuscations(state: HostState, rows: int) -> int:
     packed gradient and the loss.
     """
     guests = len(state.guests)
-    per_guest = rows * (2 if guests > 1 else 1)
-    return guests * per_guest + packing.packed_length(len(state.theta), state.key.n) + 1
+    per_guest = rows * state.glm.outputs * (2 if guests > 1 else 1)
+    return guests * per_guest + packing.packed_length(state.theta.size, state.key.n) + 1
 
 
 def combine(
@@ -164,20 +222,39 @@ def combine(
     Neither may leave the Host as it is: ``[[4d]] = [[Z]] · (1 + n·offset)`` divided by
     the guests' own ciphertexts would show the offset. :func:`residuals` re-randomises.
     """
-    key = state.key
+    key, glm = state.key, state.glm
     size = len(state.labels[rows])
+    expected = forward_length(glm, size)
     for guest, fwd in forwards.items():
-        if len(fwd.scores) != size:
-            raise ProtocolError(f"{guest} sent {len(fwd.scores)} scores for a batch of {size}")
-    total = add_all(key, [forwards[g].scores.values for g in state.guests])
+        if len(fwd.scores) != expected:
+            raise ProtocolError(
+                f"{guest} sent {len(fwd.scores)} scores for a batch of {size} rows; the "
+                f"{glm.kind} model takes {expected}"
+            )
     z_host = state.x_train[rows] @ state.theta
-    offset = residual_offset(z_host, state.labels[rows])
+    y = glms.targets(glm, state.labels[rows])
+    if glm.kind == "poisson":
+        # [[r]] = [[exp(z_G)]] · exp(z_H + offset) − y: EXP_BITS + DATA_BITS = VALUE_BITS
+        values = forwards[state.guests[0]].scores.values
+        total = list(values[size:])  # [[z_G]], for the loss
+        multiplier = np.exp(z_host[:, 0] + state.offset_train[rows])
+        product = key.scalar_mul(values[:size], to_exponents(multiplier, DATA_BITS).tolist())
+        residual = key.add_plain(product, encode(-y[:, 0], VALUE_BITS, key.n))
+        return residual, total
+    total = add_all(key, [forwards[g].scores.values for g in state.guests])
+    offset = glms.plain_residual(glm, z_host, y).ravel()
     residual = key.add_plain(total, encode(offset, VALUE_BITS, key.n))
-    idx = np.arange(len(state.labels))[rows]
-    for i, row in enumerate(idx):
-        state.z_cache[row] = total[i]
-    state.zh_cache[idx] = z_host
+    if glm.kind == "logistic":  # flipback's caches
+        idx = np.arange(len(state.labels))[rows]
+        for i, row in enumerate(idx):
+            state.z_cache[row] = total[i]
+        state.zh_cache[idx] = z_host[:, 0]
     return residual, total
+
+
+def forward_length(glm: Glm, rows: int) -> int:
+    """Ciphertexts in one guest's Forward: ``rows·k``; Poisson ``[[exp z]]`` then ``[[z]]``."""
+    return 2 * rows if glm.kind == "poisson" else rows * glm.outputs
 
 
 def residuals(
@@ -226,16 +303,31 @@ def assemble_loss(
     The plain part uses z_H; ``Σ(2z_H − 4y')Z`` is a dot product on ``[[Z]]``; ``ΣZ²``
     comes from each guest's ``[[Σz_g²]]`` and, with several guests, their cross terms.
     """
-    key = state.key
-    y = state.labels[rows]
-    signed = 2.0 * y - 1.0
+    key, glm = state.key, state.glm
+    y = glms.targets(glm, state.labels[rows])
     z_host = state.x_train[rows] @ state.theta
     b = len(y)
-    plain = 8 * b * LOG2 - 4.0 * float(signed @ z_host) + float(z_host @ z_host)
-    weights = to_exponents(2.0 * z_host - 4.0 * signed, DATA_BITS).tolist()
-    parts = [key.dot(total, weights)]
-    parts += [fwd.sum_squares.values[0] for fwd in forwards.values()]
-    parts += [c.value.values[0] for c in crosses.values()]
+    squares = [fwd.sum_squares.values[0] for fwd in forwards.values()]
+    squares += [c.value.values[0] for c in crosses.values()]  # Σ_rows Z² in all
+    if glm.taylor:  # Σ_c 8b·log2 − 4Σy'z + Σz²
+        signed = (2.0 * y - 1.0).ravel()
+        zh = z_host.ravel()
+        plain = 8 * b * glm.outputs * LOG2 - 4.0 * float(signed @ zh) + float(zh @ zh)
+        weights = to_exponents(2.0 * zh - 4.0 * signed, DATA_BITS).tolist()
+        parts = [key.dot(total, weights), *squares]
+    elif glm.kind == "linear":  # 8b·½ mean (Z + u)² = 4ΣZ² + 8ΣZu + 4Σu², u = z_H − y
+        u = (z_host - y).ravel()
+        plain = 4.0 * float(u @ u)
+        weights = to_exponents(8.0 * u, DATA_BITS).tolist()
+        parts = [key.dot(total, weights), key.dot(squares, [4] * len(squares))]
+    else:  # poisson: 8 Σ exp(z_G)·exp(η_H) − 8 Σ y z_G − 8 Σ y η_H, η_H = z_H + offset
+        eta = z_host[:, 0] + state.offset_train[rows]
+        exps = forwards[state.guests[0]].scores.values[:b]
+        plain = -8.0 * float(y[:, 0] @ eta)
+        parts = [
+            key.dot(exps, to_exponents(8.0 * np.exp(eta), VALUE_BITS).tolist()),
+            key.dot(total, to_exponents(-8.0 * y[:, 0], DATA_BITS).tolist()),
+        ]
     value = key.add_plain([key.sum(parts)], encode([plain], LOSS_BITS, key.n))
     return Loss(
         epoch=epoch,
@@ -251,8 +343,27 @@ def own_gradient(
     state: HostState, rows: slice | np.ndarray, residual: list[int]
 ) -> tuple[fresh.Fresh, list[int]]:
     """``[[X_Hᵀ 4d + R]]`` (masked, then re-randomised) and the mask ``R`` to remove later."""
-    grad = packing.pack(state.key, state.noise.matvec_t(state.key, state.x_exp[rows], residual))
+    products = class_matvec(state.noise, state.key, state.x_exp[rows], residual, state.glm.outputs)
+    grad = packing.pack(state.key, products)
     return fresh.mask(state.key, grad, take(state, len(grad)))
+
+
+def class_matvec(
+    noise: NoisePool, key: PublicKey, x_exp: np.ndarray, residual: list[int], k: int
+) -> list[int]:
+    """``[[Xᵀ R]]`` for a residual of ``rows·k`` (row-major), class-major: ``c·f + j``."""
+    if k == 1:
+        return noise.matvec_t(key, x_exp, residual)
+    out: list[int] = []
+    for c in range(k):
+        out += noise.matvec_t(key, x_exp, residual[c::k])
+    return out
+
+
+def unflatten(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A class-major gradient (``c·f + j``) back in θ's ``(f, k)`` layout."""
+    features, k = shape
+    return np.asarray(values).reshape(k, features).T
 
 
 def apply_gradient(
@@ -260,9 +371,10 @@ def apply_gradient(
 ) -> None:
     """Unmask, add the L2 term (not on the bias), one SGD step."""
     n = state.key.n
-    plain = packing.unpack(unmask(decrypted.values.values, masks, n), len(state.theta), n)
-    x_t_4d = decode(plain, LOSS_BITS, n)
-    state.theta = state.theta - lr * gradient(x_t_4d, state.theta, b, state.l2, state.penalised)
+    plain = packing.unpack(unmask(decrypted.values.values, masks, n), state.theta.size, n)
+    x_t_r = unflatten(decode(plain, LOSS_BITS, n), state.theta.shape)
+    step = glms.gradient(state.glm, x_t_r, state.theta, b, state.l2, state.penalised)
+    state.theta = state.theta - lr * step
 
 
 def apply_flipback(state: HostState, guest_scores: np.ndarray, fraction: float) -> int:
@@ -325,21 +437,28 @@ def summary_of(
     """The run's summary.json (the final epoch's metrics, history, and the privacy ledger)."""
     last = records[-1]
     eps = job.label_dp.epsilon
+    glm = state.glm
+    metrics: dict[str, Any] = {k: finite(v) for k, v in last.items() if k not in RECORD_KEYS}
+    if glm.kind == "logistic":
+        metrics["bottom_accuracy"] = {
+            "host": metrics.pop("bottom_host_accuracy"),
+            "guests_combined": metrics.pop("bottom_guests_accuracy"),
+        }
     return {
-        **{k: finite(last[k]) for k in ("accuracy", "precision", "recall", "f1", "auc")},
-        "bottom_accuracy": {
-            "host": last["bottom_host_accuracy"],
-            "guests_combined": last["bottom_guests_accuracy"],
-        },
+        **metrics,
+        "model": model_summary(job),
+        "dataset": job.data.dataset,
         "loss_history": [r["loss"] for r in records],
-        "loss_note": "Taylor loss on the flipped training labels, without the L2 term",
+        "loss_note": LOSS_NOTE[glm.kind],
         "epoch_seconds": [r["seconds"] for r in records],
         "label_epsilon": eps if math.isfinite(eps) else "inf",
         "flip": {
+            "mechanism": state.flip.mechanism,
             "count": state.flip.flipped,
             "probability": state.flip.probability,
             "rows": state.flip.rows,
             "noise": NOISE_NOTE[state.seeded_noise],
+            **({"laplace_scale": state.flip.laplace_scale} if state.flip.laplace_scale else {}),
         },
         "flipback": {
             "every": job.label_dp.flipback_every,
@@ -366,12 +485,43 @@ def summary_of(
     }
 
 
+RECORD_KEYS = ("epoch", "loss", "flipped_back", "lr", "seconds")
+LOSS_NOTE = {
+    "logistic": "Taylor loss on the flipped training labels, without the L2 term",
+    "multiclass": "sum over classes of the one-vs-rest Taylor losses on the noised labels, "
+    "without the L2 term",
+    "linear": "half the mean squared error on the training labels as noised, without L2",
+    "poisson": "mean exp(η) − yη (Poisson negative log-likelihood without log y!) on the "
+    "training labels as noised, without L2",
+}
+MECHANISM = {
+    "logistic": "randomized response (flip), once before training",
+    "multiclass": "k-ary randomized response, once before training",
+    "linear": "Laplace noise on labels clipped to [label_low, label_high], once before training",
+    "poisson": "Laplace noise on labels clipped to [label_low, label_high], once before training",
+}
+
+
+def model_summary(job: JobConfig) -> dict[str, Any]:
+    """Every hyper-parameter of the trained model, for summary.json."""
+    m, t = job.model, job.training
+    out: dict[str, Any] = {"kind": m.kind, **asdict(t)}
+    if m.kind == "multiclass":
+        out["classes"] = m.classes
+    if m.kind in ("linear", "poisson"):
+        out["label_low"], out["label_high"] = m.label_low, m.label_high
+    if m.kind == "poisson":
+        out["exposure"] = m.exposure or "(none: exposure 1)"
+    out["label_epsilon"] = job.label_dp.epsilon if math.isfinite(job.label_dp.epsilon) else "inf"
+    return out
+
+
 def ledger(job: JobConfig, state: HostState) -> dict[str, Any]:
     """What the privacy guarantee is, for whom, and what each party learns."""
     eps = job.label_dp.epsilon
     return {
         "label_dp": {
-            "mechanism": "randomized response (flip), once before training",
+            "mechanism": MECHANISM[state.glm.kind],
             "epsilon": eps if math.isfinite(eps) else "inf",
             "unit": "per training label, for the whole run, against the guests and the server",
             "flipback": "post-processing of the flipped labels and the model: no extra epsilon",

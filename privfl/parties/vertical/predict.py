@@ -5,7 +5,9 @@ column). Each guest sends its partial scores encrypted under a fresh Paillier ke
 Server; the Host sums them homomorphically and has the Server decrypt the sum under a
 mask only the Host knows — so the Server sees uniform noise and, with two or more
 guests, the Host learns only ``Σ_g z_g``, never one guest's score. The Host adds its own
-``z_H`` and bias and writes ``id, probability, label``.
+``z_H`` and bias and writes, per model kind: ``id, probability, label`` (logistic),
+``id, p_0 … p_{k−1}, label`` (multiclass: every class's one-vs-rest probability, the label
+the top one), ``id, prediction`` (linear) or ``id, rate`` (Poisson: per unit exposure).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from privfl.crypto.paillier import unmask
 from privfl.data.alignment import positions
 from privfl.data.tables import IdTable, read_id_csv, standardise_with
 from privfl.errors import ConfigError, ProtocolError
-from privfl.learning.taylor import sigmoid
+from privfl.learning.glm import Glm, glm_of, mean_of
 from privfl.parties.session import PartyContext, run_role
 from privfl.parties.vertical import host_steps as host_steps
 from privfl.parties.vertical.handshake import (
@@ -60,10 +62,10 @@ class Model:
     """One party's saved weights, by feature name, and the standardisation it trained with."""
 
     features: tuple[str, ...]
-    weights: np.ndarray
+    weights: np.ndarray  # (features,) or (features, k)
     mean: np.ndarray
     scale: np.ndarray
-    bias: float | None
+    bias: float | np.ndarray | None
 
 
 def load_model(folder: Path, party: str) -> Model:
@@ -78,7 +80,7 @@ def load_model(folder: Path, party: str) -> Model:
             weights=np.array([data["weights"][n] for n in names], dtype=np.float64),
             mean=np.array([stats[n]["mean"] for n in names], dtype=np.float64),
             scale=np.array([stats[n]["scale"] for n in names], dtype=np.float64),
-            bias=None if data.get("bias") is None else float(data["bias"]),
+            bias=None if data.get("bias") is None else np.asarray(data["bias"], dtype=np.float64),
         )
     except FileNotFoundError as exc:
         raise ConfigError(
@@ -114,9 +116,22 @@ def predict_party(
         # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
         ids = rows.ids if by_id else positions(range(len(rows.ids)))
         digest = rows_digest(ctx, ids, ())
+        glm = glm_of(job)
+        check_outputs(model, glm, name)
         if role == "guest":
             return guest_scores(ctx, x @ model.weights, digest)
-        return host_predict(ctx, rows, x @ model.weights + (model.bias or 0.0), out, digest)
+        bias = 0.0 if model.bias is None else model.bias
+        return host_predict(ctx, rows, x @ model.weights + bias, out, digest)
+
+
+def check_outputs(model: Model, glm: Glm, name: str) -> None:
+    """The saved weights have the job's k outputs per feature."""
+    k = 1 if model.weights.ndim == 1 else model.weights.shape[1]
+    if k != glm.outputs:
+        raise ConfigError(
+            f"the model.json of {name} has {k} output(s) per feature, the job's "
+            f"{glm.kind} model {glm.outputs}: pass the model trained with this job"
+        )
 
 
 def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str, Any]:
@@ -125,7 +140,8 @@ def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str
     announce(ctx, "guest", len(z), 0, [job.server, job.host], digest)
     key = receive_public_key(ctx)
     request = channel.expect_body(ScoreRequest, {job.host})
-    values = fresh.encrypt(key, packing.pack_plain(encode(z, VALUE_BITS, key.n), key.n))
+    flat = np.asarray(z).ravel()  # every class of a row together (row-major)
+    values = fresh.encrypt(key, packing.pack_plain(encode(flat, VALUE_BITS, key.n), key.n))
     channel.send(job.host, Scores(epoch=request.epoch, split=request.split, scores=values))
     channel.expect_body(Finish, {job.host})  # the Host ends the session
     log.info("sent encrypted scores for %d rows", len(z))
@@ -150,7 +166,7 @@ def host_predict(
     if len(typed) != len(replies):
         raise ProtocolError("a guest answered the score request with something else")
     # The guests pack their scores (as in evaluation): one slot per row, summed slot-wise.
-    expected = packing.packed_length(len(z_host), key.n)
+    expected = packing.packed_length(z_host.size, key.n)
     if any(len(r.scores) != expected for r in typed.values()):
         raise ProtocolError(f"a guest sent scores for another number of rows than {len(z_host)}")
     total = host_steps.add_all(key, [typed[g].scores.values for g in job.guests])
@@ -158,22 +174,40 @@ def host_predict(
     channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=masked))
     reply = channel.expect_body(Decrypted, {job.server})
     unmasked = unmask(reply.values.values, masks, key.n)
-    plain = packing.unpack(unmasked, len(z_host), key.n, len(typed))
-    guests = decode(plain, VALUE_BITS, key.n)
+    plain = packing.unpack(unmasked, z_host.size, key.n, len(typed))
+    guests = decode(plain, VALUE_BITS, key.n).reshape(z_host.shape)
     channel.broadcast([*job.guests, job.server], Finish(epochs=0, reason="predicted"))
-    probability = sigmoid(z_host + guests)
-    write_predictions(out, rows.ids, probability)
-    log.info("wrote %d predictions to %s", len(probability), out)
-    return {"rows": len(probability), "out": str(out)}
+    glm = glm_of(job)
+    eta = (z_host + guests).reshape(len(z_host), glm.outputs)
+    prediction = mean_of(glm, eta)  # Poisson: the rate per unit exposure
+    write_predictions(out, rows.ids, prediction, glm)
+    log.info("wrote %d predictions to %s", len(prediction), out)
+    return {"rows": len(prediction), "out": str(out)}
 
 
-def write_predictions(path: Path, ids: tuple[str, ...], probability: np.ndarray) -> None:
-    """``id, probability, label`` (label = probability ≥ 0.5), one row per scored id."""
+def write_predictions(
+    path: Path, ids: tuple[str, ...], prediction: np.ndarray, glm: Glm | None = None
+) -> None:
+    """One row per scored id: ``id, probability, label`` (label = probability ≥ 0.5) for
+    logistic regression; the other kinds' columns as in the module's docstring."""
+    glm = glm or Glm("logistic")
+    values = np.asarray(prediction, dtype=np.float64).reshape(len(ids), -1)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
+        if glm.kind == "multiclass":
+            writer.writerow(["id", *(f"p_{c}" for c in range(glm.outputs)), "label"])
+            for identifier, row in zip(ids, values, strict=True):
+                writer.writerow([identifier, *(f"{p:.6f}" for p in row), int(np.argmax(row))])
+            return
+        if glm.regression:
+            writer.writerow(["id", "rate" if glm.kind == "poisson" else "prediction"])
+            for identifier, row in zip(ids, values, strict=True):
+                writer.writerow([identifier, f"{row[0]:.6f}"])
+            return
         writer.writerow(["id", "probability", "label"])
-        for identifier, p in zip(ids, probability, strict=True):
+        for identifier, row in zip(ids, values, strict=True):
+            p = row[0]
             writer.writerow([identifier, f"{p:.6f}", int(p >= THRESHOLD)])
 
 

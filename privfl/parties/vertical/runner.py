@@ -33,7 +33,9 @@ def load_data(
     wants_labels = spec.role == "host"
     if data_path is not None:
         label = (label_column or "label") if wants_labels else None
-        table = read_csv(data_path, label)
+        exposure = (job.model.exposure or None) if wants_labels else None
+        regression = job.model.kind in ("linear", "poisson")
+        table = read_csv(data_path, label, exposure, float_labels=regression)
     else:
         if not spec.columns:
             raise ConfigError(f"party {name} has no demo columns in the job; pass --data FILE")

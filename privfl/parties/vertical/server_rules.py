@@ -5,10 +5,12 @@ what the protocol needs at the point it has reached, with lengths fixed by the j
 file and the row count every party announced — never by what the requester claims:
 
 * a **gradient**: one request per party per batch, for the current (epoch, batch)
-  only, of exactly ``⌈features / slots(n)⌉`` ciphertexts, ``features`` being the
-  count the job declares for that party (plus the Host's bias);
+  only, of exactly ``⌈features·k / slots(n)⌉`` ciphertexts, ``features`` being the
+  count the job declares for that party (plus the Host's bias) and ``k`` the model's
+  outputs per row (``model.classes`` for multiclass, else 1: ``glm.outputs_of``);
 * **scores** (Host only): the test split once per epoch, the training split only at
-  a flipback epoch, each of exactly its packed length (one request when predicting);
+  a flipback epoch (logistic only), each of exactly its packed length ``⌈rows·k / slots⌉``
+  (one request when predicting);
 * the **loss** (Host only): one per batch, decoded with the protocol's own scale and
   denominator ``8·b`` for the current batch's ``b`` rows.
 
@@ -27,6 +29,7 @@ from privfl.config.vertical import JobConfig
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS
 from privfl.crypto.packing import packed_length
 from privfl.errors import ConfigError, ProtocolError
+from privfl.learning.glm import outputs_of
 from privfl.learning.taylor import batch_sizes
 from privfl.parties.vertical.batches import job_least_batch
 from privfl.protocol.messages import DecryptRequest, Hello, Loss
@@ -132,15 +135,17 @@ def training_allowance(job: JobConfig, hellos: dict[str, Hello], n: int) -> Allo
     # The Host's plan: same sizes, the same too-short last batch folded (batches.py).
     sizes = batch_sizes(train, job.training.batch_size, job_least_batch(job, train))
     dp = job.label_dp
+    k = outputs_of(job.model)  # from the job file, never from a peer
+    flipback = job.model.kind == "logistic" and math.isfinite(dp.epsilon)
     return Allowance(
         host=job.host,
         gradient_length={
-            name: packed_length(count + (1 if name == job.host else 0), n)
+            name: packed_length((count + (1 if name == job.host else 0)) * k, n)
             for name, count in declared.items()
         },
         batch_sizes=tuple(sizes),
-        score_length={"train": packed_length(train, n), "test": packed_length(test, n)},
-        flipback_every=dp.flipback_every if math.isfinite(dp.epsilon) else 0,
+        score_length={"train": packed_length(train * k, n), "test": packed_length(test * k, n)},
+        flipback_every=dp.flipback_every if flipback else 0,
         max_epochs=job.training.epochs,
     )
 
@@ -148,7 +153,8 @@ def training_allowance(job: JobConfig, hellos: dict[str, Hello], n: int) -> Allo
 def prediction_allowance(job: JobConfig, hellos: dict[str, Hello], n: int) -> Allowance:
     """A prediction session: one score request for every announced row, nothing else."""
     rows, _ = agreed_rows(hellos, job.host)
-    return Allowance(job.host, {}, (), {"test": packed_length(rows, n)}, 0, 0)
+    k = outputs_of(job.model)
+    return Allowance(job.host, {}, (), {"test": packed_length(rows * k, n)}, 0, 0)
 
 
 def check_gradient(allow: Allowance, at: Position, sender: str, msg: DecryptRequest) -> None:

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 from privfl.errors import ConfigError
-from privfl.tools.experiments import dpsgd_fsdp, hfl, vfl
+from privfl.tools.experiments import dpsgd_fsdp, hfl, vfl, vfl_models
 from privfl.tools.experiments.registry import EXPERIMENTS, Settings, write_outputs
 
-MODULES = (vfl, hfl, dpsgd_fsdp)  # importing them registered their experiments
+MODULES = (vfl, hfl, dpsgd_fsdp, vfl_models)  # importing them registered their experiments
 
 
 def names() -> list[str]:

@@ -1,0 +1,128 @@
+"""Each GLM through the real CLI: `privfl vfl run-local --model KIND`, then `privfl vfl predict`.
+
+Tiny 512-bit keys (behind --allow-weak-keys) and two epochs: this checks the commands,
+the outputs and the per-kind columns, not the accuracy (tools/experiments does that).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from processes import WEAK, privfl, spawn
+
+from privfl.data.views import bundled
+
+KINDS = {
+    "linear": ("diabetes", {"rmse", "mae", "r2"}, ["id", "prediction"]),
+    "poisson": ("counts", {"deviance", "rmse", "mae", "r2"}, ["id", "rate"]),
+    "multiclass": ("wine", {"accuracy", "precision", "recall", "f1", "per_class"}, None),
+}
+ROWS = 12
+
+
+def write_rows(path: Path, dataset: str, columns: list[int]) -> None:
+    """The first ROWS rows of a bundled table's ``columns``, with their feature names."""
+    x, names, _, _ = bundled(dataset)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([names[c] for c in columns])
+        writer.writerows(x[:ROWS, columns].tolist())
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
+    dataset, metrics, header = KINDS[kind]
+    run = tmp_path / "run"
+
+    # Act: train.
+    result = privfl(
+        "vfl", "run-local", "--model", kind, *WEAK, "--epochs", "2", "--no-progress",
+        "--out", str(run), timeout=300,
+    )  # fmt: skip
+
+    # Assert: the summary names the data, the split and every hyper-parameter.
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["dataset"] == dataset
+    assert summary["test_size"] == 0.25 and summary["split_seed"] == 0
+    assert summary["model"]["kind"] == kind and summary["model"]["learning_rate"] == 0.3
+    assert metrics <= set(summary), set(summary)
+    assert (run / "host" / "training.png").stat().st_size > 0
+
+    # Act: predict ROWS new rows, every party from its own CSV (rows in the same order).
+    job_path = run / "kit" / "job.toml"
+    job = tomllib.loads(job_path.read_text())
+    pred = tmp_path / "pred"
+    processes = {
+        "server": spawn(
+            "vfl",
+            "predict",
+            "--job",
+            str(job_path),
+            "--party",
+            "server",
+            "--out",
+            str(pred / "server" / "p.csv"),
+            log=tmp_path / "server.log",
+        )
+    }
+    for name, spec in job["parties"].items():
+        if spec["role"] == "server":
+            continue
+        rows = tmp_path / "new" / f"{name}.csv"
+        write_rows(rows, dataset, spec["columns"])
+        processes[name] = spawn(
+            "vfl",
+            "predict",
+            "--job",
+            str(job_path),
+            "--party",
+            name,
+            "--model",
+            str(run / name),
+            "--data",
+            str(rows),
+            "--out",
+            str(pred / name / "p.csv"),
+            log=tmp_path / f"{name}.log",
+        )
+    codes = {name: p.wait(timeout=120) for name, p in processes.items()}
+
+    # Assert: the Host wrote one row per scored row with the kind's columns.
+    logs = {n: (tmp_path / f"{n}.log").read_text() for n in processes}
+    assert set(codes.values()) == {0}, logs
+    with (pred / "host" / "p.csv").open() as handle:
+        table = list(csv.reader(handle))
+    classes = summary["model"].get("classes", 0)
+    want = header or ["id", *(f"p_{c}" for c in range(classes)), "label"]
+    assert table[0] == want
+    assert len(table) == ROWS + 1
+    values = np.array([[float(v) for v in row[1:]] for row in table[1:]])
+    assert np.isfinite(values).all()
+    if kind == "poisson":
+        assert (values > 0).all()
+
+
+def test_regression_with_epsilon_and_no_bounds_is_one_line(tmp_path: Path) -> None:
+    result = privfl(
+        "vfl", "run-local", "--model", "linear", *WEAK, "--label-epsilon", "1",
+        "--out", str(tmp_path), timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "label_low" in result.stderr
+
+
+def test_poisson_with_two_guests_is_one_line(tmp_path: Path) -> None:
+    result = privfl(
+        "vfl", "run-local", "--model", "poisson", "--guests", "2", *WEAK,
+        "--out", str(tmp_path), timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "exactly one guest" in result.stderr

@@ -1,0 +1,322 @@
+"""The vertical GLMs end to end over the in-memory hub: each equals its plaintext oracle.
+
+512-bit keys and a few epochs keep each run to seconds. Linear regression is exact
+under Paillier up to fixed point; Poisson adds the rounding of ``exp(z_G)`` to
+EXP_BITS fractional bits (measured below); multiclass carries all k classes in one
+Forward per guest.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import (
+    TEST_KEY_BITS,
+    Crash,
+    DyingTransport,
+    failures,
+    read_model,
+    read_summary,
+    run_in_threads,
+)
+
+from privfl.config.vertical import (
+    DataConfig,
+    JobConfig,
+    LabelDPConfig,
+    ModelConfig,
+    PartySpec,
+    TrainingConfig,
+)
+from privfl.data.tables import IdTable, load_id_table, site_data
+from privfl.data.views import PartyData, bundled, demo_columns
+from privfl.errors import ConfigError
+from privfl.learning.glm import Glm, glm_of, reference_train
+from privfl.parties import checkpoint
+from privfl.parties.vertical.runner import load_data, run_party
+from privfl.protocol.codec import decode as decode_frames
+from privfl.protocol.memory import InMemoryHub
+from privfl.protocol.messages import Forward, Residual
+
+# Fixed point as in the logistic oracle test: features enter Xᵀ[[r]] at 2^-16, a relative
+# error ≤ 2^-17 per product; linear regression's residuals are ~100× larger than the
+# Taylor ones (raw diabetes targets), so its weights carry ~2e-5 relative error.
+# Poisson's exp(z_G) is also rounded to 2^-16 (EXP_BITS).
+WEIGHT_RTOL = 1e-4
+WEIGHT_ATOL = {"linear": 1e-4, "multiclass": 1e-5, "poisson": 1e-4}
+
+
+def glm_job(
+    kind: str,
+    dataset: str,
+    *,
+    guests: int = 1,
+    epochs: int = 3,
+    classes: int = 0,
+    epsilon: float = math.inf,
+    batch_size: int = 0,
+    **model: Any,
+) -> JobConfig:
+    """A demo job of one GLM kind on one bundled table, with weak test keys."""
+    columns = demo_columns(guests, dataset)
+    names = ["server", "host", *[f"guest-{i + 1}" for i in range(guests)]]
+    parties = {
+        name: PartySpec(name, name.split("-")[0], f"mem://{name}", columns.get(name, ()))
+        for name in names
+    }
+    return JobConfig(
+        session=uuid.uuid4().hex,
+        parties=parties,
+        key_bits=TEST_KEY_BITS,
+        allow_weak_keys=True,
+        timeout_seconds=60.0,
+        training=TrainingConfig(epochs=epochs, batch_size=batch_size),
+        model=ModelConfig(kind=kind, classes=classes, **model),
+        label_dp=LabelDPConfig(epsilon=epsilon, flipback_every=0),
+        data=DataConfig(dataset=dataset),
+    )
+
+
+def party_rows(job: JobConfig) -> dict[str, PartyData]:
+    return {name: load_data(job, name, None, None) for name in [job.host, *job.guests]}
+
+
+def oracle(job: JobConfig, data: dict[str, PartyData]) -> tuple[list[np.ndarray], list[float]]:
+    """The plaintext protocol, the Host's batch order (ε = ∞: no label noise)."""
+    host = data[job.host]
+    assert host.y_train is not None
+    x_host = np.hstack([host.x_train, np.ones((host.x_train.shape[0], 1))])
+    parts = [x_host] + [data[g].x_train for g in job.guests]
+    penalised = [np.r_[np.ones(host.x_train.shape[1]), 0.0]]
+    penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
+    rng = np.random.default_rng(job.seed)
+    glm = glm_of(job)
+    return reference_train(
+        parts, host.y_train, job.training, rng, glm, host.offset_train, penalised
+    )
+
+
+def saved(out: Path, job: JobConfig, data: dict[str, PartyData]) -> list[np.ndarray]:
+    """Each party's model.json weights as ``(features, k)`` (the Host's bias last)."""
+    k = glm_of(job).outputs
+    host = read_model(out, job.host)
+    rows = [host["weights"][f] for f in data[job.host].feature_names] + [host["bias"]]
+    parts = [np.array(rows, dtype=np.float64).reshape(-1, k)]
+    for guest in job.guests:
+        weights = read_model(out, guest)["weights"]
+        names = data[guest].feature_names
+        parts.append(np.array([weights[f] for f in names], dtype=np.float64).reshape(-1, k))
+    return parts
+
+
+def run(job: JobConfig, out: Path) -> InMemoryHub:
+    hub = InMemoryHub()
+    results = run_in_threads(job, hub, out)
+    assert not failures(results), failures(results)
+    return hub
+
+
+@pytest.mark.parametrize(
+    ("kind", "dataset", "guests", "classes", "batch"),
+    [
+        ("linear", "diabetes", 1, 0, 0),
+        ("linear", "diabetes", 2, 0, 100),
+        ("poisson", "counts", 1, 0, 0),
+        ("multiclass", "wine", 1, 3, 0),
+        ("multiclass", "wine", 2, 3, 60),
+    ],
+    ids=["linear", "linear-2-guests-batches", "poisson", "multiclass", "multiclass-2-guests"],
+)
+def test_encrypted_glm_equals_the_plaintext_oracle(
+    tmp_path: Path, kind: str, dataset: str, guests: int, classes: int, batch: int
+) -> None:
+    # Prepare
+    job = glm_job(kind, dataset, guests=guests, classes=classes, batch_size=batch)
+    data = party_rows(job)
+    want_weights, want_losses = oracle(job, data)
+
+    # Act
+    run(job, tmp_path)
+
+    # Assert: same weights and per-epoch losses as the plaintext protocol.
+    summary = read_summary(tmp_path)
+    got = saved(tmp_path, job, data)
+    for mine, theirs in zip(got, want_weights, strict=True):
+        assert mine.shape == theirs.shape
+        np.testing.assert_allclose(mine, theirs, atol=WEIGHT_ATOL[kind], rtol=WEIGHT_RTOL)
+    np.testing.assert_allclose(summary["loss_history"], want_losses, rtol=1e-4)
+    assert summary["model"]["kind"] == kind
+    assert summary["dataset"] == dataset
+
+
+def test_multiclass_sends_every_class_in_one_forward(tmp_path: Path) -> None:
+    # Prepare
+    job = glm_job("multiclass", "wine", classes=3, epochs=1)
+    data = party_rows(job)
+    rows = len(data[job.host].x_train)
+
+    # Act
+    hub = run(job, tmp_path)
+
+    # Assert: one Forward per guest per batch, carrying rows × k scores; the
+    # residual likewise; the summary has per-class and macro metrics.
+    bodies = [decode_frames(s.frames)[1] for s in hub.sent]
+    forwards = [b for b in bodies if isinstance(b, Forward)]
+    residuals = [b for b in bodies if isinstance(b, Residual)]
+    assert [len(f.scores) for f in forwards] == [rows * 3]
+    assert [len(r.residual) for r in residuals] == [rows * 3]
+    summary = read_summary(tmp_path)
+    assert set(summary["per_class"]) == {"0", "1", "2"}
+    assert 0.0 <= summary["f1"] <= 1.0 and summary["accuracy"] > 0.5
+
+
+def test_poisson_refuses_two_guests() -> None:
+    # Act / assert: the job itself is refused, naming why.
+    with pytest.raises(ConfigError, match="exactly one guest"):
+        glm_job("poisson", "counts", guests=2)
+
+
+def test_regression_with_finite_epsilon_needs_bounds() -> None:
+    with pytest.raises(ConfigError, match="label_low"):
+        glm_job("linear", "diabetes", epsilon=2.0)
+
+
+def test_linear_with_laplace_labels_reports_its_noise(tmp_path: Path) -> None:
+    # Prepare: ε = 1 on labels clipped to [0, 400] (diabetes targets lie in 25..346).
+    job = glm_job("linear", "diabetes", epsilon=1.0, label_low=0.0, label_high=400.0)
+
+    # Act
+    run(job, tmp_path)
+
+    # Assert
+    summary = read_summary(tmp_path)
+    assert summary["flip"]["mechanism"] == "laplace"
+    assert summary["flip"]["laplace_scale"] == pytest.approx(400.0)
+    assert summary["label_epsilon"] == 1.0
+    assert summary["model"]["label_low"] == 0.0 and summary["model"]["label_high"] == 400.0
+
+
+def test_glm_of_refuses_other_kinds() -> None:
+    job = glm_job("linear", "diabetes")
+    boost = replace(job, model=ModelConfig(kind="secureboost"))
+    with pytest.raises(ConfigError, match="not a GLM"):
+        glm_of(boost)
+    assert glm_of(job) == Glm("linear", 1)
+
+
+def run_resumable(
+    job: JobConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    die_after: int = 0,
+    tables: dict[str, IdTable | None] | None = None,
+) -> dict[str, Any]:
+    """Every party in a thread; ``die_after``: the Host's transport dies after so many sends."""
+    hub = InMemoryHub(record=False)
+    transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
+    if die_after:
+        transports[job.host] = DyingTransport(transports[job.host], die_after)
+    results: dict[str, Any] = {}
+
+    def party(name: str) -> None:
+        try:
+            table = (tables or {}).get(name)
+            results[name] = run_party(
+                job, name, out / name, transport=transports[name], resume=resume, table=table
+            )
+        except BaseException as exc:  # the test inspects it
+            results[name] = exc
+
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(job.timeout_seconds * 3 + 30)
+        assert not thread.is_alive(), "a party hung"
+    return results
+
+
+@pytest.mark.parametrize(
+    ("kind", "dataset", "classes"),
+    [("linear", "diabetes", 0), ("poisson", "counts", 0), ("multiclass", "wine", 3)],
+)
+def test_an_interrupted_glm_run_resumes_to_the_same_model(
+    tmp_path: Path, kind: str, dataset: str, classes: int
+) -> None:
+    # Prepare: a reference run, and one whose Host dies mid-run.
+    job = replace(glm_job(kind, dataset, classes=classes, epochs=4), timeout_seconds=5.0)
+    job = replace(job, training=replace(job.training, tolerance=0.0))
+    reference = run_resumable(job, tmp_path / "a")
+    assert not failures(reference), failures(reference)
+    crashed = run_resumable(job, tmp_path / "b", die_after=24)
+    assert isinstance(crashed[job.host], Crash), crashed
+
+    # Act
+    resumed = run_resumable(job, tmp_path / "b", resume=True)
+
+    # Assert: the same weights and losses as the run that was never interrupted.
+    assert not failures(resumed), failures(resumed)
+    for name in (job.host, *job.guests):
+        ours = read_model(tmp_path / "b", name)
+        assert ours["weights"] == read_model(tmp_path / "a", name)["weights"]
+    summaries = [read_summary(tmp_path / r) for r in "ab"]
+    assert summaries[0]["loss_history"] == summaries[1]["loss_history"]
+    assert (tmp_path / "b" / "host" / checkpoint.FOLDER).is_dir()
+
+
+def write_site_csvs(job: JobConfig, folder: Path) -> dict[str, Path]:
+    """Each party's demo columns as its own CSV keyed by ``rid``, rows shuffled per site;
+    the Host's with its label (and, for counts, its exposure column)."""
+    x, names, labels, exposure = bundled(job.data.dataset)
+    rng = np.random.default_rng(1)
+    paths = {}
+    for name in [job.host, *job.guests]:
+        columns = list(job.party(name).columns)
+        keep = rng.permutation(len(x))[: len(x) - 5]  # each site misses a few ids
+        frame: dict[str, Any] = {"rid": [f"r{i:04d}" for i in keep]}
+        frame.update({names[c]: x[keep, c] for c in columns})
+        if name == job.host:
+            frame["label"] = labels[keep]
+            if exposure is not None:
+                frame["exposure"] = exposure[keep]
+        paths[name] = folder / f"{name}.csv"
+        pd.DataFrame(frame).to_csv(paths[name], index=False)
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("kind", "dataset", "classes", "metric", "floor"),
+    [("multiclass", "wine", 3, "accuracy", 0.8), ("poisson", "counts", 0, "r2", 0.2)],
+)
+def test_sites_with_id_columns_train_each_glm(
+    tmp_path: Path, kind: str, dataset: str, classes: int, metric: str, floor: float
+) -> None:
+    # Prepare: id-keyed CSVs, rows matched by PSI (exposure read apart at the Host).
+    exposure = "exposure" if kind == "poisson" else ""
+    job = glm_job(kind, dataset, classes=classes, epochs=5, exposure=exposure)
+    job = replace(job, data=replace(job.data, psi="ecdh"))
+    paths = write_site_csvs(job, tmp_path)
+    tables = {
+        name: load_id_table(site_data(job, name, path, "rid")) for name, path in paths.items()
+    }
+    if kind == "poisson":
+        assert tables[job.host] is not None and tables[job.host].exposure is not None
+        assert "exposure" not in tables[job.host].feature_names
+
+    # Act
+    results = run_resumable(job, tmp_path / "out", tables=tables)
+
+    # Assert
+    assert not failures(results), failures(results)
+    summary = read_summary(tmp_path / "out")
+    assert summary["intersection_size"] < len(bundled(dataset)[0])
+    assert summary[metric] > floor
