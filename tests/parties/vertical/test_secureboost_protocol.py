@@ -1,0 +1,109 @@
+"""Federated SecureBoost over the in-memory hub: the same trees as the plain reference booster."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import failures, memory_job, party_data, read_model, read_summary, run_in_threads
+from sklearn.metrics import roc_auc_score
+
+from privfl.config.vertical import JobConfig, ModelConfig
+from privfl.crypto.paillier import generate_keypair
+from privfl.learning import secureboost as sb
+from privfl.parties.vertical.secureboost import report
+from privfl.parties.vertical.secureboost.common import (
+    Layout,
+    pack_sums,
+    params_of,
+    row_plaintexts,
+    unpack_sums,
+)
+from privfl.protocol.memory import InMemoryHub
+
+
+def boost_job(guests: int = 1, **model: object) -> JobConfig:
+    settings: dict[str, object] = {"kind": "secureboost", "trees": 2, "depth": 3, "bins": 16}
+    settings.update(model)
+    return replace(memory_job(guests, timeout=60.0), model=ModelConfig(**settings))  # type: ignore[arg-type]
+
+
+def reference(job: JobConfig) -> sb.Booster:
+    data = party_data(job)
+    host = data[job.host]
+    assert host.y_train is not None and host.y_test is not None
+    groups = [data[p].x_train for p in [job.host, *job.guests]]
+    valid = ([data[p].x_test for p in [job.host, *job.guests]], host.y_test.astype(float))
+    return sb.fit(groups, host.y_train.astype(float), params_of(job), valid=valid)
+
+
+def federated_trees(out: Path) -> list[sb.Tree]:
+    import json
+
+    files = sorted((out / "host" / "checkpoints").glob("epoch-*.json"))
+    saved = json.loads(files[-1].read_text())["state"]
+    return [report.tree_from_json(t) for t in saved["trees"]]
+
+
+@pytest.mark.parametrize(
+    ("guests", "model"),
+    [(1, {}), (2, {"subsample": 0.8, "colsample": 0.5, "min_child_weight": 2.0, "gamma": 0.1})],
+)
+def test_federated_trees_equal_the_reference(tmp_path: Path, guests: int, model: dict) -> None:
+    job = boost_job(guests, **model)
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+    assert not failures(results), failures(results)
+    ours = federated_trees(tmp_path)
+    plain = reference(job)
+    assert ours == plain.trees
+    summary = read_summary(tmp_path)
+    data = party_data(job)
+    tests = [data[p].x_test for p in [job.host, *job.guests]]
+    y_test = data[job.host].y_test
+    assert y_test is not None
+    plain_auc = roc_auc_score(y_test, plain.predict_proba(tests))
+    assert summary["model"]["trees"] == 2 and summary["trees"] == 2
+    assert summary["auc"] == pytest.approx(plain_auc, abs=1e-12)
+    guest_model = read_model(tmp_path, "guest-1")
+    owned = {(s["tree"], s["node"]) for s in guest_model["splits"]}
+    expected = {
+        (t, n) for t, tree in enumerate(plain.trees) for n, v in tree.items() if v.group == 1
+    }
+    assert owned == expected
+    for tree in read_model(tmp_path, "host")["trees"]:
+        for node in tree:  # thresholds of the Host's own splits only
+            assert ("threshold" in node) == (node.get("party") == "host")
+
+
+def test_packed_histogram_round_trip() -> None:
+    public, private = generate_keypair(512)
+    rng = np.random.default_rng(0)
+    rows = 300
+    layout = Layout(rows, public.bits)
+    assert layout.per_ciphertext >= 5
+    g = rng.integers(-(2**sb.FRAC_BITS), 2**sb.FRAC_BITS + 1, size=rows)
+    h = rng.integers(0, 2**sb.FRAC_BITS + 1, size=rows)
+    cts = public.encrypt(row_plaintexts(g, h, layout))
+    bins = rng.integers(0, 11, size=rows)
+    sums = [public.sum([c for c, b in zip(cts, bins, strict=True) if b == k]) for k in range(11)]
+    packed = pack_sums(sums, layout, public.nsquare)
+    assert len(packed) == layout.packed(11)
+    got = unpack_sums(private.decrypt(packed), 11, layout)
+    want = [[g[bins == k].sum(), h[bins == k].sum(), (bins == k).sum()] for k in range(11)]
+    assert got.tolist() == want
+
+
+def test_extreme_gradients_do_not_overflow_a_slot() -> None:
+    public, private = generate_keypair(512)
+    rows = 1000
+    layout = Layout(rows, public.bits)
+    top = 2**sb.FRAC_BITS
+    g = np.full(rows, top)
+    h = np.full(rows, top)
+    cts = public.encrypt(row_plaintexts(g, h, layout))
+    total = public.sum(cts)
+    neg = public.sum(public.encrypt(row_plaintexts(-g, np.zeros(rows, np.int64), layout)))
+    got = unpack_sums(private.decrypt(pack_sums([total, neg], layout, public.nsquare)), 2, layout)
+    assert got.tolist() == [[rows * top, rows * top, rows], [-rows * top, 0, rows]]
