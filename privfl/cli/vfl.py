@@ -164,12 +164,22 @@ def run_local_cmd(
         base = load_job(job_file) if job_file else None
         job = relocate(build_job(base, **opts))
     out = out or run_dir_default()
+    what = (
+        f"SecureBoost, up to {job.model.trees} trees of depth {job.model.depth}"
+        if job.model.kind == "secureboost"
+        else f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs"
+    )
     click.echo(
         f"privfl: {len(job.guests)} guest(s), {job.key_bits}-bit keys ({job.obfuscation}), "
-        f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs -> {out}",
+        f"{what} -> {out}",
         err=True,
     )
     summary = run_local(job, out, progress=not no_progress, resume=resume)
+    if job.model.kind == "secureboost":
+        from privfl.parties.vertical.secureboost.report import results_table as boost_table
+
+        click.echo(boost_table(summary, out))
+        return
     baseline = None
     if all(p.columns for p in job.parties.values() if p.role != "server"):
         baseline = central_baseline(job.data.dataset, job.data.test_size, job.data.split_seed)

@@ -24,7 +24,7 @@ from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.parties import checkpoint
-from privfl.parties.session import PartyContext, append_jsonl
+from privfl.parties.session import PartyContext, append_jsonl, write_json
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
 from privfl.parties.vertical.secureboost import report
 from privfl.parties.vertical.secureboost.common import (
@@ -194,7 +194,7 @@ def run_boost_host(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict
     finally:
         noise.close()
     ctx.channel.broadcast([*job.guests, job.server], Finish(len(state.trees), reason))
-    return report.finish(ctx, state, round(time.monotonic() - start, 3), reason)
+    return finish(ctx, state, round(time.monotonic() - start, 3), reason)
 
 
 def init_state(
@@ -278,6 +278,7 @@ def evaluate(state: HostBoost, t: int, tree: sb.Tree) -> dict[str, Any]:
     assert y_test is not None
     record: dict[str, Any] = {"tree": t}
     record["train_logloss"] = sb.logloss(state.labels, state.margin)
+    record["loss"] = record["train_logloss"]  # what the progress bars show
     record["valid_logloss"] = sb.logloss(y_test, state.test_margin)
     record.update(binary_metrics(y_test, sb.sigmoid(state.test_margin)))
     return record
@@ -335,3 +336,48 @@ def save_host(ctx: PartyContext, state: HostBoost) -> None:
             "records": state.records,
         },
     )
+
+
+def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dict[str, Any]:
+    """Write model.json, the plots and summary.json; return the summary."""
+    model = report.host_model(ctx, state.data, state.trees, state.edges, state.base)
+    write_json(ctx.out / "model.json", model)
+    gains = report.importance(ctx, state.trees, state.data.feature_names)
+    report.plot(state.records, gains, ctx.out)
+    kept = len(state.trees)
+    last = state.records[kept - 1] if kept else {}
+    job = ctx.job
+    summary: dict[str, Any] = {
+        "model": {"kind": "secureboost", **{k: v for k, v in report.vars_of(state.params).items()}},
+        **{k: last.get(k) for k in ("accuracy", "precision", "recall", "f1", "auc")},
+        "valid_logloss": last.get("valid_logloss"),
+        "trees": kept,
+        "trees_grown": len(state.records),
+        "stop_reason": reason,
+        "tree_seconds": [r["seconds"] for r in state.records],
+        "history": state.records,
+        "importance_by_gain": gains,
+        "importance_by_party": {p: sum(v.values()) for p, v in gains.items()},
+        "key_bits": job.key_bits,
+        "obfuscation": job.obfuscation,
+        "encryptions": state.encrypted,
+        "decryptions": sum(g.decrypted for g in state.guests),
+        "guests": len(job.guests),
+        "guest_names": job.guests,
+        "wall_seconds": wall,
+        "split_seed": job.data.split_seed,
+        "test_size": job.data.test_size,
+        "train_rows": len(state.labels),
+        "test_rows": len(state.data.x_test),
+        "label_dp": "not applied: the labels never leave the Host (gradients travel encrypted)",
+        "privacy": {
+            "guests_see": "fresh encryptions of the Host's g/h, the row set of every node "
+            "(the instance space), and the bin of the splits they own",
+            "host_sees": "per-bin sums of its own g/h and row counts of every guest column "
+            "at every node, the guests' split decisions on training and held-out rows",
+            "server_sees": "Hello messages only",
+        },
+        "session": job.session,
+    }
+    write_json(ctx.out / "summary.json", summary)
+    return summary

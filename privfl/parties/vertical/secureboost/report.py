@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from privfl.data.views import PartyData
 from privfl.learning import secureboost as sb
-from privfl.parties.session import PartyContext, write_json
-
-if TYPE_CHECKING:
-    from privfl.parties.vertical.secureboost.host import HostBoost
+from privfl.parties.session import PartyContext
 
 
 def tree_to_json(tree: sb.Tree) -> list[list[Any]]:
@@ -35,11 +33,12 @@ def owner(job_guests: list[str], group: int) -> str:
     return "host" if group == 0 else job_guests[group - 1]
 
 
-def host_model(ctx: PartyContext, state: HostBoost) -> dict[str, Any]:
+def host_model(
+    ctx: PartyContext, data: PartyData, trees_: list[sb.Tree], edges: np.ndarray, base: float
+) -> dict[str, Any]:
     """The Host's model.json: every tree's shape and leaves; thresholds of its own splits only."""
-    data = state.data
     trees = []
-    for tree in state.trees:
+    for tree in trees_:
         nodes = []
         for n, node in sorted(tree.items()):
             if node.leaf:
@@ -49,7 +48,7 @@ def host_model(ctx: PartyContext, state: HostBoost) -> dict[str, Any]:
             entry["gain"] = node.gain
             if node.group == 0:
                 entry["feature"] = data.feature_names[node.feature]
-                entry["threshold"] = float(state.edges[node.feature][node.bin])
+                entry["threshold"] = float(edges[node.feature][node.bin])
             nodes.append(entry)
         trees.append(nodes)
     return {
@@ -57,7 +56,7 @@ def host_model(ctx: PartyContext, state: HostBoost) -> dict[str, Any]:
         "role": "host",
         "kind": "secureboost",
         "session": ctx.job.session,
-        "base_margin": state.base,
+        "base_margin": base,
         "trees": trees,
         "standardisation": {
             n: {"mean": float(m), "scale": float(s)}
@@ -68,58 +67,16 @@ def host_model(ctx: PartyContext, state: HostBoost) -> dict[str, Any]:
     }
 
 
-def importance(ctx: PartyContext, state: HostBoost) -> dict[str, dict[str, float]]:
+def importance(
+    ctx: PartyContext, trees: list[sb.Tree], names: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
     """Total split gain per party and column (a guest's columns by index: names stay there)."""
     out: dict[str, dict[str, float]] = {}
-    for (group, feature), gain in sorted(sb.feature_importance(state.trees).items()):
+    for (group, feature), gain in sorted(sb.feature_importance(trees).items()):
         party = owner(ctx.job.guests, group)
-        name = state.data.feature_names[feature] if group == 0 else f"column {feature}"
+        name = names[feature] if group == 0 else f"column {feature}"
         out.setdefault(party, {})[name] = gain
     return out
-
-
-def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dict[str, Any]:
-    """Write model.json, the plots and summary.json; return the summary."""
-    write_json(ctx.out / "model.json", host_model(ctx, state))
-    gains = importance(ctx, state)
-    plot(state.records, gains, ctx.out)
-    kept = len(state.trees)
-    last = state.records[kept - 1] if kept else {}
-    job = ctx.job
-    summary: dict[str, Any] = {
-        "model": {"kind": "secureboost", **{k: v for k, v in vars_of(state.params).items()}},
-        **{k: last.get(k) for k in ("accuracy", "precision", "recall", "f1", "auc")},
-        "valid_logloss": last.get("valid_logloss"),
-        "trees": kept,
-        "trees_grown": len(state.records),
-        "stop_reason": reason,
-        "tree_seconds": [r["seconds"] for r in state.records],
-        "history": state.records,
-        "importance_by_gain": gains,
-        "importance_by_party": {p: sum(v.values()) for p, v in gains.items()},
-        "key_bits": job.key_bits,
-        "obfuscation": job.obfuscation,
-        "encryptions": state.encrypted,
-        "decryptions": sum(g.decrypted for g in state.guests),
-        "guests": len(job.guests),
-        "guest_names": job.guests,
-        "wall_seconds": wall,
-        "split_seed": job.data.split_seed,
-        "test_size": job.data.test_size,
-        "train_rows": len(state.labels),
-        "test_rows": len(state.data.x_test),
-        "label_dp": "not applied: the labels never leave the Host (gradients travel encrypted)",
-        "privacy": {
-            "guests_see": "fresh encryptions of the Host's g/h, the row set of every node "
-            "(the instance space), and the bin of the splits they own",
-            "host_sees": "per-bin sums of its own g/h and row counts of every guest column "
-            "at every node, the guests' split decisions on training and held-out rows",
-            "server_sees": "Hello messages only",
-        },
-        "session": job.session,
-    }
-    write_json(ctx.out / "summary.json", summary)
-    return summary
 
 
 def vars_of(params: sb.BoostParams) -> dict[str, Any]:
@@ -168,3 +125,31 @@ def plot(records: list[dict[str, Any]], gains: dict[str, dict[str, float]], out:
     fig.tight_layout()
     fig.savefig(out / "importance.png", dpi=110)
     plt.close(fig)
+
+
+def results_table(summary: dict[str, Any], out: Path) -> str:
+    """The end-of-run table of ``privfl vfl run-local`` for SecureBoost."""
+
+    def fmt(value: Any) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
+    m = summary["model"]
+    parties = summary["importance_by_party"]
+    total = sum(parties.values()) or 1.0
+    rows = [
+        ("joint accuracy", fmt(summary["accuracy"])),
+        ("joint AUC", fmt(summary["auc"])),
+        ("joint F1", fmt(summary["f1"])),
+        ("held-out logloss", fmt(summary["valid_logloss"])),
+        (
+            "trees",
+            f"{summary['trees']} kept of {summary['trees_grown']} ({summary['stop_reason']})",
+        ),
+        ("depth / learning rate / bins", f"{m['depth']} / {m['learning_rate']:g} / {m['bins']}"),
+        ("gain share by party", ", ".join(f"{p} {v / total:.0%}" for p, v in parties.items())),
+        ("encryptions / decryptions", f"{summary['encryptions']} / {summary['decryptions']}"),
+        ("wall time", f"{summary['wall_seconds']:.1f} s"),
+        ("outputs", str(out)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
