@@ -85,3 +85,34 @@ def test_run_local_then_predict(tmp_path: Path) -> None:
     assert list(scored.columns) == ["id", "probability", "label"] and len(scored) == 60
     accuracy = float(np.mean(scored["label"].to_numpy() == y[:60]))
     assert accuracy > 0.9
+
+
+def test_bench_secureboost_reports_both_obfuscations(tmp_path: Path) -> None:
+    report = tmp_path / "bench.json"
+    result = privfl(
+        "bench",
+        "vfl",
+        "--model",
+        "secureboost",
+        "--trees",
+        "2",
+        "--depth",
+        "2",
+        "--key-bits",
+        "512",
+        "--dataset",
+        "breast_cancer",
+        "--out",
+        str(tmp_path / "runs"),
+        "--json",
+        str(report),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "s/tree" in result.stdout and "floor" in result.stdout
+    data = json.loads(report.read_text())
+    (workload,) = data["workloads"]
+    assert [r["obfuscation"] for r in workload["runs"]] == ["standard", "djn"]
+    for run in workload["runs"]:
+        assert run["encryptions"] == 2 * 426 and run["floor_tree_seconds"] > 0
+        assert run["auc"] == workload["reference_auc"]  # the same trees as the reference

@@ -86,6 +86,9 @@ class GuestBoost:
     current: TreeState | None = None
     next_tree: int = 0
     finished: bool = False
+    work: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("additions", "subtractions", "packed"), 0)
+    )
 
     def __post_init__(self) -> None:
         self.edges = sb.quantile_edges(self.data.x_train, self.params.bins)
@@ -141,12 +144,14 @@ def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
     for node in direct:
         t.sums[node] = bin_sums(state, t, t.live[node])
     n2 = mpz(state.key.nsquare)
+    state.work["subtractions"] += len(derived) * len(t.features) * state.params.bins
     for node, sibling in derived:
         parent = t.sums[(node - 1) // 2]
         small = t.sums[sibling]
         t.sums[node] = [p * powmod(s, -1, n2) % n2 for p, s in zip(parent, small, strict=True)]
     flat = [c for node in nodes for c in t.sums[node]]
     packed = pack_sums(flat, t.layout, state.key.nsquare)
+    state.work["packed"] += len(packed)
     values = fresh.rerandomize(state.key, packed, take(state, len(packed)))
     return BoostHistogram(tree=t.tree, level=msg.level, nodes=msg.nodes, values=values)
 
@@ -175,6 +180,7 @@ def bin_sums(state: GuestBoost, t: TreeState, rows: np.ndarray) -> list[Any]:
     n2 = mpz(state.key.nsquare)
     bins = state.params.bins
     at = np.searchsorted(t.rows, rows)
+    state.work["additions"] += len(rows) * len(t.features)
     cts = [t.cts[i] for i in at.tolist()]
     out: list[Any] = []
     for column in t.features.tolist():
@@ -273,9 +279,13 @@ def run_boost_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dic
     features = data.x_train.shape[1]
     announce(ctx, "guest", data.rows, features, [job.server, job.host], digest, len(data.x_train))
     key = receive_key(ctx)
-    noise = NoisePool(key.n, workers, key.h_s)
+    noise = NoisePool(key.n, workers, key.h_s, nice=0)  # on the critical path
     group = 1 + job.guests.index(ctx.name)
     state = GuestBoost(data=data, key=key, params=params_of(job), group=group, noise=noise)
+    # A full tree's re-randomisations, computed while the Host encrypts its gradients;
+    # after that each take() starts on as many for the next tree.
+    full = (2**state.params.depth - 1) * features * state.params.bins
+    noise.prefetch(Layout(len(data.x_train), key.bits).packed(full))
     try:
         resume_guest(ctx, state)
         while not state.finished:
@@ -289,8 +299,9 @@ def run_boost_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dic
     finally:
         noise.close()
     path = save_guest_model(ctx, state)
+    write_json(ctx.out / "work.json", {**state.work, "trees": state.next_tree})
     log.info("kept %d split nodes of our own; model in %s", len(state.table), path)
-    return {"split_nodes": len(state.table)}
+    return {"split_nodes": len(state.table), **state.work}
 
 
 def save_guest(ctx: PartyContext, state: GuestBoost) -> None:
