@@ -169,3 +169,16 @@ def test_an_interrupted_run_resumes_to_the_same_trees(tmp_path: Path) -> None:
         read_model(tmp_path / "cut", "guest-1")["splits"]
         == read_model(tmp_path / "whole", "guest-1")["splits"]
     )
+
+
+def test_early_stopping_keeps_the_reference_prefix(tmp_path: Path) -> None:
+    job = boost_job(1, trees=20, depth=2, learning_rate=1.0, early_stopping_rounds=2)
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+    assert not failures(results), failures(results)
+    plain = reference(job)
+    summary = read_summary(tmp_path)
+    assert summary["stop_reason"] == "early_stopping"
+    assert summary["trees"] == len(plain.trees) < summary["trees_grown"] < 20
+    assert federated_trees(tmp_path)[: summary["trees"]] == plain.trees
+    kept = {s["tree"] for s in read_model(tmp_path, "guest-1")["splits"]}
+    assert max(kept) < summary["trees"]
