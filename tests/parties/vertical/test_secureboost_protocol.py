@@ -182,3 +182,37 @@ def test_early_stopping_keeps_the_reference_prefix(tmp_path: Path) -> None:
     assert federated_trees(tmp_path)[: summary["trees"]] == plain.trees
     kept = {s["tree"] for s in read_model(tmp_path, "guest-1")["splits"]}
     assert max(kept) < summary["trees"]
+
+
+def test_histograms_on_worker_processes_equal_inline_ones() -> None:
+    from privfl.crypto.pools import NoisePool
+    from privfl.parties.vertical.secureboost.guest import GuestBoost, step
+    from privfl.protocol import fresh
+    from privfl.protocol.boost_messages import BoostHistogram, BoostNodes
+
+    public, private = generate_keypair(512)
+    data = party_data(memory_job(1))["guest-1"]
+    params = sb.BoostParams(depth=2, bins=8)
+    rows = len(data.x_train)
+    layout = Layout(rows, public.bits)
+    rng = np.random.default_rng(3)
+    g = rng.integers(-(2**20), 2**20, size=rows)
+    h = rng.integers(0, 2**18, size=rows)
+    values = list(fresh.encrypt(public, row_plaintexts(g, h, layout)).values)
+    got = []
+    for workers in (1, 2):
+        pool = NoisePool(public.n, workers)
+        try:
+            state = GuestBoost(data=data, key=public, params=params, group=1, noise=pool)
+            everyone = np.arange(rows, dtype=np.int64)
+            msg = BoostGradients(0, everyone, fresh.rerandomize(public, values))
+            step(state, msg)
+            reply = step(state, BoostNodes(0, 0, np.array([0], np.int64)))
+            assert isinstance(reply, BoostHistogram)
+            got.append(private.decrypt(reply.values.values))
+        finally:
+            pool.close()
+    assert got[0] == got[1]
+    sums = unpack_sums(got[0], data.x_train.shape[1] * 8, layout).reshape(-1, 8, 3)
+    binned = sb.bin_columns(data.x_train, sb.quantile_edges(data.x_train, 8))
+    assert sums.tolist() == sb.histogram(binned, g, h, 8).tolist()

@@ -176,18 +176,35 @@ def plan(t: TreeState, nodes: list[int]) -> tuple[list[int], list[tuple[int, int
 
 
 def bin_sums(state: GuestBoost, t: TreeState, rows: np.ndarray) -> list[Any]:
-    """``Π [[g, h, 1]]`` over each bin of each used column: ``features × bins`` ciphertexts."""
-    n2 = mpz(state.key.nsquare)
+    """``Π [[g, h, 1]]`` over each bin of each used column: ``features × bins`` ciphertexts.
+
+    The columns are split over the compute workers (each gets the node's ciphertexts
+    and its block of binned columns over local pipes), inline with one worker.
+    """
     bins = state.params.bins
     at = np.searchsorted(t.rows, rows)
+    cts = [int(t.cts[i]) for i in at.tolist()]
+    columns = state.binned["train"][np.ix_(rows, t.features)]
     state.work["additions"] += len(rows) * len(t.features)
-    cts = [t.cts[i] for i in at.tolist()]
-    out: list[Any] = []
-    for column in t.features.tolist():
+    parts = min(state.noise.workers, len(t.features))
+    blocks = [
+        (state.key.nsquare, cts, np.ascontiguousarray(block), bins)
+        for block in np.array_split(columns, max(1, parts), axis=1)
+        if block.shape[1]
+    ]
+    return [mpz(v) for v in state.noise.run_split(column_sums, blocks)]
+
+
+def column_sums(nsquare: int, cts: list[int], binned: np.ndarray, bins: int) -> list[int]:
+    """Worker task: the bin products of a block of columns (column-major, then bin)."""
+    n2 = mpz(nsquare)
+    values = [mpz(c) for c in cts]
+    out: list[int] = []
+    for column in binned.T.tolist():
         acc: list[Any] = [mpz(1)] * bins
-        for c, b in zip(cts, state.binned["train"][rows, column].tolist(), strict=True):
+        for c, b in zip(values, column, strict=True):
             acc[b] = acc[b] * c % n2
-        out.extend(acc)
+        out.extend(int(v) for v in acc)
     return out
 
 
