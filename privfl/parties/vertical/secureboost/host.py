@@ -113,11 +113,14 @@ class RemoteGuest:
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
         self.channel.send(self.name, BoostPartition(tree, node, left.astype(np.bool_)), tree)
 
-    def decisions(self, tree: int, split: str, rows: int) -> dict[int, np.ndarray]:
-        """This guest's left masks for its nodes of one tree on a split's rows."""
+    def decisions(self, tree: int, split: str, rows: int, owned: set[int]) -> dict[int, np.ndarray]:
+        """This guest's left masks for its nodes (``owned``) of one tree on a split's rows."""
         self.channel.send(self.name, BoostDecide(tree, 1, split), tree)
         body = self.channel.expect_body(BoostDecisions, {self.name})
-        return check_decisions(self.name, body, tree, split, rows)
+        got = check_decisions(self.name, body, tree, split, rows)
+        if set(got) != owned or len(body.nodes) != len(owned):
+            raise ProtocolError(f"{self.name} sent decisions for other nodes than it owns")
+        return got
 
 
 def check_decisions(
@@ -272,7 +275,8 @@ def evaluate(state: HostBoost, t: int, tree: sb.Tree) -> dict[str, Any]:
     ):
         decide = sb.local_decisions(tree, 0, binned)
         for guest in state.guests:
-            decide.update(guest.decisions(t, split, len(binned)))
+            owned = {n for n, node in tree.items() if node.group == guest.group}
+            decide.update(guest.decisions(t, split, len(binned), owned))
         margin += sb.route(tree, decide, len(binned))
     y_test = state.data.y_test
     assert y_test is not None
