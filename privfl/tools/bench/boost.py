@@ -196,10 +196,15 @@ def run_boost_bench(
     report: dict[str, Any] = {"key_bits": bits, "cores": cores, "load_before": os.getloadavg()}
     report["model"] = {k: getattr(model, k) for k in ("trees", "depth", "bins", "learning_rate")}
     report["workloads"] = []
+    least: dict[str, float] = {}
     for name in datasets:
         w = breast_cancer() if name == "breast_cancer" else synthetic_boost()
         log(w.describe())
+        # Contention inflates even CPU time (shared caches, hyper-threads): keep the least
+        # cost measured in this invocation (the packing shift depends on the row count).
         costs = unit_costs(bits, w.rows)
+        costs = {k: v if k == "shift" else min(v, least.get(k, v)) for k, v in costs.items()}
+        least = costs
         params = sb.BoostParams(
             trees=model.trees, depth=model.depth, learning_rate=model.learning_rate, bins=model.bins
         )
