@@ -8,7 +8,7 @@ import click
 
 from privfl.cli.errors import friendly_errors
 from privfl.cli.options import job_option, out_option, party_option, verbose_option
-from privfl.config.vertical import load_job
+from privfl.config.vertical import JobConfig, load_job
 
 
 @click.command("predict")
@@ -72,6 +72,9 @@ def predict_cmd(
     role = job.party(party).role
     out = out or run_dir_default() / party / "predictions.csv"
     setup_logging(out.parent, party, verbose)
+    if job.model.kind == "secureboost":
+        predict_boost(job, party, model, data_file, id_column, out)
+        return
     saved, table, by_id = None, None, False
     if role != "server":
         if model is None or data_file is None:
@@ -86,6 +89,36 @@ def predict_cmd(
         table=table,
         by_id=by_id,
         transport=open_transport(job, party),
+    )
+    if role == "host":
+        click.echo(f"{party}: {result['rows']} predictions in {out}", err=True)
+
+
+def predict_boost(
+    job: JobConfig,
+    party: str,
+    model: Path | None,
+    data_file: Path | None,
+    id_column: str | None,
+    out: Path,
+) -> None:
+    """One party's side of a SecureBoost prediction session (each decides its own nodes)."""
+    from privfl.parties.vertical.runner import open_transport
+    from privfl.parties.vertical.secureboost.predict import (
+        boost_rows,
+        load_boost_model,
+        predict_boost_party,
+    )
+
+    role = job.party(party).role
+    saved, table, by_id = None, None, False
+    if role != "server":
+        if model is None or data_file is None:
+            raise click.UsageError(f"{party} ({role}) needs --model DIR and --data FILE")
+        saved = load_boost_model(model, party)
+        table, by_id = boost_rows(job, party, saved, data_file, id_column)
+    result = predict_boost_party(
+        job, party, out, model=saved, table=table, by_id=by_id, transport=open_transport(job, party)
     )
     if role == "host":
         click.echo(f"{party}: {result['rows']} predictions in {out}", err=True)

@@ -87,7 +87,8 @@ def kit_options(func: F) -> F:
             type=click.Choice(list(MODEL_KINDS)),
             default=None,
             help="Model to train: logistic, linear, poisson (one guest), multiclass "
-            "(one-vs-rest). [logistic]",
+            "(one-vs-rest), secureboost (gradient-boosted trees; tree settings in the "
+            "job's [model] table). [logistic]",
         ),
         click.option(
             "--dataset",
@@ -260,12 +261,22 @@ def run_local_cmd(
         base = load_job(job_file) if job_file else None
         job = relocate(build_job(base, **opts))
     out = out or run_dir_default()
+    what = (
+        f"SecureBoost, up to {job.model.trees} trees of depth {job.model.depth}"
+        if job.model.kind == "secureboost"
+        else f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs"
+    )
     click.echo(
         f"privfl: {len(job.guests)} guest(s), {job.key_bits}-bit keys ({job.obfuscation}), "
-        f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs -> {out}",
+        f"{what} -> {out}",
         err=True,
     )
     summary = run_local(job, out, progress=not no_progress, resume=resume)
+    if job.model.kind == "secureboost":
+        from privfl.parties.vertical.secureboost.report import results_table as boost_table
+
+        click.echo(boost_table(summary, out))
+        return
     baseline = None
     demo = all(p.columns for p in job.parties.values() if p.role != "server")
     if demo and job.model.kind == "logistic" and job.data.dataset == "breast_cancer":
@@ -375,7 +386,7 @@ def _fmt(value: Any) -> str:
 def host_line(party: str, result: dict[str, Any], out: Path) -> str:
     """The Host's one-line result after `privfl vfl host`."""
     kind = result.get("model", {}).get("kind", "logistic")
-    if kind == "logistic":
+    if kind in ("logistic", "secureboost"):
         return (
             f"{party}: accuracy {result['accuracy']:.4f}, F1 {result['f1']:.4f}, "
             f"AUC {result['auc']:.4f}; outputs in {out}"

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
 import numpy as np
@@ -125,6 +125,18 @@ class NoisePool:
             for b in blocks
             if len(b)
         ]
+        return [value for future in futures for value in future.result()]
+
+    def run_split(
+        self, func: Callable[..., list[int]], blocks: Sequence[tuple[object, ...]]
+    ) -> list[int]:
+        """``func(*block)`` for every block, on the compute workers (inline with one), in order.
+
+        ``func`` must be a module-level function (the workers import it by name).
+        """
+        if self._compute is None or len(blocks) < 2:
+            return [value for block in blocks for value in func(*block)]
+        futures = [self._compute.submit(func, *block) for block in blocks]
         return [value for future in futures for value in future.result()]
 
     def close(self) -> None:

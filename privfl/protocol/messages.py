@@ -9,6 +9,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl.errors import ProtocolError
+from privfl.protocol.bigints import BigInts as BigInts
+from privfl.protocol.boost_messages import (
+    BoostDecide,
+    BoostDecisions,
+    BoostGradients,
+    BoostHistogram,
+    BoostNodes,
+    BoostPartition,
+    BoostSplit,
+)
 from privfl.protocol.bounds import MAX_COUNT, MAX_KEY_BITS, MAX_SCALE_BITS, count, text
 from privfl.protocol.hfl_messages import (
     JoinRequest,
@@ -63,20 +73,14 @@ class Kind(enum.StrEnum):
     # --- checkpoint / resume (issue 3) ---
     CHECKPOINTS = "checkpoints"
     RESUME = "resume"
-
-
-@dataclass(frozen=True, slots=True)
-class BigInts:
-    """A vector of non-negative big integers (ciphertexts, or residues mod n) sent fixed-width."""
-
-    values: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        if any(v < 0 for v in self.values):
-            raise ProtocolError("BigInts holds non-negative integers only")
-
-    def __len__(self) -> int:
-        return len(self.values)
+    # --- vertical SecureBoost (bodies in boost_messages.py) ---
+    BOOST_GRADIENTS = "boost_gradients"
+    BOOST_NODES = "boost_nodes"
+    BOOST_HISTOGRAM = "boost_histogram"
+    BOOST_SPLIT = "boost_split"
+    BOOST_PARTITION = "boost_partition"
+    BOOST_DECIDE = "boost_decide"
+    BOOST_DECISIONS = "boost_decisions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,6 +437,13 @@ Message = (
     | RoundEnd
     | Checkpoints
     | Resume
+    | BoostGradients
+    | BoostNodes
+    | BoostHistogram
+    | BoostSplit
+    | BoostPartition
+    | BoostDecide
+    | BoostDecisions
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -467,6 +478,14 @@ MESSAGE_TYPES: dict[Kind, type] = {
     # --- checkpoint / resume (issue 3) ---
     Kind.CHECKPOINTS: Checkpoints,
     Kind.RESUME: Resume,
+    # --- vertical SecureBoost ---
+    Kind.BOOST_GRADIENTS: BoostGradients,
+    Kind.BOOST_NODES: BoostNodes,
+    Kind.BOOST_HISTOGRAM: BoostHistogram,
+    Kind.BOOST_SPLIT: BoostSplit,
+    Kind.BOOST_PARTITION: BoostPartition,
+    Kind.BOOST_DECIDE: BoostDecide,
+    Kind.BOOST_DECISIONS: BoostDecisions,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 

@@ -221,9 +221,10 @@ def run_local(
     parties = start_parties(
         job, job_path, out, {name: ["--resume"] for name in job.parties} if resume else None
     )
-    supervise(
-        parties, EpochProgress(out / job.host / "metrics.jsonl", job.training.epochs, progress)
-    )
+    boost = job.model.kind == "secureboost"
+    total, unit = (job.model.trees, "tree") if boost else (job.training.epochs, "epoch")
+    metrics = out / job.host / "metrics.jsonl"
+    supervise(parties, EpochProgress(metrics, total, progress, unit=unit))
     summary: dict[str, Any] = json.loads((out / job.host / "summary.json").read_text())
     summary["host_wall_seconds"] = summary["wall_seconds"]
     summary["wall_seconds"] = round(time.monotonic() - start, 3)

@@ -143,8 +143,34 @@ def _build(kind: Kind, seed: int) -> Message:
             np_rng.integers(1, 2**32, size=int(np_rng.integers(0, 64)), dtype=np.int64)
         ),
         Kind.RESUME: lambda: Resume(completed=rng.randrange(0, 2**32)),
+        **_boost_builders(rng, np_rng, size),
     }
     return builders[kind]()
+
+
+def _boost_builders(
+    rng: random.Random, np_rng: np.random.Generator, size: int
+) -> dict[Kind, Callable[[], Message]]:
+    """Builders for the vertical SecureBoost kinds."""
+    from privfl.protocol import boost_messages as b
+
+    tree, level = rng.randrange(0, 2**32), rng.randrange(0, 20)
+    nodes = np.unique(np_rng.integers(0, 2**20, size=size)).astype(np.int64)
+    left = np_rng.integers(0, 2, size=(len(nodes), 7)).astype(np.bool_)
+    pairs = np.stack([np.full(len(nodes), tree, np.int64), nodes], axis=1).reshape(-1, 2)
+    return {
+        Kind.BOOST_GRADIENTS: lambda: b.BoostGradients(
+            tree, np.arange(size, dtype=np.int64) * 3, _bigints(rng, size)
+        ),
+        Kind.BOOST_NODES: lambda: b.BoostNodes(tree, level, nodes),
+        Kind.BOOST_HISTOGRAM: lambda: b.BoostHistogram(tree, level, nodes, _bigints(rng, size)),
+        Kind.BOOST_SPLIT: lambda: b.BoostSplit(tree, int(rng.randrange(0, 2**20)), size, 3),
+        Kind.BOOST_PARTITION: lambda: b.BoostPartition(
+            tree, 0, np_rng.integers(0, 2, size=size).astype(np.bool_)
+        ),
+        Kind.BOOST_DECIDE: lambda: b.BoostDecide(tree, 1 + size, rng.choice(b.DECISION_SPLITS)),
+        Kind.BOOST_DECISIONS: lambda: b.BoostDecisions(tree, "test", pairs, left),
+    }
 
 
 def _hfl_builders(

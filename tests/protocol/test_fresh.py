@@ -35,6 +35,8 @@ CIPHERTEXT_FIELDS = {
     "DecryptRequest.values",
     "Loss.value",
     "Scores.scores",
+    "BoostGradients.values",  # vertical SecureBoost
+    "BoostHistogram.values",
 }
 
 

@@ -18,6 +18,7 @@ from privfl.parties.session import PartyContext, keyring, run_role
 from privfl.parties.vertical import psi as psi_stage
 from privfl.parties.vertical.guest import run_guest
 from privfl.parties.vertical.host import EpochHook, run_host
+from privfl.parties.vertical.secureboost.run import run_boost_party
 from privfl.parties.vertical.server import run_server
 from privfl.protocol.channel import Channel
 from privfl.protocol.messages import Header
@@ -101,13 +102,17 @@ def run_party(
         max_pending_bytes=job.max_buffered_mib * 1024 * 1024,
     )
     ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
+    boost = job.model.kind == "secureboost"  # its own roles, before the GLM roles start
     with run_role(name, channel, lambda: ctx.peers, [transport]):
         if role == "server":
-            return run_server(ctx)
+            return run_boost_party(ctx, None) if boost else run_server(ctx)
         if table is not None:
             data = psi_stage.training_rows(ctx, table)
         assert data is not None
         check_feature_count(job, name, data)
+        if boost:
+            result = run_boost_party(ctx, data, workers)
+            return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
         if role == "host":
             result = run_host(ctx, data, on_epoch, workers=workers, label_rng=label_rng)
             return psi_stage.recorded(ctx, table, data, result)

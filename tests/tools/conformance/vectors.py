@@ -17,6 +17,15 @@ from typing import Any
 import numpy as np
 
 from privfl.protocol import codec
+from privfl.protocol.boost_messages import (
+    BoostDecide,
+    BoostDecisions,
+    BoostGradients,
+    BoostHistogram,
+    BoostNodes,
+    BoostPartition,
+    BoostSplit,
+)
 from privfl.protocol.hfl_messages import (
     JoinRequest,
     RoundDone,
@@ -155,6 +164,34 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ("public_key_djn", "server", "host", 0, PublicKeyMessage(n=N, bits=256, h_s=H_S)),
         # conformance (issue 13): a Hello with its row commitment (rows_digest, §2.3)
         ("hello_rows", "guest-1", "host", 0, Hello("guest", "5e55", 569, 15, ROWS_DIGEST)),
+        # vertical SecureBoost (docs/protocol.md §6.9), appended: earlier ids and bytes stay
+        ("boost_gradients", "host", "guest-1", 0, BoostGradients(0, rows, BigInts(CIPHER))),
+        ("boost_nodes", "host", "guest-1", 0, BoostNodes(0, 1, np.array([1, 2], np.int64))),
+        (
+            "boost_histogram",
+            "guest-1",
+            "host",
+            0,
+            BoostHistogram(0, 1, np.array([1, 2], np.int64), BigInts(CIPHER)),
+        ),
+        ("boost_split", "host", "guest-1", 0, BoostSplit(0, 1, 7, 12)),
+        (
+            "boost_partition",
+            "guest-1",
+            "host",
+            0,
+            BoostPartition(0, 1, np.array([True, False, True])),
+        ),
+        ("boost_decide", "host", "guest-1", 0, BoostDecide(0, 1, "test")),
+        (
+            "boost_decisions",
+            "guest-1",
+            "host",
+            0,
+            BoostDecisions(
+                0, "test", np.array([[0, 0], [0, 2]], np.int64), np.array([[1, 0], [0, 1]], bool)
+            ),
+        ),
     ]
 
 

@@ -1,0 +1,1 @@
+"""Vertical SecureBoost: the Host holds the labels and the key, guests send encrypted histograms."""

@@ -1,0 +1,367 @@
+"""The SecureBoost guest: bins its own columns, answers the Host's nodes with encrypted histograms.
+
+What it never sends: a bin edge, a threshold, a value of its columns. What it refuses
+(each a ProtocolError that ends the session, tests/attacks/test_secureboost_refusals.py):
+a node it was not told of by the tree's own partitions, a node twice, a node or a
+split child below the row floor (``node_floor``), a split on a column it does not use
+in that tree, gradients of the wrong length or an out-of-order tree.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privfl.crypto.gmp import mpz, powmod
+from privfl.crypto.paillier import PublicKey
+from privfl.crypto.pools import NoisePool
+from privfl.data.views import PartyData
+from privfl.errors import ProtocolError
+from privfl.learning import secureboost as sb
+from privfl.parties import checkpoint
+from privfl.parties.files import write_json
+from privfl.parties.session import PartyContext
+from privfl.parties.vertical.handshake import announce, rows_digest
+from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of, receive_key
+from privfl.protocol import fresh
+from privfl.protocol.boost_messages import (
+    BoostDecide,
+    BoostDecisions,
+    BoostGradients,
+    BoostHistogram,
+    BoostNodes,
+    BoostPartition,
+    BoostSplit,
+)
+from privfl.protocol.messages import (
+    Finish,
+    Kind,
+    Message,
+)
+
+log = logging.getLogger("privfl.guest")
+ACCEPTS = {
+    Kind.BOOST_GRADIENTS,
+    Kind.BOOST_NODES,
+    Kind.BOOST_SPLIT,
+    Kind.BOOST_PARTITION,
+    Kind.BOOST_DECIDE,
+    Kind.FINISH,
+}
+
+
+def level_of(node: int) -> int:
+    """Depth of a heap-numbered node (root 0)."""
+    return (node + 1).bit_length() - 1
+
+
+@dataclass
+class TreeState:
+    """One tree as this guest knows it: its rows, their ciphertexts, the open nodes."""
+
+    tree: int
+    rows: np.ndarray
+    cts: list[Any]
+    layout: Layout
+    features: np.ndarray
+    live: dict[int, np.ndarray]  # nodes the partitions define, not yet split: node -> rows
+    sums: dict[int, list[Any]] = field(default_factory=dict)  # histogrammed nodes' bin sums
+    done: set[int] = field(default_factory=set)  # split nodes
+
+
+@dataclass
+class GuestBoost:
+    """The guest's columns (binned by its own edges), key, lookup table and current tree."""
+
+    data: PartyData
+    key: PublicKey
+    params: sb.BoostParams
+    group: int
+    noise: NoisePool
+    edges: np.ndarray = field(init=False)
+    binned: dict[str, np.ndarray] = field(init=False)
+    table: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)  # -> (col, bin)
+    current: TreeState | None = None
+    next_tree: int = 0
+    finished: bool = False
+    work: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("additions", "subtractions", "packed"), 0)
+    )
+
+    def __post_init__(self) -> None:
+        self.edges = sb.quantile_edges(self.data.x_train, self.params.bins)
+        self.binned = {
+            "train": sb.bin_columns(self.data.x_train, self.edges),
+            "test": sb.bin_columns(self.data.x_test, self.edges),
+        }
+
+    @property
+    def floor(self) -> int:
+        return sb.node_floor(self.params.min_child_weight)
+
+
+def on_gradients(state: GuestBoost, msg: BoostGradients) -> None:
+    """Start a tree: the Host's fresh ``[[g, h, 1]]`` for each of its rows."""
+    if msg.tree != state.next_tree:
+        raise ProtocolError(f"gradients for tree {msg.tree}, expected tree {state.next_tree}")
+    rows = msg.rows
+    n_train = len(state.data.x_train)
+    if len(rows) < state.floor or (len(rows) and rows[-1] >= n_train):
+        raise ProtocolError(f"a tree needs {state.floor} to {n_train} training rows")
+    if len(msg.values) != len(rows):
+        raise ProtocolError(f"{len(msg.values)} gradient ciphertexts for {len(rows)} rows")
+    state.key.check_ciphertexts(msg.values.values)
+    features = sb.tree_features(state.params, msg.tree, state.group, state.binned["train"].shape[1])
+    state.current = TreeState(
+        tree=msg.tree,
+        rows=rows,
+        cts=[mpz(c) for c in msg.values.values],
+        layout=Layout(len(rows), state.key.bits),
+        features=features,
+        live={0: rows},
+    )
+    state.next_tree = msg.tree + 1
+
+
+def tree_of(state: GuestBoost, tree: int) -> TreeState:
+    if state.current is None or state.current.tree != tree:
+        raise ProtocolError(f"tree {tree} is not the tree being built")
+    return state.current
+
+
+def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
+    """Encrypted per-bin sums of the named nodes, packed, re-randomised (one answer per node)."""
+    t = tree_of(state, msg.tree)
+    nodes = [int(v) for v in msg.nodes]
+    for node in nodes:
+        if node not in t.live or node in t.sums or level_of(node) != msg.level:
+            raise ProtocolError(f"node {node} of tree {t.tree} is not open at level {msg.level}")
+        if len(t.live[node]) < state.floor:
+            raise ProtocolError(f"node {node} has {len(t.live[node])} rows, fewer than the floor")
+    direct, derived = plan(t, nodes)
+    for node in direct:
+        t.sums[node] = bin_sums(state, t, t.live[node])
+    n2 = mpz(state.key.nsquare)
+    state.work["subtractions"] += len(derived) * len(t.features) * state.params.bins
+    for node, sibling in derived:
+        parent = t.sums[(node - 1) // 2]
+        small = t.sums[sibling]
+        t.sums[node] = [p * powmod(s, -1, n2) % n2 for p, s in zip(parent, small, strict=True)]
+    flat = [c for node in nodes for c in t.sums[node]]
+    packed = pack_sums(flat, t.layout, state.key.nsquare)
+    state.work["packed"] += len(packed)
+    values = fresh.rerandomize(state.key, packed, take(state, len(packed)))
+    return BoostHistogram(tree=t.tree, level=msg.level, nodes=msg.nodes, values=values)
+
+
+def plan(t: TreeState, nodes: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
+    """Which nodes to sum directly and which to take as parent minus sibling (the larger one)."""
+    asked = set(nodes)
+    direct: list[int] = []
+    derived: list[tuple[int, int]] = []
+    for node in nodes:
+        sibling = node + 1 if node % 2 else node - 1
+        parent = (node - 1) // 2
+        if node == 0 or sibling not in asked or parent not in t.sums:
+            direct.append(node)
+            continue
+        mine, theirs = len(t.live[node]), len(t.live[sibling])
+        if (mine, node) < (theirs, sibling):
+            direct.append(node)
+        else:
+            derived.append((node, sibling))
+    return direct, derived
+
+
+def bin_sums(state: GuestBoost, t: TreeState, rows: np.ndarray) -> list[Any]:
+    """``Π [[g, h, 1]]`` over each bin of each used column: ``features × bins`` ciphertexts.
+
+    The columns are split over the compute workers (each gets the node's ciphertexts
+    and its block of binned columns over local pipes), inline with one worker.
+    """
+    bins = state.params.bins
+    at = np.searchsorted(t.rows, rows)
+    cts = [int(t.cts[i]) for i in at.tolist()]
+    columns = state.binned["train"][np.ix_(rows, t.features)]
+    state.work["additions"] += len(rows) * len(t.features)
+    parts = min(state.noise.workers, len(t.features))
+    blocks = [
+        (state.key.nsquare, cts, np.ascontiguousarray(block), bins)
+        for block in np.array_split(columns, max(1, parts), axis=1)
+        if block.shape[1]
+    ]
+    return [mpz(v) for v in state.noise.run_split(column_sums, blocks)]
+
+
+def column_sums(nsquare: int, cts: list[int], binned: np.ndarray, bins: int) -> list[int]:
+    """Worker task: the bin products of a block of columns (column-major, then bin)."""
+    n2 = mpz(nsquare)
+    values = [mpz(c) for c in cts]
+    out: list[int] = []
+    for column in binned.T.tolist():
+        acc: list[Any] = [mpz(1)] * bins
+        for c, b in zip(values, column, strict=True):
+            acc[b] = acc[b] * c % n2
+        out.extend(int(v) for v in acc)
+    return out
+
+
+def on_split(state: GuestBoost, msg: BoostSplit) -> BoostPartition:
+    """We own the best split: keep its threshold to ourselves, return which rows go left."""
+    t = tree_of(state, msg.tree)
+    open_node(t, msg.node)
+    if msg.feature not in set(t.features.tolist()) or msg.bin >= state.params.bins - 1:
+        raise ProtocolError(f"split on column {msg.feature} bin {msg.bin} is not ours to make")
+    rows = t.live[msg.node]
+    left = state.binned["train"][rows, msg.feature] <= msg.bin
+    children(state, t, msg.node, left)
+    state.table[(t.tree, msg.node)] = (msg.feature, msg.bin)
+    return BoostPartition(tree=t.tree, node=msg.node, left=left)
+
+
+def on_partition(state: GuestBoost, msg: BoostPartition) -> None:
+    """Another party split a node: its children's rows."""
+    t = tree_of(state, msg.tree)
+    open_node(t, msg.node)
+    if len(msg.left) != len(t.live[msg.node]):
+        raise ProtocolError(f"partition of node {msg.node} has the wrong length")
+    children(state, t, msg.node, msg.left)
+
+
+def open_node(t: TreeState, node: int) -> None:
+    if node not in t.sums or node in t.done:
+        raise ProtocolError(f"node {node} of tree {t.tree} cannot be split now")
+
+
+def children(state: GuestBoost, t: TreeState, node: int, left: np.ndarray) -> None:
+    """Record a split; both children must hold at least the row floor."""
+    rows = t.live.pop(node)
+    if min(int(left.sum()), int((~left).sum())) < state.floor:
+        raise ProtocolError(f"a child of node {node} would hold fewer than {state.floor} rows")
+    t.done.add(node)
+    if level_of(node) + 1 < state.params.depth:
+        t.live[2 * node + 1], t.live[2 * node + 2] = rows[left], rows[~left]
+
+
+def on_decide(
+    state: GuestBoost, msg: BoostDecide, binned: np.ndarray | None = None
+) -> BoostDecisions:
+    """Left masks of our split nodes in trees ``[tree, tree + trees)`` for a split's rows."""
+    if binned is None:
+        if msg.split == "rows" or msg.tree + msg.trees > state.next_tree:
+            raise ProtocolError(f"decisions for trees {msg.tree}+{msg.trees} are not due")
+        binned = state.binned[msg.split]
+    keys = sorted(k for k in state.table if msg.tree <= k[0] < msg.tree + msg.trees)
+    left = np.zeros((len(keys), len(binned)), dtype=np.bool_)
+    for i, key in enumerate(keys):
+        column, bin_ = state.table[key]
+        left[i] = binned[:, column] <= bin_
+    nodes = np.array(keys, dtype=np.int64).reshape(len(keys), 2)
+    return BoostDecisions(tree=msg.tree, split=msg.split, nodes=nodes, left=left)
+
+
+def take(state: GuestBoost, count: int) -> list[int]:
+    noise = state.noise.take(count)
+    state.noise.prefetch(count)
+    return noise
+
+
+def step(state: GuestBoost, body: Message) -> Message | None:
+    """Dispatch one message of the Host; the reply, if any."""
+    if isinstance(body, BoostGradients):
+        on_gradients(state, body)
+        return None
+    if isinstance(body, BoostNodes):
+        return on_nodes(state, body)
+    if isinstance(body, BoostSplit):
+        return on_split(state, body)
+    if isinstance(body, BoostPartition):
+        on_partition(state, body)
+        return None
+    if isinstance(body, BoostDecide):
+        return on_decide(state, body)
+    if isinstance(body, Finish):
+        state.table = {k: v for k, v in state.table.items() if k[0] < body.epochs}
+        state.finished = True
+        return None
+    raise ProtocolError(f"a SecureBoost guest does not handle {type(body).__name__}")
+
+
+def run_boost_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str, Any]:
+    """Answer the Host tree by tree until it finishes; save our own lookup table."""
+    job = ctx.job
+    digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    features = data.x_train.shape[1]
+    announce(ctx, "guest", data.rows, features, [job.server, job.host], digest, len(data.x_train))
+    key = receive_key(ctx)
+    noise = NoisePool(key.n, workers, key.h_s, nice=0)  # on the critical path
+    group = 1 + job.guests.index(ctx.name)
+    state = GuestBoost(data=data, key=key, params=params_of(job), group=group, noise=noise)
+    # A full tree's re-randomisations, computed while the Host encrypts its gradients;
+    # after that each take() starts on as many for the next tree.
+    full = (2**state.params.depth - 1) * features * state.params.bins
+    noise.prefetch(Layout(len(data.x_train), key.bits).packed(full))
+    try:
+        resume_guest(ctx, state)
+        while not state.finished:
+            env = ctx.channel.expect(ACCEPTS, {job.host})
+            reply = step(state, env.body)
+            if reply is not None:
+                ctx.channel.send(job.host, reply, env.header.round)
+            body = env.body
+            if isinstance(body, BoostDecide) and body.split == "test":
+                save_guest(ctx, state)
+    finally:
+        noise.close()
+    path = save_guest_model(ctx, state)
+    write_json(ctx.out / "work.json", {**state.work, "trees": state.next_tree})
+    log.info("kept %d split nodes of our own; model in %s", len(state.table), path)
+    return {"split_nodes": len(state.table), **state.work}
+
+
+def save_guest(ctx: PartyContext, state: GuestBoost) -> None:
+    """After a tree is evaluated: our lookup table so far."""
+    table = [[t, n, c, b] for (t, n), (c, b) in sorted(state.table.items())]
+    checkpoint.save(ctx, state.next_tree, {"table": table})
+
+
+def resume_guest(ctx: PartyContext, state: GuestBoost) -> None:
+    """Agree with the Host where to continue; restore the lookup table of the trees kept."""
+    completed = checkpoint.agree(ctx)
+    if completed:
+        saved = checkpoint.load(ctx, completed)["table"]
+        state.table = {(int(t), int(n)): (int(c), int(b)) for t, n, c, b in saved}
+        state.next_tree = completed
+
+
+def save_guest_model(ctx: PartyContext, state: GuestBoost) -> Any:
+    """model.json: per split node we own, the column name and threshold (standardised units)."""
+    data = state.data
+    nodes = [
+        {
+            "tree": t,
+            "node": n,
+            "feature": data.feature_names[c],
+            "bin": b,
+            "threshold": float(state.edges[c][b]),
+        }
+        for (t, n), (c, b) in sorted(state.table.items())
+    ]
+    model = {
+        "party": ctx.name,
+        "role": "guest",
+        "kind": "secureboost",
+        "session": ctx.job.session,
+        "splits": nodes,
+        "standardisation": {
+            n: {"mean": float(m), "scale": float(s)}
+            for n, m, s in zip(data.feature_names, data.mean, data.scale, strict=True)
+        },
+        "note": "a row goes left at a node when its standardised value <= threshold",
+    }
+    path = ctx.out / "model.json"
+    write_json(path, model)
+    return path

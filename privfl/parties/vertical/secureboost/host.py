@@ -1,0 +1,390 @@
+"""The SecureBoost Host: holds the labels and the Paillier key; grows every tree.
+
+Per tree: fresh ``[[g, h, 1]]`` per row to each guest (``boost_gradients``); per
+level, the open nodes named to every guest (``boost_nodes``), whose packed encrypted
+histograms it decrypts once each (``boost_histogram``, sizes it derives from the job);
+the best split over every party by learning.secureboost.grow_tree; the winner told
+its column and bin (``boost_split``) and its partition passed on (``boost_partition``).
+After each tree, every guest's decisions on the training and held-out rows
+(``boost_decisions``) update the scores, the metrics and early stopping.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair
+from privfl.crypto.pools import NoisePool
+from privfl.data.views import PartyData
+from privfl.errors import ConfigError, ProtocolError
+from privfl.learning import secureboost as sb
+from privfl.parties import checkpoint
+from privfl.parties.files import append_jsonl, write_json
+from privfl.parties.session import PartyContext
+from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
+from privfl.parties.vertical.secureboost import report
+from privfl.parties.vertical.secureboost.common import (
+    Layout,
+    guest_features,
+    params_of,
+    row_plaintexts,
+    unpack_sums,
+)
+from privfl.protocol import fresh
+from privfl.protocol.boost_messages import (
+    BoostDecide,
+    BoostDecisions,
+    BoostGradients,
+    BoostHistogram,
+    BoostNodes,
+    BoostPartition,
+    BoostSplit,
+)
+from privfl.protocol.channel import Channel
+from privfl.protocol.messages import (
+    Checkpoints,
+    Finish,
+    Hello,
+    PublicKeyMessage,
+    Resume,
+)
+
+log = logging.getLogger("privfl.host")
+
+
+@dataclass
+class RemoteGuest:
+    """A guest's columns as the tree builder sees them: histograms decrypted here, splits there."""
+
+    name: str
+    group: int
+    columns: int
+    channel: Channel
+    key: PrivateKey
+    params: sb.BoostParams
+    floor: int
+    layout: Layout | None = None
+    asked: tuple[int, int, list[int]] | None = None  # tree, level, nodes
+    decrypted: int = 0
+
+    def features(self, tree: int) -> np.ndarray:
+        return sb.tree_features(self.params, tree, self.group, self.columns)
+
+    def ask(self, tree: int, level: int, nodes: dict[int, np.ndarray]) -> None:
+        ids = sorted(nodes)
+        self.asked = (tree, level, ids)
+        self.channel.send(self.name, BoostNodes(tree, level, np.array(ids, np.int64)), tree)
+
+    def histograms(self) -> dict[int, sb.Histogram]:
+        """Exactly one histogram per named node, of the size the job implies, decrypted once."""
+        assert self.asked is not None and self.layout is not None
+        tree, level, ids = self.asked
+        self.asked = None
+        body = self.channel.expect_body(BoostHistogram, {self.name})
+        if (body.tree, body.level, body.nodes.tolist()) != (tree, level, ids):
+            raise ProtocolError(f"{self.name} answered for other nodes than tree {tree} {ids}")
+        width = len(self.features(tree))
+        sums = len(ids) * width * self.params.bins
+        if len(body.values) != self.layout.packed(sums):
+            raise ProtocolError(
+                f"{self.name} sent {len(body.values)} histogram ciphertexts, expected "
+                f"{self.layout.packed(sums)}"
+            )
+        plain = self.key.decrypt(body.values.values)
+        self.decrypted += len(plain)
+        flat = unpack_sums(plain, sums, self.layout)
+        hists = flat.reshape(len(ids), width, self.params.bins, 3)
+        return {node: hists[i] for i, node in enumerate(ids)}
+
+    def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
+        self.channel.send(self.name, BoostSplit(tree, node, feature, bin_), tree)
+        body = self.channel.expect_body(BoostPartition, {self.name})
+        if (body.tree, body.node) != (tree, node) or len(body.left) != len(rows):
+            raise ProtocolError(f"{self.name} sent the partition of another node")
+        if min(int(body.left.sum()), int((~body.left).sum())) < self.floor:
+            raise ProtocolError(f"{self.name}'s split leaves a child below {self.floor} rows")
+        left: np.ndarray = body.left
+        return left
+
+    def learn(self, tree: int, node: int, left: np.ndarray) -> None:
+        self.channel.send(self.name, BoostPartition(tree, node, left.astype(np.bool_)), tree)
+
+    def decisions(self, tree: int, split: str, rows: int, owned: set[int]) -> dict[int, np.ndarray]:
+        """This guest's left masks for its nodes (``owned``) of one tree on a split's rows."""
+        self.channel.send(self.name, BoostDecide(tree, 1, split), tree)
+        body = self.channel.expect_body(BoostDecisions, {self.name})
+        got = check_decisions(self.name, body, tree, split, rows)
+        if set(got) != owned or len(body.nodes) != len(owned):
+            raise ProtocolError(f"{self.name} sent decisions for other nodes than it owns")
+        return got
+
+
+def check_decisions(
+    guest: str, body: BoostDecisions, tree: int, split: str, rows: int
+) -> dict[int, np.ndarray]:
+    """The decisions of one tree for ``rows`` rows, as node -> mask."""
+    if body.tree != tree or body.split != split or body.left.shape[1:] != (rows,):
+        raise ProtocolError(f"{guest} sent decisions for another tree, split or row count")
+    return {int(n): body.left[i] for i, (t, n) in enumerate(body.nodes.tolist()) if t == tree}
+
+
+@dataclass
+class HostBoost:
+    """The Host's data, key, booster state and metrics."""
+
+    data: PartyData
+    labels: np.ndarray
+    params: sb.BoostParams
+    key: PrivateKey
+    noise: NoisePool
+    local: sb.LocalColumns
+    guests: list[RemoteGuest]
+    edges: np.ndarray
+    test_binned: np.ndarray
+    base: float
+    margin: np.ndarray = field(init=False)
+    test_margin: np.ndarray = field(init=False)
+    trees: list[sb.Tree] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    encrypted: int = 0
+
+    def __post_init__(self) -> None:
+        self.margin = np.full(len(self.labels), self.base)
+        self.test_margin = np.full(len(self.data.x_test), self.base)
+
+    @property
+    def public(self) -> PublicKey:
+        return self.key.public_key
+
+
+def handshake(ctx: PartyContext, data: PartyData) -> PrivateKey:
+    """Hello to the Server, the guests' Hellos checked, our own key pair sent to every guest."""
+    job = ctx.job
+    digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    announce(ctx, "host", data.rows, data.x_train.shape[1], [job.server], digest, len(data.x_train))
+    for sender, hello in ctx.channel.gather(Hello, job.guests).items():
+        check_hello(ctx, sender, hello)
+        if hello.rows != data.rows or hello.features != guest_features(job, sender):
+            raise ConfigError(
+                f"{sender} has {hello.rows} rows and {hello.features} features; the host has "
+                f"{data.rows} rows and the job declares {guest_features(job, sender)} features"
+            )
+        check_rows(sender, hello.rows_digest, digest, "the host's")
+    public, private = generate_keypair(job.key_bits, job.obfuscation)
+    log.info("generated a %d-bit Paillier key pair for boosting (%s)", public.bits, job.obfuscation)
+    ctx.channel.broadcast(
+        job.guests, PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s)
+    )
+    return private
+
+
+def run_boost_host(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str, Any]:
+    """Train every tree with the guests, evaluate after each, finish, write the outputs."""
+    start = time.monotonic()
+    job = ctx.job
+    if data.y_train is None or data.y_test is None:
+        raise ConfigError("the host needs the label column")
+    params = params_of(job)
+    key = handshake(ctx, data)
+    noise = NoisePool(key.public_key.n, workers, key.public_key.h_s, nice=0)  # critical path
+    try:
+        state = init_state(ctx, data, params, key, noise)
+        noise.prefetch(len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests))
+        resume_host(ctx, state)
+        reason = train(ctx, state)
+    finally:
+        noise.close()
+    ctx.channel.broadcast([*job.guests, job.server], Finish(len(state.trees), reason))
+    return finish(ctx, state, round(time.monotonic() - start, 3), reason)
+
+
+def init_state(
+    ctx: PartyContext, data: PartyData, params: sb.BoostParams, key: PrivateKey, noise: NoisePool
+) -> HostBoost:
+    assert data.y_train is not None
+    labels = data.y_train.astype(np.float64)
+    edges = sb.quantile_edges(data.x_train, params.bins)
+    floor = sb.node_floor(params.min_child_weight)
+    guests = [
+        RemoteGuest(g, i + 1, guest_features(ctx.job, g), ctx.channel, key, params, floor)
+        for i, g in enumerate(ctx.job.guests)
+    ]
+    return HostBoost(
+        data=data,
+        labels=labels,
+        params=params,
+        key=key,
+        noise=noise,
+        local=sb.LocalColumns(sb.bin_columns(data.x_train, edges), params, 0),
+        guests=guests,
+        edges=edges,
+        test_binned=sb.bin_columns(data.x_test, edges),
+        base=sb.base_margin(labels),
+    )
+
+
+def train(ctx: PartyContext, state: HostBoost) -> str:
+    """Grow trees until the last one, or until early stopping; returns the stop reason."""
+    params = state.params
+    metrics = ctx.out / "metrics.jsonl"
+    for t in range(len(state.trees), params.trees):
+        began = time.monotonic()
+        tree = grow(ctx, state, t)
+        record = evaluate(state, t, tree)
+        record["seconds"] = round(time.monotonic() - began, 3)
+        state.records.append(record)
+        append_jsonl(metrics, record)
+        save_host(ctx, state)
+        log.info(
+            "tree %d: valid logloss %.4f, AUC %.4f", t + 1, record["valid_logloss"], record["auc"]
+        )
+        if stop_early(state):
+            best = best_trees(state)
+            del state.trees[best:]
+            return "early_stopping"
+    return "max_trees"
+
+
+def grow(ctx: PartyContext, state: HostBoost, t: int) -> sb.Tree:
+    """One tree: fresh gradients to every guest, then grow_tree over every party's columns."""
+    g, h = sb.gradients(state.margin, state.labels)
+    state.local.set_gradients(g, h)
+    rows = sb.tree_rows(state.params, t, len(state.labels))
+    layout = Layout(len(rows), state.public.bits)
+    plain = row_plaintexts(g[rows], h[rows], layout)
+    for guest in state.guests:
+        guest.layout = layout
+        values = fresh.encrypt(state.public, plain, state.noise.take(len(plain)))
+        state.encrypted += len(plain)
+        ctx.channel.send(guest.name, BoostGradients(t, rows, values), t)
+        if t + 1 < state.params.trees:
+            state.noise.prefetch(len(plain))
+    return sb.grow_tree(t, rows, g, h, [state.local, *state.guests], state.params)
+
+
+def evaluate(state: HostBoost, t: int, tree: sb.Tree) -> dict[str, Any]:
+    """Route the training and held-out rows through the new tree; metrics on the held-out rows."""
+    from privfl.learning.metrics import binary_metrics
+
+    state.trees.append(tree)
+    for split, binned, margin in (
+        ("train", state.local.binned, state.margin),
+        ("test", state.test_binned, state.test_margin),
+    ):
+        decide = sb.local_decisions(tree, 0, binned)
+        for guest in state.guests:
+            owned = {n for n, node in tree.items() if node.group == guest.group}
+            decide.update(guest.decisions(t, split, len(binned), owned))
+        margin += sb.route(tree, decide, len(binned))
+    y_test = state.data.y_test
+    assert y_test is not None
+    record: dict[str, Any] = {"tree": t}
+    record["train_logloss"] = sb.logloss(state.labels, state.margin)
+    record["loss"] = record["train_logloss"]  # what the progress bars show
+    record["valid_logloss"] = sb.logloss(y_test, state.test_margin)
+    record.update(binary_metrics(y_test, sb.sigmoid(state.test_margin)))
+    return record
+
+
+def best_trees(state: HostBoost) -> int:
+    """How many trees gave the lowest held-out logloss (the first such prefix)."""
+    losses = [r["valid_logloss"] for r in state.records]
+    return int(np.argmin(losses)) + 1
+
+
+def stop_early(state: HostBoost) -> bool:
+    rounds = state.params.early_stopping_rounds
+    return bool(rounds) and len(state.records) - best_trees(state) >= rounds
+
+
+def agree(ctx: PartyContext, offered: list[int]) -> int:
+    """The latest tree count every guest and we hold a checkpoint of (the Server keeps none)."""
+    guests = ctx.job.guests
+    offers = ctx.channel.gather(Checkpoints, guests)
+    common = set(offered)
+    for offer in offers.values():
+        common &= set(offer.completed.tolist())
+    completed = max(common, default=0)
+    ctx.channel.broadcast(guests, Resume(completed=completed))
+    return completed
+
+
+def resume_host(ctx: PartyContext, state: HostBoost) -> None:
+    """Agree with the guests; restore the trees, scores and metrics of the trees kept."""
+    metrics = ctx.out / "metrics.jsonl"
+    completed = agree(ctx, checkpoint.available(ctx) if ctx.resume else [])
+    if not completed:
+        metrics.unlink(missing_ok=True)
+        return
+    saved = checkpoint.load(ctx, completed)
+    state.trees = [report.tree_from_json(t) for t in saved["trees"]]
+    state.margin = np.array(saved["margin"], dtype=np.float64)
+    state.test_margin = np.array(saved["test_margin"], dtype=np.float64)
+    state.records = saved["records"]
+    metrics.write_text("".join(report.json_line(r) for r in state.records))
+    for guest in state.guests:  # they continue from the same tree
+        guest.layout = None
+    log.info("resuming after %d trees", completed)
+
+
+def save_host(ctx: PartyContext, state: HostBoost) -> None:
+    checkpoint.save(
+        ctx,
+        len(state.trees),
+        {
+            "trees": [report.tree_to_json(t) for t in state.trees],
+            "margin": state.margin.tolist(),
+            "test_margin": state.test_margin.tolist(),
+            "records": state.records,
+        },
+    )
+
+
+def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dict[str, Any]:
+    """Write model.json, the plots and summary.json; return the summary."""
+    model = report.host_model(ctx, state.data, state.trees, state.edges, state.base)
+    write_json(ctx.out / "model.json", model)
+    gains = report.importance(ctx, state.trees, state.data.feature_names)
+    report.plot(state.records, gains, ctx.out)
+    kept = len(state.trees)
+    last = state.records[kept - 1] if kept else {}
+    job = ctx.job
+    summary: dict[str, Any] = {
+        "model": {"kind": "secureboost", **{k: v for k, v in report.vars_of(state.params).items()}},
+        **{k: last.get(k) for k in ("accuracy", "precision", "recall", "f1", "auc")},
+        "valid_logloss": last.get("valid_logloss"),
+        "trees": kept,
+        "trees_grown": len(state.records),
+        "stop_reason": reason,
+        "tree_seconds": [r["seconds"] for r in state.records],
+        "history": state.records,
+        "importance_by_gain": gains,
+        "importance_by_party": {p: sum(v.values()) for p, v in gains.items()},
+        "key_bits": job.key_bits,
+        "obfuscation": job.obfuscation,
+        "encryptions": state.encrypted,
+        "decryptions": sum(g.decrypted for g in state.guests),
+        "guests": len(job.guests),
+        "guest_names": job.guests,
+        "wall_seconds": wall,
+        "split_seed": job.data.split_seed,
+        "test_size": job.data.test_size,
+        "train_rows": len(state.labels),
+        "test_rows": len(state.data.x_test),
+        "label_dp": "not applied: the labels never leave the Host (gradients travel encrypted)",
+        "privacy": {
+            "guests_see": "fresh encryptions of the Host's g/h, the row set of every node "
+            "(the instance space), and the bin of the splits they own",
+            "host_sees": "per-bin sums of its own g/h and row counts of every guest column "
+            "at every node, the guests' split decisions on training and held-out rows",
+            "server_sees": "Hello messages only",
+        },
+        "session": job.session,
+    }
+    write_json(ctx.out / "summary.json", summary)
+    return summary

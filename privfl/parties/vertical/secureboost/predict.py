@@ -1,0 +1,171 @@
+"""Federated SecureBoost prediction: every party online, each decides its own split nodes.
+
+The Host holds the tree shapes, the leaf values and its own thresholds; each guest
+its lookup table (column, threshold per node it owns). The Host asks every guest for
+its decisions on the new rows (``boost_decide``/``boost_decisions``), routes each row
+to its leaves and writes ``id, probability, label``. Nothing is encrypted: the
+decisions are what the Host needs, and no value, threshold or gradient travels.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.config.vertical import JobConfig
+from privfl.data.alignment import positions
+from privfl.data.tables import IdTable, read_id_csv, standardise_with
+from privfl.errors import ConfigError, ProtocolError
+from privfl.learning import secureboost as sb
+from privfl.parties.session import PartyContext, run_role
+from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
+from privfl.parties.vertical.predict import write_predictions
+from privfl.parties.vertical.psi import align
+from privfl.parties.vertical.secureboost.run import run_boost_server
+from privfl.protocol.boost_messages import BoostDecide, BoostDecisions
+from privfl.protocol.channel import Channel
+from privfl.protocol.messages import Finish, Hello
+from privfl.protocol.transport import Transport
+
+log = logging.getLogger("privfl.predict")
+
+
+@dataclass(frozen=True, slots=True)
+class BoostModel:
+    """One party's saved part of the trees (model.json of a SecureBoost training run)."""
+
+    features: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    raw: dict[str, Any]
+
+
+def load_boost_model(folder: Path, party: str) -> BoostModel:
+    """Read ``folder/model.json`` written by this party's SecureBoost training."""
+    path = folder / "model.json" if folder.is_dir() else folder
+    try:
+        data = json.loads(path.read_text())
+        stats = data["standardisation"]
+        names = tuple(stats)
+        model = BoostModel(
+            features=names,
+            mean=np.array([stats[n]["mean"] for n in names], dtype=np.float64),
+            scale=np.array([stats[n]["scale"] for n in names], dtype=np.float64),
+            raw=data,
+        )
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"no model at {path}; pass --model with the party's training --out"
+        ) from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path} is not a privfl model.json: {exc}") from exc
+    if data.get("kind") != "secureboost" or data.get("party") != party:
+        raise ConfigError(f"{path} is not the SecureBoost model of {party!r}")
+    return model
+
+
+def boost_rows(
+    job: JobConfig, name: str, model: BoostModel, path: Path, id_column: str | None
+) -> tuple[IdTable, bool]:
+    """The new rows' model columns; matched by id (PSI) when an id column is known."""
+    column = id_column or job.party(name).id_column or None
+    return read_id_csv(path, column, None, model.features), column is not None
+
+
+def predict_boost_party(
+    job: JobConfig,
+    name: str,
+    out: Path,
+    *,
+    model: BoostModel | None,
+    table: IdTable | None,
+    by_id: bool,
+    transport: Transport,
+) -> dict[str, Any]:
+    """Run one party's side of a SecureBoost prediction session."""
+    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
+    ctx = PartyContext(name=name, job=job, channel=channel, out=out.parent, checkpoints=False)
+    role = job.party(name).role
+    with run_role(name, channel, lambda: ctx.peers, [transport]):
+        if role == "server":
+            return run_boost_server(ctx)
+        assert model is not None and table is not None
+        rows = align(ctx, table) if by_id else table
+        x = standardise_with(rows, model.mean, model.scale)
+        ids = rows.ids if by_id else positions(range(len(rows.ids)))
+        digest = rows_digest(ctx, ids, ())
+        if role == "guest":
+            return guest_decisions(ctx, model, x, digest)
+        return host_predict(ctx, model, rows, x, out, digest)
+
+
+def guest_decisions(
+    ctx: PartyContext, model: BoostModel, x: np.ndarray, digest: str
+) -> dict[str, Any]:
+    """Announce our rows, answer the Host's one decision request, wait for the end."""
+    job = ctx.job
+    announce(ctx, "guest", len(x), 0, [job.server, job.host], digest)
+    request = ctx.channel.expect_body(BoostDecide, {job.host})
+    if request.split != "rows":
+        raise ConfigError("a prediction session decides the new rows only")
+    column = {n: i for i, n in enumerate(model.features)}
+    splits = [
+        s for s in model.raw["splits"] if request.tree <= s["tree"] < request.tree + request.trees
+    ]
+    left = np.zeros((len(splits), len(x)), dtype=np.bool_)
+    for i, s in enumerate(splits):
+        left[i] = x[:, column[s["feature"]]] <= s["threshold"]
+    nodes = np.array([[s["tree"], s["node"]] for s in splits], dtype=np.int64).reshape(-1, 2)
+    ctx.channel.send(job.host, BoostDecisions(request.tree, "rows", nodes, left))
+    ctx.channel.expect_body(Finish, {job.host})
+    log.info("sent decisions of %d split nodes for %d rows", len(splits), len(x))
+    return {"rows": len(x)}
+
+
+def host_predict(
+    ctx: PartyContext, model: BoostModel, rows: IdTable, x: np.ndarray, out: Path, digest: str
+) -> dict[str, Any]:
+    """Gather every guest's decisions, route each row through every tree, write predictions."""
+    job, channel = ctx.job, ctx.channel
+    announce(ctx, "host", len(x), 0, [job.server], digest)
+    for sender, hello in channel.gather(Hello, job.guests).items():
+        check_hello(ctx, sender, hello)
+        if hello.rows != len(x):
+            raise ConfigError(f"{sender} has {hello.rows} rows to score, the host {len(x)}")
+        check_rows(sender, hello.rows_digest, digest, "the host's")
+    trees = model.raw["trees"]
+    channel.broadcast(job.guests, BoostDecide(0, max(1, len(trees)), "rows"))
+    guest_left: dict[tuple[int, int], np.ndarray] = {}
+    for guest, body in channel.gather(BoostDecisions, job.guests).items():
+        if body.split != "rows" or body.tree != 0 or body.left.shape[1:] != (len(x),):
+            raise ProtocolError(f"{guest} sent decisions for other rows or trees")
+        for i, (t, n) in enumerate(body.nodes.tolist()):
+            guest_left[(t, n)] = body.left[i]
+    channel.broadcast([*job.guests, job.server], Finish(epochs=0, reason="predicted"))
+    column = {n: i for i, n in enumerate(model.features)}
+    margin = np.full(len(x), float(model.raw["base_margin"]))
+    for t, nodes in enumerate(trees):
+        tree: sb.Tree = {}
+        decide: dict[int, np.ndarray] = {}
+        for entry in nodes:
+            n = int(entry["node"])
+            if "leaf" in entry:
+                tree[n] = sb.Node(value=float(entry["leaf"]))
+                continue
+            tree[n] = sb.Node(group=0, feature=0, bin=0)
+            if entry["party"] == "host":
+                decide[n] = x[:, column[entry["feature"]]] <= entry["threshold"]
+            elif (t, n) in guest_left:
+                decide[n] = guest_left[(t, n)]
+            else:
+                raise ConfigError(f"{entry['party']} sent no decision for tree {t} node {n}")
+        margin += sb.route(tree, decide, len(x))
+    probability = sb.sigmoid(margin)
+    write_predictions(out, rows.ids, probability)
+    log.info("wrote %d predictions to %s", len(probability), out)
+    return {"rows": len(probability), "out": str(out)}

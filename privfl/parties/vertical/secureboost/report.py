@@ -1,0 +1,155 @@
+"""The SecureBoost Host's outputs: its part of the trees, summary.json, metrics plot, importance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.data.views import PartyData
+from privfl.learning import secureboost as sb
+from privfl.parties.session import PartyContext
+
+
+def tree_to_json(tree: sb.Tree) -> list[list[Any]]:
+    """``[node, group, feature, bin, gain, value]`` per node."""
+    return [[n, v.group, v.feature, v.bin, v.gain, v.value] for n, v in sorted(tree.items())]
+
+
+def tree_from_json(rows: list[list[Any]]) -> sb.Tree:
+    return {
+        int(n): sb.Node(group=int(g), feature=int(f), bin=int(b), gain=float(gain), value=float(v))
+        for n, g, f, b, gain, v in rows
+    }
+
+
+def json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record) + "\n"
+
+
+def owner(job_guests: list[str], group: int) -> str:
+    return "host" if group == 0 else job_guests[group - 1]
+
+
+def host_model(
+    ctx: PartyContext, data: PartyData, trees_: list[sb.Tree], edges: np.ndarray, base: float
+) -> dict[str, Any]:
+    """The Host's model.json: every tree's shape and leaves; thresholds of its own splits only."""
+    trees = []
+    for tree in trees_:
+        nodes = []
+        for n, node in sorted(tree.items()):
+            if node.leaf:
+                nodes.append({"node": n, "leaf": node.value})
+                continue
+            entry: dict[str, Any] = {"node": n, "party": owner(ctx.job.guests, node.group)}
+            entry["gain"] = node.gain
+            if node.group == 0:
+                entry["feature"] = data.feature_names[node.feature]
+                entry["threshold"] = float(edges[node.feature][node.bin])
+            nodes.append(entry)
+        trees.append(nodes)
+    return {
+        "party": ctx.name,
+        "role": "host",
+        "kind": "secureboost",
+        "session": ctx.job.session,
+        "base_margin": base,
+        "trees": trees,
+        "standardisation": {
+            n: {"mean": float(m), "scale": float(s)}
+            for n, m, s in zip(data.feature_names, data.mean, data.scale, strict=True)
+        },
+        "note": "a row goes left at a host node when its standardised value <= threshold; "
+        "a guest's nodes are decided by that guest (prediction needs every party online)",
+    }
+
+
+def importance(
+    ctx: PartyContext, trees: list[sb.Tree], names: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
+    """Total split gain per party and column (a guest's columns by index: names stay there)."""
+    out: dict[str, dict[str, float]] = {}
+    for (group, feature), gain in sorted(sb.feature_importance(trees).items()):
+        party = owner(ctx.job.guests, group)
+        name = names[feature] if group == 0 else f"column {feature}"
+        out.setdefault(party, {})[name] = gain
+    return out
+
+
+def vars_of(params: sb.BoostParams) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(params)
+
+
+def plot(records: list[dict[str, Any]], gains: dict[str, dict[str, float]], out: Path) -> None:
+    """training.png (logloss and AUC per tree) and importance.png (gain per party and column)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if records:
+        trees = [r["tree"] + 1 for r in records]
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+        left.plot(trees, [r["train_logloss"] for r in records], marker="o", ms=3, label="train")
+        left.plot(trees, [r["valid_logloss"] for r in records], marker="o", ms=3, label="held-out")
+        left.set_xlabel("trees")
+        left.set_ylabel("logloss")
+        left.legend()
+        right.plot(trees, [r["auc"] for r in records], marker="o", ms=3, label="AUC")
+        right.plot(trees, [r["accuracy"] for r in records], ls="--", label="accuracy")
+        right.set_xlabel("trees")
+        right.set_ylim(0, 1.02)
+        right.legend(loc="lower right")
+        fig.suptitle("privfl vertical SecureBoost (held-out split)")
+        fig.tight_layout()
+        fig.savefig(out / "training.png", dpi=110)
+        plt.close(fig)
+    labels, values, colours = [], [], []
+    for i, (party, columns) in enumerate(gains.items()):
+        for name, gain in sorted(columns.items(), key=lambda kv: -kv[1])[:10]:
+            labels.append(f"{party}: {name}")
+            values.append(gain)
+            colours.append(f"C{i}")
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.3 * len(labels) + 1)))
+    order = np.argsort(values)
+    ax.barh(
+        [labels[i] for i in order], [values[i] for i in order], color=[colours[i] for i in order]
+    )
+    ax.set_xlabel("total split gain")
+    ax.set_title("feature importance by gain, per party (top 10 each)")
+    fig.tight_layout()
+    fig.savefig(out / "importance.png", dpi=110)
+    plt.close(fig)
+
+
+def results_table(summary: dict[str, Any], out: Path) -> str:
+    """The end-of-run table of ``privfl vfl run-local`` for SecureBoost."""
+
+    def fmt(value: Any) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
+    m = summary["model"]
+    parties = summary["importance_by_party"]
+    total = sum(parties.values()) or 1.0
+    rows = [
+        ("joint accuracy", fmt(summary["accuracy"])),
+        ("joint AUC", fmt(summary["auc"])),
+        ("joint F1", fmt(summary["f1"])),
+        ("held-out logloss", fmt(summary["valid_logloss"])),
+        (
+            "trees",
+            f"{summary['trees']} kept of {summary['trees_grown']} ({summary['stop_reason']})",
+        ),
+        ("depth / learning rate / bins", f"{m['depth']} / {m['learning_rate']:g} / {m['bins']}"),
+        ("gain share by party", ", ".join(f"{p} {v / total:.0%}" for p, v in parties.items())),
+        ("encryptions / decryptions", f"{summary['encryptions']} / {summary['decryptions']}"),
+        ("wall time", f"{summary['wall_seconds']:.1f} s"),
+        ("outputs", str(out)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

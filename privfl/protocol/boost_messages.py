@@ -1,0 +1,142 @@
+"""Messages of vertical SecureBoost (imported and registered by messages.py).
+
+The Host (label holder) holds the Paillier key; the guests send it encrypted
+per-bin sums and learn the node partitions. docs/protocol.md §6.9 gives the order
+and rules, docs/security.md what each receiver learns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfl.errors import ProtocolError
+from privfl.protocol.bigints import BigInts
+from privfl.protocol.bounds import MAX_COUNT, count
+
+DECISION_SPLITS = ("train", "test", "rows")  # rows: the new rows of a prediction session
+MAX_NODE = 2**20  # heap ids: depth <= 19
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise ProtocolError(what)
+
+
+def _int_vector(values: np.ndarray, what: str) -> None:
+    _require(values.ndim == 1 and values.dtype == np.int64, f"{what} must be a 1-d int64 array")
+    _require(len(values) <= MAX_COUNT, f"too many {what}")
+    _require(bool((values >= 0).all()), f"{what} must be >= 0")
+
+
+def _nodes(values: np.ndarray) -> None:
+    _int_vector(values, "nodes")
+    _require(bool((values < MAX_NODE).all()), "node id out of range")
+    _require(len(np.unique(values)) == len(values), "a node is named twice")
+
+
+@dataclass(frozen=True, slots=True)
+class BoostGradients:
+    """The Host's packed ``[[g, h, 1]]`` per row of one tree (fresh encryptions), and the rows."""
+
+    tree: int
+    rows: np.ndarray  # sorted training-row positions of the tree (row subsample)
+    values: BigInts  # one ciphertext per row
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        _int_vector(self.rows, "rows")
+        _require(bool((np.diff(self.rows) > 0).all()), "rows must be strictly increasing")
+
+
+@dataclass(frozen=True, slots=True)
+class BoostNodes:
+    """The Host names the open nodes of one level whose histograms it needs."""
+
+    tree: int
+    level: int
+    nodes: np.ndarray
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        count(self.level, "level", 0, 19)
+        _nodes(self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class BoostHistogram:
+    """A guest's encrypted per-bin sums for the named nodes, packed, re-randomised."""
+
+    tree: int
+    level: int
+    nodes: np.ndarray
+    values: BigInts
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        count(self.level, "level", 0, 19)
+        _nodes(self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class BoostSplit:
+    """The Host tells the owner of the best split its column and bin (never a threshold)."""
+
+    tree: int
+    node: int
+    feature: int
+    bin: int
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        count(self.node, "node", 0, MAX_NODE - 1)
+        count(self.feature, "feature")
+        count(self.bin, "bin")
+
+
+@dataclass(frozen=True, slots=True)
+class BoostPartition:
+    """Which of a split node's rows (in ascending order) go left."""
+
+    tree: int
+    node: int
+    left: np.ndarray  # bool, one per row of the node
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        count(self.node, "node", 0, MAX_NODE - 1)
+        _require(self.left.ndim == 1 and self.left.dtype == np.bool_, "left must be 1-d bool")
+
+
+@dataclass(frozen=True, slots=True)
+class BoostDecide:
+    """The Host asks a guest for its split decisions on trees ``[tree, tree + trees)``."""
+
+    tree: int
+    trees: int
+    split: str
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        count(self.trees, "trees", 1)
+        _require(self.split in DECISION_SPLITS, f"unknown split {self.split[:40]!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class BoostDecisions:
+    """A guest's left masks for each of its split nodes: ``nodes`` (k, 2) = (tree, node)."""
+
+    tree: int
+    split: str
+    nodes: np.ndarray  # int64 (k, 2)
+    left: np.ndarray  # bool (k, rows)
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        _require(self.split in DECISION_SPLITS, f"unknown split {self.split[:40]!r}")
+        n, left = self.nodes, self.left
+        _require(n.ndim == 2 and n.shape[1] == 2 and n.dtype == np.int64, "nodes must be (k, 2)")
+        _require(bool((n >= 0).all()) and bool((n[:, 1] < MAX_NODE).all()), "bad node id")
+        _require(left.ndim == 2 and left.dtype == np.bool_, "left must be a 2-d bool array")
+        _require(left.shape[0] == n.shape[0], "one row of decisions per node")

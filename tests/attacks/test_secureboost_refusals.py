@@ -1,0 +1,156 @@
+"""A curious SecureBoost Host cannot make a guest sum a hand-picked or tiny set of rows.
+
+The guest derives every node's rows itself (the tree's row sample and its partitions),
+refuses nodes it was not told of, repeats, nodes or split children below the row
+floor, and splits on columns it does not use; the Host refuses a histogram of another
+size than the job implies. Each refusal is a ProtocolError that ends the session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import failures, memory_job, party_data, run_in_threads
+
+from privfl.config.vertical import ModelConfig
+from privfl.crypto.paillier import generate_keypair
+from privfl.crypto.pools import NoisePool
+from privfl.errors import PrivflError, ProtocolError
+from privfl.learning import secureboost as sb
+from privfl.parties.vertical.secureboost import guest as guest_mod
+from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts
+from privfl.parties.vertical.secureboost.guest import GuestBoost, step
+from privfl.protocol import fresh
+from privfl.protocol.boost_messages import (
+    BoostDecide,
+    BoostGradients,
+    BoostNodes,
+    BoostPartition,
+    BoostSplit,
+)
+from privfl.protocol.memory import InMemoryHub
+
+KEY = generate_keypair(512)
+
+
+def guest_state(rows: int = 40, min_child_weight: float = 1.0) -> GuestBoost:
+    job = memory_job(1)
+    data = party_data(job)["guest-1"]
+    data = replace(data, x_train=data.x_train[:rows])
+    params = sb.BoostParams(depth=3, bins=8, min_child_weight=min_child_weight)
+    public = KEY[0]
+    return GuestBoost(data=data, key=public, params=params, group=1, noise=NoisePool(public.n, 1))
+
+
+def gradients(state: GuestBoost, tree: int = 0, rows: int | None = None) -> BoostGradients:
+    n = rows or len(state.data.x_train)
+    layout = Layout(n, state.key.bits)
+    plain = row_plaintexts(np.zeros(n, np.int64), np.full(n, 1000, np.int64), layout)
+    return BoostGradients(tree, np.arange(n, dtype=np.int64), fresh.encrypt(state.key, plain))
+
+
+def nodes(*ids: int, level: int = 0, tree: int = 0) -> BoostNodes:
+    return BoostNodes(tree, level, np.array(ids, dtype=np.int64))
+
+
+def test_an_honest_sequence_is_answered() -> None:
+    state = guest_state()
+    step(state, gradients(state))
+    assert step(state, nodes(0)) is not None
+    left = np.arange(40) < 20
+    assert step(state, BoostPartition(0, 0, left)) is None
+    assert step(state, nodes(1, 2, level=1)) is not None
+
+
+def test_a_node_the_partitions_never_defined_is_refused() -> None:
+    state = guest_state()
+    step(state, gradients(state))
+    with pytest.raises(ProtocolError, match="not open"):
+        step(state, nodes(1, level=1))
+
+
+def test_the_same_node_twice_is_refused() -> None:
+    state = guest_state()
+    step(state, gradients(state))
+    step(state, nodes(0))
+    with pytest.raises(ProtocolError, match="not open"):
+        step(state, nodes(0))
+
+
+def test_a_partition_with_a_tiny_child_is_refused() -> None:
+    state = guest_state()
+    step(state, gradients(state))
+    step(state, nodes(0))
+    one_row = np.zeros(40, dtype=bool)
+    one_row[7] = True  # a one-row child: parent − sibling would be row 7's gradient
+    with pytest.raises(ProtocolError, match="fewer than 4 rows"):
+        step(state, BoostPartition(0, 0, one_row))
+
+
+def test_a_tree_over_too_few_rows_is_refused() -> None:
+    state = guest_state()
+    with pytest.raises(ProtocolError, match="training rows"):
+        step(state, gradients(state, rows=3))
+
+
+def test_the_floor_follows_min_child_weight() -> None:
+    state = guest_state(min_child_weight=5.0)
+    step(state, gradients(state))
+    step(state, nodes(0))
+    left = np.arange(40) < 15  # 15 rows: above 4, below ⌈4·5⌉ = 20
+    with pytest.raises(ProtocolError, match="fewer than 20 rows"):
+        step(state, BoostPartition(0, 0, left))
+
+
+def test_split_on_a_column_or_bin_out_of_range_is_refused() -> None:
+    state = guest_state()
+    step(state, gradients(state))
+    step(state, nodes(0))
+    with pytest.raises(ProtocolError, match="not ours"):
+        step(state, BoostSplit(0, 0, 99, 1))
+    with pytest.raises(ProtocolError, match="not ours"):
+        step(state, BoostSplit(0, 0, 0, 7))  # bins - 1: nothing would go right
+
+
+def test_out_of_order_trees_and_future_decisions_are_refused() -> None:
+    state = guest_state()
+    with pytest.raises(ProtocolError, match="expected tree 0"):
+        step(state, gradients(state, tree=1))
+    step(state, gradients(state))
+    with pytest.raises(ProtocolError, match="not due"):
+        step(state, BoostDecide(1, 1, "test"))
+    with pytest.raises(ProtocolError, match="not due"):
+        step(state, BoostDecide(0, 1, "rows"))
+
+
+def test_gradients_of_the_wrong_length_are_refused() -> None:
+    state = guest_state()
+    msg = gradients(state)
+    short = BoostGradients(0, msg.rows[:-1], msg.values)
+    with pytest.raises(ProtocolError, match="ciphertexts for"):
+        step(state, short)
+
+
+def test_the_host_refuses_a_histogram_of_another_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = replace(
+        memory_job(1, timeout=30.0),
+        model=ModelConfig(kind="secureboost", trees=1, depth=2, bins=8),
+    )
+    honest = guest_mod.on_nodes
+
+    def padded(state: GuestBoost, msg: BoostNodes):  # type: ignore[no-untyped-def]
+        reply = honest(state, msg)
+        extra = fresh.encrypt(state.key, [1])
+        longer = fresh.rerandomize(state.key, [*reply.values.values, *extra.values])
+        return replace(reply, values=longer)
+
+    monkeypatch.setattr(guest_mod, "on_nodes", padded)
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+    host_error = failures(results).get("host")
+    assert isinstance(host_error, PrivflError)
+    assert "histogram ciphertexts" in str(host_error)

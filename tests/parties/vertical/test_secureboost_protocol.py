@@ -1,0 +1,218 @@
+"""Federated SecureBoost over the in-memory hub: the same trees as the plain reference booster."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import (
+    decoded_traffic,
+    failures,
+    memory_job,
+    party_data,
+    read_model,
+    read_summary,
+    run_in_threads,
+)
+from sklearn.metrics import roc_auc_score
+
+from privfl.config.vertical import JobConfig, ModelConfig
+from privfl.crypto.paillier import generate_keypair
+from privfl.learning import secureboost as sb
+from privfl.parties.vertical.secureboost import report
+from privfl.parties.vertical.secureboost.common import (
+    Layout,
+    pack_sums,
+    params_of,
+    row_plaintexts,
+    unpack_sums,
+)
+from privfl.protocol.boost_messages import BoostGradients
+from privfl.protocol.memory import InMemoryHub
+
+
+def boost_job(guests: int = 1, **model: object) -> JobConfig:
+    settings: dict[str, object] = {"kind": "secureboost", "trees": 2, "depth": 3, "bins": 16}
+    settings.update(model)
+    return replace(memory_job(guests, timeout=60.0), model=ModelConfig(**settings))  # type: ignore[arg-type]
+
+
+def reference(job: JobConfig) -> sb.Booster:
+    data = party_data(job)
+    host = data[job.host]
+    assert host.y_train is not None and host.y_test is not None
+    groups = [data[p].x_train for p in [job.host, *job.guests]]
+    valid = ([data[p].x_test for p in [job.host, *job.guests]], host.y_test.astype(float))
+    return sb.fit(groups, host.y_train.astype(float), params_of(job), valid=valid)
+
+
+def federated_trees(out: Path) -> list[sb.Tree]:
+    import json
+
+    files = sorted((out / "host" / "checkpoints").glob("epoch-*.json"))
+    saved = json.loads(files[-1].read_text())["state"]
+    return [report.tree_from_json(t) for t in saved["trees"]]
+
+
+@pytest.mark.parametrize(
+    ("guests", "model"),
+    [(1, {}), (2, {"subsample": 0.8, "colsample": 0.5, "min_child_weight": 2.0, "gamma": 0.1})],
+)
+def test_federated_trees_equal_the_reference(tmp_path: Path, guests: int, model: dict) -> None:
+    job = boost_job(guests, **model)
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+    assert not failures(results), failures(results)
+    ours = federated_trees(tmp_path)
+    plain = reference(job)
+    assert ours == plain.trees
+    summary = read_summary(tmp_path)
+    data = party_data(job)
+    tests = [data[p].x_test for p in [job.host, *job.guests]]
+    y_test = data[job.host].y_test
+    assert y_test is not None
+    plain_auc = roc_auc_score(y_test, plain.predict_proba(tests))
+    assert summary["model"]["trees"] == 2 and summary["trees"] == 2
+    assert summary["auc"] == pytest.approx(plain_auc, abs=1e-12)
+    guest_model = read_model(tmp_path, "guest-1")
+    owned = {(s["tree"], s["node"]) for s in guest_model["splits"]}
+    expected = {
+        (t, n) for t, tree in enumerate(plain.trees) for n, v in tree.items() if v.group == 1
+    }
+    assert owned == expected
+    for tree in read_model(tmp_path, "host")["trees"]:
+        for node in tree:  # thresholds of the Host's own splits only
+            assert ("threshold" in node) == (node.get("party") == "host")
+
+
+def test_packed_histogram_round_trip() -> None:
+    public, private = generate_keypair(512)
+    rng = np.random.default_rng(0)
+    rows = 300
+    layout = Layout(rows, public.bits)
+    assert layout.per_ciphertext >= 5
+    g = rng.integers(-(2**sb.FRAC_BITS), 2**sb.FRAC_BITS + 1, size=rows)
+    h = rng.integers(0, 2**sb.FRAC_BITS + 1, size=rows)
+    cts = public.encrypt(row_plaintexts(g, h, layout))
+    bins = rng.integers(0, 11, size=rows)
+    sums = [public.sum([c for c, b in zip(cts, bins, strict=True) if b == k]) for k in range(11)]
+    packed = pack_sums(sums, layout, public.nsquare)
+    assert len(packed) == layout.packed(11)
+    got = unpack_sums(private.decrypt(packed), 11, layout)
+    want = [[g[bins == k].sum(), h[bins == k].sum(), (bins == k).sum()] for k in range(11)]
+    assert got.tolist() == want
+
+
+def test_extreme_gradients_do_not_overflow_a_slot() -> None:
+    public, private = generate_keypair(512)
+    rows = 1000
+    layout = Layout(rows, public.bits)
+    top = 2**sb.FRAC_BITS
+    g = np.full(rows, top)
+    h = np.full(rows, top)
+    cts = public.encrypt(row_plaintexts(g, h, layout))
+    total = public.sum(cts)
+    neg = public.sum(public.encrypt(row_plaintexts(-g, np.zeros(rows, np.int64), layout)))
+    got = unpack_sums(private.decrypt(pack_sums([total, neg], layout, public.nsquare)), 2, layout)
+    assert got.tolist() == [[rows * top, rows * top, rows], [-rows * top, 0, rows]]
+
+
+def run_with(
+    job: JobConfig, out: Path, *, resume: bool = False, die: int = 0, hub: InMemoryHub | None = None
+) -> dict:
+    """Every party in a thread; the Host fails on its ``die``-th send (0: never)."""
+    import threading
+
+    from helpers import DyingTransport
+
+    from privfl.parties.vertical.runner import run_party
+
+    hub = hub or InMemoryHub(record=False)
+    transports: dict = {name: hub.transport(name) for name in job.parties}
+    if die:
+        transports[job.host] = DyingTransport(transports[job.host], die)
+    results: dict = {}
+
+    def party(name: str) -> None:
+        try:
+            results[name] = run_party(
+                job, name, out / name, transport=transports[name], resume=resume
+            )
+        except BaseException as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(job.timeout_seconds * 3 + 30)
+        assert not thread.is_alive(), "a party hung"
+    return results
+
+
+def test_an_interrupted_run_resumes_to_the_same_trees(tmp_path: Path) -> None:
+    job = replace(boost_job(1, trees=4, depth=2), timeout_seconds=5.0)
+    whole = run_with(job, tmp_path / "whole")
+    assert not failures(whole), failures(whole)
+    broken = run_with(job, tmp_path / "cut", die=30)  # during the third tree
+    assert failures(broken)
+    held = sorted((tmp_path / "cut" / "host" / "checkpoints").glob("epoch-*.json"))
+    assert held, "the host saved no tree before it failed"
+    hub = InMemoryHub()
+    resumed = run_with(job, tmp_path / "cut", resume=True, hub=hub)
+    assert not failures(resumed), failures(resumed)
+    grown = [b for _, _, _, b in decoded_traffic(hub) if isinstance(b, BoostGradients)]
+    assert 0 < len(grown) < 4  # only the trees after the last common checkpoint
+    assert federated_trees(tmp_path / "cut") == federated_trees(tmp_path / "whole")
+    assert (
+        read_model(tmp_path / "cut", "guest-1")["splits"]
+        == read_model(tmp_path / "whole", "guest-1")["splits"]
+    )
+
+
+def test_early_stopping_keeps_the_reference_prefix(tmp_path: Path) -> None:
+    job = boost_job(1, trees=20, depth=2, learning_rate=1.0, early_stopping_rounds=2)
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+    assert not failures(results), failures(results)
+    plain = reference(job)
+    summary = read_summary(tmp_path)
+    assert summary["stop_reason"] == "early_stopping"
+    assert summary["trees"] == len(plain.trees) < summary["trees_grown"] < 20
+    assert federated_trees(tmp_path)[: summary["trees"]] == plain.trees
+    kept = {s["tree"] for s in read_model(tmp_path, "guest-1")["splits"]}
+    assert max(kept) < summary["trees"]
+
+
+def test_histograms_on_worker_processes_equal_inline_ones() -> None:
+    from privfl.crypto.pools import NoisePool
+    from privfl.parties.vertical.secureboost.guest import GuestBoost, step
+    from privfl.protocol import fresh
+    from privfl.protocol.boost_messages import BoostHistogram, BoostNodes
+
+    public, private = generate_keypair(512)
+    data = party_data(memory_job(1))["guest-1"]
+    params = sb.BoostParams(depth=2, bins=8)
+    rows = len(data.x_train)
+    layout = Layout(rows, public.bits)
+    rng = np.random.default_rng(3)
+    g = rng.integers(-(2**20), 2**20, size=rows)
+    h = rng.integers(0, 2**18, size=rows)
+    values = list(fresh.encrypt(public, row_plaintexts(g, h, layout)).values)
+    got = []
+    for workers in (1, 2):
+        pool = NoisePool(public.n, workers)
+        try:
+            state = GuestBoost(data=data, key=public, params=params, group=1, noise=pool)
+            everyone = np.arange(rows, dtype=np.int64)
+            msg = BoostGradients(0, everyone, fresh.rerandomize(public, values))
+            step(state, msg)
+            reply = step(state, BoostNodes(0, 0, np.array([0], np.int64)))
+            assert isinstance(reply, BoostHistogram)
+            got.append(private.decrypt(reply.values.values))
+        finally:
+            pool.close()
+    assert got[0] == got[1]
+    sums = unpack_sums(got[0], data.x_train.shape[1] * 8, layout).reshape(-1, 8, 3)
+    binned = sb.bin_columns(data.x_train, sb.quantile_edges(data.x_train, 8))
+    assert sums.tolist() == sb.histogram(binned, g, h, 8).tolist()
