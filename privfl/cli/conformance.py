@@ -11,6 +11,7 @@ from privfl.cli.errors import friendly_errors
 from privfl.cli.options import job_option
 
 ROLES = ("guest", "host", "server")  # privfl.tools.conformance.SCRIPTS, without importing it
+ENDINGS = ("finish", "violation", "unknown-node", "repeated-node", "small-node")
 
 
 @click.command("conformance", context_settings={"ignore_unknown_options": True})
@@ -19,9 +20,10 @@ ROLES = ("guest", "host", "server")  # privfl.tools.conformance.SCRIPTS, without
 @click.option("--party", required=True, help="Name of the running party under test.")
 @click.option(
     "--ending",
-    type=click.Choice(["finish", "violation"]),
+    type=click.Choice(ENDINGS),
     default="finish",
-    help="End with a Finish (party must exit 0) or a fatal violation (party must Abort).",
+    help="End with a Finish (party must exit 0) or a fatal violation (party must Abort);"
+    " a SecureBoost guest also: unknown-node (= violation), repeated-node, small-node.",
 )
 @click.argument("party_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 @friendly_errors

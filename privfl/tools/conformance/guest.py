@@ -83,6 +83,7 @@ class GuestRun:
         self.fresh = Freshness(self.private, order)
         self.data = demo_data(job, party)
         self.hello: Hello | None = None
+        self.key_sender = self.server  # the Server's key (the Host's for SecureBoost)
         self.train_rows = 0  # the first (full) batch's rows
 
     @property
@@ -114,7 +115,7 @@ class GuestRun:
             )
         self._check_rows(digests)
         key = PublicKeyMessage(n=self.key.n, bits=self.key.bits, h_s=self.key.h_s)
-        self.server.channel.send(party, key)
+        self.key_sender.channel.send(party, key)
         if expect(report, self.host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host"):
             self.host.channel.send(party, Resume(completed=0))
             return True
@@ -274,7 +275,7 @@ def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | 
         _check_scores(run, body, theta)
     quiet(report, [run.host], party, "a repeated message id is refused")
     acknowledged(report, [run.host, run.server], party)
-    _check_randomness(run)
+    check_randomness(report, run.fresh)
     run.host.channel.send(party, Finish(epochs=2, reason="conformance"), 1)
     finished_cleanly(report, [run.host, run.server], party, run.job.party(party).endpoint, process)
 
@@ -331,9 +332,8 @@ def _check_scores(run: GuestRun, got: Scores, theta: np.ndarray | None) -> None:
         _close(report, what, values, run.data.x_test @ theta)
 
 
-def _check_randomness(run: GuestRun) -> None:
+def check_randomness(report: Report, fresh: Freshness) -> None:
     """Every ciphertext the guest sent carried a fresh obfuscator of the session's mode."""
-    fresh, report = run.fresh, run.report
     report.check(
         "every ciphertext has a non-trivial obfuscator (fresh encryption or re-randomised)",
         not fresh.trivial,

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
+from privfl.tools.conformance.boost_guest import VIOLATIONS, boost_guest_script
 from privfl.tools.conformance.guest import guest_script
 from privfl.tools.conformance.host import host_script
 from privfl.tools.conformance.peer import Report
@@ -18,6 +19,11 @@ SCRIPTS: dict[str, Script] = {
     "host": host_script,
     "server": server_script,
 }
+BOOST_SCRIPTS: dict[str, Script] = {  # jobs with [model] kind = "secureboost"
+    "guest": boost_guest_script,
+}
+ENDINGS = ("finish", "violation")
+BOOST_GUEST_ENDINGS = (*ENDINGS, *VIOLATIONS)  # which refusal a SecureBoost guest must Abort on
 
 
 def run(job: JobConfig, role: str, party: str, ending: str, command: Sequence[str] = ()) -> Report:
@@ -25,8 +31,13 @@ def run(job: JobConfig, role: str, party: str, ending: str, command: Sequence[st
     spec = job.party(party)
     if spec.role != role:
         raise ConfigError(f"party {party} is a {spec.role}, not a {role}")
-    if role not in SCRIPTS:
-        raise ConfigError(f"no conformance script for role {role!r}")
+    boost = job.model.kind == "secureboost"
+    scripts = BOOST_SCRIPTS if boost else SCRIPTS
+    if role not in scripts:
+        raise ConfigError(f"no conformance script for a {job.model.kind} {role}")
+    endings = BOOST_GUEST_ENDINGS if boost and role == "guest" else ENDINGS
+    if ending not in endings:
+        raise ConfigError(f"ending {ending!r} needs a SecureBoost guest ({', '.join(endings)})")
     report = Report()
     process = None
     if command:
@@ -35,7 +46,7 @@ def run(job: JobConfig, role: str, party: str, ending: str, command: Sequence[st
         except OSError as exc:
             raise ConfigError(f"cannot start the party under test {command[0]!r}: {exc}") from exc
     try:
-        SCRIPTS[role](job, party, ending, report, process)
+        scripts[role](job, party, ending, report, process)
     finally:
         if process is not None and process.poll() is None:
             process.kill()

@@ -1,0 +1,290 @@
+"""Script against a running SecureBoost guest: the tool plays the Server and the Host (key holder).
+
+One tree, built by the kit as a Host would (docs/protocol.md §6.9), from gradients
+the kit chose, sent as trivial encryptions (ρ = 1) under a key it can check
+(:mod:`privfl.tools.conformance.randomness`):
+
+1. ``boost_gradients`` for the tree's rows; the root named (``boost_nodes``): the
+   ``boost_histogram`` must have exactly ``⌈nodes·columns·bins / k⌉`` ciphertexts
+   (``k`` bin sums per ciphertext, the job's layout), and every column's bins must add
+   up to the node's Σg, Σh and row count (the kit does not know the guest's bins).
+2. ``boost_split`` on the most balanced column and bin the histogram shows: the
+   ``boost_partition`` has one decision per row of the node, both children hold the
+   row floor, and the left rows' Σg, Σh and count are the histogram's bins up to it.
+3. Level 1 (both children named, one derived from its parent by the guest): sums checked
+   again; the kit splits one child itself (``boost_partition``), the guest the other.
+4. ``boost_decide`` on the training and held-out rows: one mask per node the guest
+   split, the same as its partitions on the tree's rows.
+
+Every ciphertext must carry a fresh obfuscator of the session's mode (the products of
+the kit's ρ = 1 inputs are re-randomised), every message be ACKed, and after
+``finish`` the guest stays silent, closes its inbox and exits 0. The violation endings
+send one message the guest must refuse, and check it Aborts: a node no partition
+defined (``unknown-node``, also ``violation``), the root named again
+(``repeated-node``) and a partition leaving a child below the row floor (``small-node``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+
+from privfl.config.vertical import JobConfig
+from privfl.errors import ConfigError, ProtocolError
+from privfl.learning import secureboost as sb
+from privfl.parties.vertical.secureboost.common import (
+    OFFSET,
+    Layout,
+    params_of,
+    row_plaintexts,
+    unpack_sums,
+)
+from privfl.protocol.boost_messages import (
+    BoostDecide,
+    BoostDecisions,
+    BoostGradients,
+    BoostHistogram,
+    BoostNodes,
+    BoostPartition,
+    BoostSplit,
+)
+from privfl.protocol.channel import body_as
+from privfl.protocol.messages import BigInts, Finish, Kind
+from privfl.tools.conformance.guest import GuestRun, check_randomness
+from privfl.tools.conformance.peer import (
+    Report,
+    acknowledged,
+    exits_nonzero,
+    expect,
+    expect_abort,
+    finished_cleanly,
+    quiet,
+)
+from privfl.tools.conformance.randomness import trivial
+
+VIOLATIONS = ("unknown-node", "repeated-node", "small-node")
+TREE = 0
+
+
+class BoostGuestRun(GuestRun):
+    """The played Server and Host, the tree's rows and gradients, and the nodes so far."""
+
+    def __init__(self, job: JobConfig, party: str, report: Report) -> None:
+        super().__init__(job, party, report)
+        self.key_sender = self.host  # the Host holds the boosting key
+        self.params = params_of(job)
+        self.floor = sb.node_floor(self.params.min_child_weight)
+        self.group = 1 + job.guests.index(party)
+        self.g = np.zeros(0, dtype=np.int64)
+        self.h = np.zeros(0, dtype=np.int64)
+        self.layout = Layout(1, self.key.bits)
+        self.features = np.zeros(0, dtype=np.int64)
+        self.owned: dict[int, np.ndarray] = {}  # node the guest split -> its left mask
+
+    def handshake(self) -> bool:
+        if not super().handshake():
+            return False
+        assert self.hello is not None
+        declared = self.job.party(self.party).declared_features
+        return self.report.check(
+            "Hello gives the guest's feature count the job declares",
+            not declared or self.hello.features == declared,
+            f"{self.hello.features}, the job declares {declared}",
+        )
+
+    def gradients(self) -> np.ndarray:
+        """Send the tree's ``[[g, h, 1]]`` (ρ = 1, known values); return the tree's rows."""
+        assert self.hello is not None
+        train = self.hello.train_rows or self.hello.rows
+        rows = sb.tree_rows(self.params, TREE, train)
+        rng = np.random.default_rng(2024)
+        self.g = np.zeros(train, dtype=np.int64)
+        self.h = np.zeros(train, dtype=np.int64)
+        self.g[rows] = rng.integers(-OFFSET, OFFSET + 1, len(rows))
+        self.h[rows] = rng.integers(0, OFFSET // 4 + 1, len(rows))
+        self.layout = Layout(len(rows), self.key.bits)
+        plain = row_plaintexts(self.g[rows], self.h[rows], self.layout)
+        values = BigInts(tuple(trivial(self.key, plain)))
+        self.host.channel.send(self.party, BoostGradients(TREE, rows, values), TREE)
+        self.features = sb.tree_features(self.params, TREE, self.group, self.hello.features)
+        return rows
+
+    def histograms(self, level: int, nodes: dict[int, np.ndarray]) -> np.ndarray | None:
+        """Name ``nodes``; check and return their histograms ``(nodes, columns, bins, 3)``."""
+        report, ids, bins = self.report, sorted(nodes), self.params.bins
+        self.host.channel.send(self.party, BoostNodes(TREE, level, np.array(ids, np.int64)), TREE)
+        what = f"level {level}: boost_nodes {ids} is answered with a boost_histogram"
+        env = expect(report, self.host, Kind.BOOST_HISTOGRAM, self.party, what)
+        if env is None:
+            return None
+        body = body_as(env.body, BoostHistogram)
+        report.check(
+            f"level {level}: the histogram names the tree, level and nodes asked for",
+            (body.tree, body.level, body.nodes.tolist()) == (TREE, level, ids),
+            f"tree {body.tree}, level {body.level}, nodes {body.nodes.tolist()}",
+        )
+        sums = len(ids) * len(self.features) * bins
+        want = self.layout.packed(sums)
+        if not report.check(
+            f"level {level}: the histogram is packed: ⌈nodes·columns·bins / "
+            f"{self.layout.per_ciphertext}⌉ = {want} ciphertexts",
+            len(body.values) == want,
+            f"{len(body.values)} for {len(ids)} node(s) × {len(self.features)} columns × {bins}",
+        ):
+            return None
+        plain = self.fresh.observe(f"boost_histogram (level {level})", body.values.values)
+        try:
+            flat = unpack_sums(plain, sums, self.layout)
+        except ProtocolError as exc:
+            report.check(f"level {level}: every slot holds (Σg + c·2^20, Σh, c)", False, str(exc))
+            return None
+        hists = flat.reshape(len(ids), len(self.features), bins, 3)
+        wrong = []
+        for i, node in enumerate(ids):
+            rows = nodes[node]
+            total = np.array([self.g[rows].sum(), self.h[rows].sum(), len(rows)])
+            bad = np.flatnonzero((hists[i].sum(axis=1) != total).any(axis=1))
+            if bad.size:
+                got = hists[i].sum(axis=1)[bad[0]].tolist()
+                wrong.append(f"node {node} column {self.features[bad[0]]}: {got}, not {total}")
+        report.check(
+            f"level {level}: every column's bins add up to the node's Σg, Σh and row count",
+            not wrong,
+            "; ".join(wrong[:3]),
+        )
+        return hists
+
+    def guest_split(self, node: int, rows: np.ndarray, hist: np.ndarray) -> np.ndarray | None:
+        """``boost_split`` on the most balanced column and bin; check the partition against it."""
+        report, party = self.report, self.party
+        counts = hist[:, :-1, 2].cumsum(axis=1)  # rows at or below each bin but the last
+        ok = (counts >= self.floor) & (len(rows) - counts >= self.floor)
+        if not ok.any():
+            report.check(f"node {node}'s histogram allows a split of the row floor", False)
+            return None
+        balance = np.where(ok, np.abs(2 * counts - len(rows)), np.iinfo(np.int64).max)
+        column, bin_ = np.unravel_index(int(np.argmin(balance)), balance.shape)
+        feature = int(self.features[column])
+        self.host.channel.send(party, BoostSplit(TREE, node, feature, int(bin_)), TREE)
+        what = f"boost_split of node {node} is answered with a boost_partition"
+        env = expect(report, self.host, Kind.BOOST_PARTITION, party, what)
+        if env is None:
+            return None
+        body = body_as(env.body, BoostPartition)
+        left = body.left
+        if not report.check(
+            f"node {node}'s partition has one decision per row of the node",
+            (body.tree, body.node) == (TREE, node) and len(left) == len(rows),
+            f"tree {body.tree} node {body.node}, {len(left)} decisions for {len(rows)} rows",
+        ):
+            return None
+        report.check(
+            f"both children of node {node} hold at least the row floor ({self.floor})",
+            min(int(left.sum()), int((~left).sum())) >= self.floor,
+            f"{int(left.sum())} left, {int((~left).sum())} right",
+        )
+        below = hist[column, : bin_ + 1].sum(axis=0).tolist()
+        got = [int(self.g[rows[left]].sum()), int(self.h[rows[left]].sum()), int(left.sum())]
+        report.check(
+            f"node {node}'s left rows are the histogram's bins ≤ the split bin (Σg, Σh, count)",
+            got == below,
+            f"the left rows give {got}, the bins {below}",
+        )
+        self.owned[node] = left
+        return left
+
+    def decisions(self, split: str, rows: int, tree_rows: dict[int, np.ndarray]) -> None:
+        """``boost_decide``: a mask per node the guest split, its partitions on the tree rows."""
+        report = self.report
+        self.host.channel.send(self.party, BoostDecide(TREE, 1, split), TREE)
+        what = f"boost_decide ({split}) is answered with boost_decisions"
+        env = expect(report, self.host, Kind.BOOST_DECISIONS, self.party, what)
+        if env is None:
+            return
+        body = body_as(env.body, BoostDecisions)
+        nodes = sorted(self.owned)
+        if not report.check(
+            f"{split} decisions: one mask of {rows} rows per node the guest split {nodes}",
+            body.split == split
+            and body.nodes.tolist() == [[TREE, n] for n in nodes]
+            and body.left.shape == (len(nodes), rows),
+            f"{body.split}, nodes {body.nodes.tolist()}, masks {body.left.shape}",
+        ):
+            return
+        if split == "train":
+            same = all(
+                np.array_equal(body.left[i][tree_rows[n]], self.owned[n])
+                for i, n in enumerate(nodes)
+            )
+            report.check("training decisions are the partitions the guest sent", same)
+
+
+def boost_guest_script(
+    job: JobConfig,
+    party: str,
+    ending: str,
+    report: Report,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
+    """Play the Server and the Host (key holder) against a running SecureBoost guest."""
+    if job.model.depth < 2:
+        raise ConfigError("SecureBoost guest conformance needs a job with depth >= 2")
+    run = BoostGuestRun(job, party, report)
+    try:
+        if run.handshake():
+            _one_tree(run, ending, process)
+    finally:
+        run.close()
+
+
+def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] | None) -> None:
+    report, party, host = run.report, run.party, run.host
+    host.raw(party, BoostNodes(TREE, 0, np.zeros(1, np.int64)), session="another-session")
+    quiet(report, [host, run.server], party, "a boost_nodes from another session is refused")
+    rows = run.gradients()
+    hists = run.histograms(0, {0: rows})
+    if hists is None:
+        return
+    if ending != "finish":
+        _violation(run, ending, len(rows))
+        exits_nonzero(report, party, process)
+        return
+    left = run.guest_split(0, rows, hists[0])
+    if left is None:
+        return
+    children = {1: rows[left], 2: rows[~left]}
+    hists = run.histograms(1, children)
+    if hists is None:
+        return
+    split_rows = {0: rows}
+    one = children[1]
+    if len(one) >= 2 * run.floor:  # the Host's own split of node 1: the guest must follow it
+        mask = np.arange(len(one)) < len(one) // 2
+        host.channel.send(party, BoostPartition(TREE, 1, mask), TREE)
+    if run.guest_split(2, children[2], hists[1]) is not None:
+        split_rows[2] = children[2]
+    assert run.hello is not None
+    train = run.hello.train_rows or run.hello.rows
+    run.decisions("train", train, split_rows)
+    run.decisions("test", run.hello.rows - train, split_rows)
+    acknowledged(report, [host, run.server], party)
+    check_randomness(report, run.fresh)
+    host.channel.send(party, Finish(epochs=1, reason="conformance"), TREE)
+    finished_cleanly(report, [host, run.server], party, run.job.party(party).endpoint, process)
+
+
+def _violation(run: BoostGuestRun, ending: str, rows: int) -> None:
+    """One message the guest must refuse with an Abort (docs/protocol.md §6.9)."""
+    host, party = run.host, run.party
+    if ending == "repeated-node":
+        what = "the root named again makes it Abort"
+        host.channel.send(party, BoostNodes(TREE, 0, np.zeros(1, np.int64)), TREE)
+    elif ending == "small-node":
+        what = f"a partition leaving a child below the row floor ({run.floor}) makes it Abort"
+        left = np.arange(rows) < run.floor - 1
+        host.channel.send(party, BoostPartition(TREE, 0, left), TREE)
+    else:
+        what = "a node no partition defined makes it Abort"
+        host.channel.send(party, BoostNodes(TREE, 1, np.array([1], np.int64)), TREE)
+    expect_abort(run.report, host, party, what)
