@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
 from privfl.tools.conformance.boost_guest import VIOLATIONS, boost_guest_script
+from privfl.tools.conformance.boost_host import boost_host_script
 from privfl.tools.conformance.guest import guest_script
 from privfl.tools.conformance.host import host_script
 from privfl.tools.conformance.peer import Report
@@ -21,6 +22,7 @@ SCRIPTS: dict[str, Script] = {
 }
 BOOST_SCRIPTS: dict[str, Script] = {  # jobs with [model] kind = "secureboost"
     "guest": boost_guest_script,
+    "host": boost_host_script,
 }
 ENDINGS = ("finish", "violation")
 BOOST_GUEST_ENDINGS = (*ENDINGS, *VIOLATIONS)  # which refusal a SecureBoost guest must Abort on
