@@ -3,6 +3,8 @@
 ``python broken_guest.py BUG vfl guest --job ... --party ...`` patches the bug in,
 then runs the ordinary command line. Each bug is a blind spot the kit once had
 (issue 13); tests/tools/conformance/test_broken_guests.py asserts the kit now fails it.
+The generic bugs (``reused-noise``, ``no-rerandomise``) break any role: test_boost_conformance.py
+runs them under a SecureBoost Host and guest too.
 """
 
 from __future__ import annotations
@@ -77,6 +79,13 @@ def no_rerandomise() -> None:
     paillier.PublicKey.rerandomize = keep  # type: ignore[method-assign]
 
 
+def no_row_floor() -> None:
+    """A SecureBoost guest that accepts a partition leaving a child below the row floor."""
+    from privfl.parties.vertical.secureboost.guest import GuestBoost
+
+    GuestBoost.floor = property(lambda self: 1)  # type: ignore[method-assign,assignment]
+
+
 def standard_in_djn() -> None:
     """Ignores the Server's h_s: standard r^n obfuscators in a djn session."""
 
@@ -94,6 +103,7 @@ BUGS: dict[str, Callable[[], None]] = {
     "reused-noise": reused_noise,
     "no-rerandomise": no_rerandomise,
     "standard-in-djn": standard_in_djn,
+    "no-row-floor": no_row_floor,
 }
 
 if __name__ == "__main__":

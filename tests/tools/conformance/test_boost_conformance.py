@@ -1,0 +1,102 @@
+"""The conformance kit's SecureBoost scripts against our own Host and guest, and broken ones.
+
+Real processes over CURVE ZeroMQ: ``privfl conformance`` plays the Server and the Host
+(guest under test) or the Server and every guest (Host under test); the party runs
+with its ordinary command, started by the kit (``-- COMMAND``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from test_scripted_peer import check, cli, make_kit
+
+BROKEN = [sys.executable, str(Path(__file__).with_name("broken_guest.py"))]
+
+
+def boost_kit(folder: Path, *extra: str) -> Path:
+    """A demo SecureBoost kit: two guests, 512-bit keys, two trees of depth 3."""
+    job = make_kit(folder, "--model", "secureboost", *extra)
+    text = job.read_text()
+    assert "trees = 10" in text
+    job.write_text(text.replace("trees = 10", "trees = 2"))
+    return job
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return boost_kit(tmp_path_factory.mktemp("boost-kit"))
+
+
+def run_kit(kit: Path, out: Path, role: str, ending: str, party_cmd: list[str]) -> str:
+    party = "host" if role == "host" else "guest-1"
+    result = check(kit, out, role, party, ending, party_cmd)
+    assert "Traceback" not in result.stdout + result.stderr
+    return result.stdout if result.returncode == 0 else f"exit {result.returncode}\n{result.stdout}"
+
+
+@pytest.mark.parametrize(
+    ("role", "ending", "last"),
+    [
+        ("guest", "finish", "PASS  guest-1 exits 0 after finish"),
+        ("guest", "unknown-node", "PASS  a node no partition defined makes it Abort"),
+        ("guest", "repeated-node", "PASS  the root named again makes it Abort"),
+        ("guest", "small-node", "PASS  a partition leaving a child below the row floor (4)"),
+        ("host", "finish", "PASS  host exits 0 after finish"),
+        ("host", "violation", "PASS  a histogram with one ciphertext too many makes it Abort"),
+    ],
+)
+def test_our_secureboost_party_conforms(
+    kit: Path, tmp_path: Path, role: str, ending: str, last: str
+) -> None:
+    # Act
+    stdout = run_kit(kit, tmp_path / role, role, ending, cli("vfl"))
+
+    # Assert
+    assert "FAIL" not in stdout and "checks passed" in stdout, stdout
+    assert last in stdout
+    if ending != "finish":
+        assert "exits non-zero after the violation" in stdout
+    elif role == "guest":
+        assert "PASS  level 1: every column's bins add up to the node's Σg, Σh" in stdout
+        assert "PASS  node 2's left rows are the histogram's bins ≤ the split bin" in stdout
+        assert "PASS  training decisions are the partitions the guest sent" in stdout
+    else:
+        assert "PASS  boost_gradients: no ciphertext repeats" in stdout
+
+
+def test_our_secureboost_guest_conforms_with_djn(tmp_path: Path) -> None:
+    djn = boost_kit(tmp_path / "kit", "--obfuscation", "djn")
+
+    stdout = run_kit(djn, tmp_path / "g", "guest", "finish", cli("vfl"))
+
+    assert "FAIL" not in stdout and "PASS  every obfuscator is h_s^a" in stdout, stdout
+
+
+@pytest.mark.parametrize(
+    ("role", "bug", "ending", "caught_by"),
+    [
+        ("guest", "no-rerandomise", "finish", "FAIL  every ciphertext has a non-trivial"),
+        ("guest", "no-row-floor", "small-node", "FAIL  a partition leaving a child below"),
+        ("host", "reused-noise", "finish", "FAIL  boost_gradients: no ciphertext repeats"),
+    ],
+)
+def test_the_kit_catches_a_broken_secureboost_party(
+    kit: Path, tmp_path: Path, role: str, bug: str, ending: str, caught_by: str
+) -> None:
+    # Act
+    stdout = run_kit(kit, tmp_path / role, role, ending, [*BROKEN, bug, "vfl"])
+
+    # Assert
+    assert stdout.startswith("exit 1"), stdout
+    assert caught_by in stdout, stdout
+
+
+def test_a_secureboost_ending_needs_a_secureboost_guest(kit: Path, tmp_path: Path) -> None:
+    result = check(kit, tmp_path / "h", "host", "host", "small-node", cli("vfl"))
+
+    assert result.returncode == 1
+    assert "ending 'small-node' needs a SecureBoost guest" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
