@@ -86,6 +86,31 @@ def no_row_floor() -> None:
     GuestBoost.floor = property(lambda self: 1)  # type: ignore[method-assign,assignment]
 
 
+def extra_histogram() -> None:
+    """A SecureBoost guest that sends one packed histogram ciphertext too many."""
+    from privfl.parties.vertical.secureboost import guest as boost
+
+    pack = boost.pack_sums
+
+    def longer(sums: Any, layout: Any, nsquare: int) -> list[int]:
+        packed = pack(sums, layout, nsquare)
+        return [*packed, packed[-1]]
+
+    boost.pack_sums = longer  # type: ignore[assignment]
+
+
+def split_off_by_one() -> None:
+    """A SecureBoost guest that splits one bin lower than the Host told it."""
+    from privfl.parties.vertical.secureboost import guest as boost
+
+    on_split = boost.on_split
+
+    def lower(state: Any, msg: Any) -> Any:
+        return on_split(state, replace(msg, bin=max(0, msg.bin - 1)))
+
+    boost.on_split = lower  # type: ignore[assignment]
+
+
 def standard_in_djn() -> None:
     """Ignores the Server's h_s: standard r^n obfuscators in a djn session."""
 
@@ -104,6 +129,8 @@ BUGS: dict[str, Callable[[], None]] = {
     "no-rerandomise": no_rerandomise,
     "standard-in-djn": standard_in_djn,
     "no-row-floor": no_row_floor,
+    "extra-histogram": extra_histogram,
+    "split-off-by-one": split_off_by_one,
 }
 
 if __name__ == "__main__":
