@@ -102,6 +102,7 @@ CASES = (
     Case("multiclass", "wine", "accuracy", 0.015, classes=3),
     Case("multiclass", "digits", "accuracy", 0.015, classes=10),
     boost_case("breast_cancer"),
+    boost_case("synthetic_10000x30", trees=10),
     boost_case("synthetic_10000x30"),
 )
 
