@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+import math
+import sys
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
+from privfl.config.vertical import ModelConfig
+from privfl.learning.secureboost import BoostParams
 from privfl.tools.experiments import vfl_models
 from privfl.tools.experiments.catalog import names
-from privfl.tools.experiments.vfl_models import CASES, RUNNERS, Case, run_cases
+from privfl.tools.experiments.vfl_models import (
+    CASES,
+    RUNNERS,
+    Case,
+    boost_case,
+    centralised_boosters,
+    quick_case,
+    run_cases,
+)
 
 
-def test_registered_with_a_runner_per_glm() -> None:
+def test_registered_with_a_runner_per_model() -> None:
     assert "vfl-models" in names()
-    assert {"linear", "poisson", "multiclass"} <= set(RUNNERS)
+    assert {"linear", "poisson", "multiclass", "secureboost"} <= set(RUNNERS)
     assert {c.kind for c in CASES} <= set(RUNNERS)
+    assert {c.dataset for c in CASES if c.kind == "secureboost"} == {
+        "breast_cancer",
+        "synthetic_10000x30",
+    }
 
 
 def test_one_encrypted_case_against_its_references() -> None:
@@ -31,3 +50,41 @@ def test_one_encrypted_case_against_its_references() -> None:
 def test_an_unknown_kind_has_no_runner() -> None:
     with pytest.raises(vfl_models.PrivflError, match="no runner"):
         run_cases((Case("no-such-kind", "breast_cancer", "auc", 0.01),), epochs=1, seed=0)
+
+
+def test_secureboost_case_against_its_references() -> None:
+    # Arrange: two trees on breast cancer, 512-bit keys (the quick sweep's case).
+    case = replace(
+        quick_case(boost_case("breast_cancer")),
+        model=ModelConfig(kind="secureboost", trees=2, depth=3, learning_rate=0.3, bins=32),
+    )
+
+    # Act
+    (row,) = run_cases((case,), epochs=0, seed=0)
+
+    # Assert: the encrypted run is the plain reference booster exactly; the gap is to
+    # xgboost where it is importable, else to sklearn's histogram booster, both measured.
+    assert row["model"] == "secureboost" and row["metric"] == "auc"
+    assert row["trees"] == 2 and row["key_bits"] == 512
+    assert row["train_rows"] == 426 and row["test_rows"] == 143
+    assert row["encrypted"] == row["plain_oracle"] and row["fixed_point_error"] == 0.0
+    assert 0.95 < row["encrypted"] <= 1.0 and 0.95 < row["sklearn"] <= 1.0
+    reference = row["sklearn"] if row["reference"] == "sklearn" else row["xgboost"]
+    assert row["gap"] == pytest.approx(reference - row["encrypted"])
+    assert row["met"] == ("yes" if abs(row["gap"]) <= 0.01 else "no")
+
+
+def test_without_xgboost_the_reference_is_sklearn(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Arrange: xgboost cannot be imported (it is not a privfl dependency).
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 3))
+    y = (x[:, 0] + 0.5 * rng.normal(size=200) > 0).astype(np.int64)
+    params = BoostParams(trees=3, depth=2, bins=16)
+
+    # Act
+    got = centralised_boosters(params, (x[:150], y[:150], x[150:], y[150:]))
+
+    # Assert
+    assert math.isnan(got["xgboost"]) and got["xgboost_version"] == ""
+    assert 0.7 < got["sklearn"] <= 1.0
