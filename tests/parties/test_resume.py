@@ -147,7 +147,7 @@ def test_checkpoint_files_are_private(uninterrupted: tuple[JobConfig, Path]) -> 
 @pytest.mark.slow
 def test_sigkilled_host_resumes_through_the_cli_to_the_same_model(tmp_path: Path) -> None:
     kit = tmp_path / "kit"
-    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "6", "--timeout", "4")
+    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "6", "--timeout", "15")
     assert made.returncode == 0, made.stderr
     job_path = kit / "job.toml"
     settings = tomllib.loads(job_path.read_text())
