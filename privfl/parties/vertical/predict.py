@@ -15,9 +15,10 @@ from __future__ import annotations
 import csv
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -93,6 +94,47 @@ def load_model(folder: Path, party: str) -> Model:
     return model
 
 
+class Standardised(Protocol):
+    """What a saved model of any kind keeps of its training columns' scaling."""
+
+    @property
+    def mean(self) -> np.ndarray: ...
+
+    @property
+    def scale(self) -> np.ndarray: ...
+
+
+Answer = Callable[[PartyContext, IdTable, np.ndarray, str], dict[str, Any]]
+
+
+def prediction_session(
+    job: JobConfig,
+    name: str,
+    out: Path,
+    *,
+    model: Standardised | None,
+    table: IdTable | None,
+    by_id: bool,
+    transport: Transport,
+    serve: Callable[[PartyContext], dict[str, Any]],
+    answer: Answer,
+) -> dict[str, Any]:
+    """One party's prediction session, any model kind: align the new rows (PSI or by
+    position), scale them as in training, commit to them, then ``answer`` (a Host or
+    guest) or ``serve`` (the Server)."""
+    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
+    ctx = PartyContext(name=name, job=job, channel=channel, out=out.parent, checkpoints=False)
+    with run_role(name, channel, lambda: ctx.peers, [transport]):
+        if job.party(name).role == "server":
+            return serve(ctx)
+        assert model is not None and table is not None
+        rows = align(ctx, table) if by_id else table
+        x = standardise_with(rows, model.mean, model.scale)
+        # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
+        ids = rows.ids if by_id else positions(range(len(rows.ids)))
+        return answer(ctx, rows, x, rows_digest(ctx, ids, ()))
+
+
 def predict_party(
     job: JobConfig,
     name: str,
@@ -103,25 +145,23 @@ def predict_party(
     by_id: bool,
     transport: Transport,
 ) -> dict[str, Any]:
-    """Run one party's side of a prediction session; the Host returns where it wrote."""
-    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
-    ctx = PartyContext(name=name, job=job, channel=channel, out=out.parent, checkpoints=False)
-    role = job.party(name).role
-    with run_role(name, channel, lambda: ctx.peers, [transport]):
-        if role == "server":
-            return run_server(ctx, predicting=True)
-        assert model is not None and table is not None
-        rows = align(ctx, table) if by_id else table
-        x = standardise_with(rows, model.mean, model.scale)
-        # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
-        ids = rows.ids if by_id else positions(range(len(rows.ids)))
-        digest = rows_digest(ctx, ids, ())
-        glm = glm_of(job)
-        check_outputs(model, glm, name)
-        if role == "guest":
+    """Run one party's side of a GLM prediction session; the Host returns where it wrote."""
+
+    def answer(ctx: PartyContext, rows: IdTable, x: np.ndarray, digest: str) -> dict[str, Any]:
+        assert model is not None
+        check_outputs(model, glm_of(job), name)
+        if job.party(name).role == "guest":
             return guest_scores(ctx, x @ model.weights, digest)
         bias = 0.0 if model.bias is None else model.bias
         return host_predict(ctx, rows, x @ model.weights + bias, out, digest)
+
+    def serve(ctx: PartyContext) -> dict[str, Any]:
+        return run_server(ctx, predicting=True)
+
+    return prediction_session(
+        job, name, out, model=model, table=table, by_id=by_id, transport=transport,
+        serve=serve, answer=answer,
+    )  # fmt: skip
 
 
 def check_outputs(model: Model, glm: Glm, name: str) -> None:

@@ -18,17 +18,14 @@ from typing import Any
 import numpy as np
 
 from privfl.config.vertical import JobConfig
-from privfl.data.alignment import positions
-from privfl.data.tables import IdTable, read_id_csv, standardise_with
+from privfl.data.tables import IdTable, read_id_csv
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
-from privfl.parties.session import PartyContext, run_role
-from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
-from privfl.parties.vertical.predict import write_predictions
-from privfl.parties.vertical.psi import align
+from privfl.parties.session import PartyContext
+from privfl.parties.vertical.handshake import announce, check_hello, check_rows
+from privfl.parties.vertical.predict import prediction_session, write_predictions
 from privfl.parties.vertical.secureboost.run import run_boost_server
 from privfl.protocol.boost_messages import BoostDecide, BoostDecisions
-from privfl.protocol.channel import Channel
 from privfl.protocol.messages import Finish, Hello
 from privfl.protocol.transport import Transport
 
@@ -88,20 +85,17 @@ def predict_boost_party(
     transport: Transport,
 ) -> dict[str, Any]:
     """Run one party's side of a SecureBoost prediction session."""
-    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
-    ctx = PartyContext(name=name, job=job, channel=channel, out=out.parent, checkpoints=False)
-    role = job.party(name).role
-    with run_role(name, channel, lambda: ctx.peers, [transport]):
-        if role == "server":
-            return run_boost_server(ctx)
-        assert model is not None and table is not None
-        rows = align(ctx, table) if by_id else table
-        x = standardise_with(rows, model.mean, model.scale)
-        ids = rows.ids if by_id else positions(range(len(rows.ids)))
-        digest = rows_digest(ctx, ids, ())
-        if role == "guest":
+
+    def answer(ctx: PartyContext, rows: IdTable, x: np.ndarray, digest: str) -> dict[str, Any]:
+        assert model is not None
+        if job.party(name).role == "guest":
             return guest_decisions(ctx, model, x, digest)
         return host_predict(ctx, model, rows, x, out, digest)
+
+    return prediction_session(
+        job, name, out, model=model, table=table, by_id=by_id, transport=transport,
+        serve=run_boost_server, answer=answer,
+    )  # fmt: skip
 
 
 def guest_decisions(
