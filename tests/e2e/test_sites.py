@@ -17,7 +17,10 @@ from sites import Sites, make_sites
 
 from privfl.config.vertical import TrainingConfig
 from privfl.data.tables import read_id_csv, split_and_standardise
-from privfl.learning.taylor import reference_train, sigmoid
+from privfl.learning.glm import Glm, reference_train
+from privfl.learning.taylor import sigmoid
+
+LOGISTIC = Glm("logistic")
 
 
 def kit(tmp_path: Path, guests: int, epochs: int, **psi: object) -> Path:
@@ -83,9 +86,10 @@ def shared_reference(sites: Sites, epochs: int) -> tuple[float, list[float]]:
     ones = np.ones((host.x_train.shape[0], 1))
     parts = [np.hstack([host.x_train, ones])] + [g.x_train for g in guests]
     assert host.y_train is not None and host.y_test is not None
-    thetas, losses = reference_train(
-        parts, host.y_train, TrainingConfig(epochs=epochs), np.random.default_rng(0)
+    blocks, losses = reference_train(
+        parts, host.y_train, TrainingConfig(epochs=epochs), np.random.default_rng(0), LOGISTIC
     )
+    thetas = [t.ravel() for t in blocks]
     z = np.hstack([host.x_test, np.ones((host.x_test.shape[0], 1))]) @ thetas[0]
     z += sum(g.x_test @ t for g, t in zip(guests, thetas[1:], strict=True))
     return float(((sigmoid(z) >= 0.5) == host.y_test).mean()), losses

@@ -39,7 +39,8 @@ from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, PeerAborted, PeerUnavailable, TrainingDiverged
-from privfl.learning.taylor import reference_train, sigmoid
+from privfl.learning.glm import Glm, reference_train
+from privfl.learning.taylor import sigmoid
 from privfl.mechanisms.label_dp import flipback, randomized_response
 from privfl.parties.vertical.runner import load_data
 from privfl.protocol import fresh
@@ -51,6 +52,7 @@ LOSS_BITS = VALUE_BITS + DATA_BITS
 # (DATA_BITS), so each product carries a relative error ≤ 2^-17 ≈ 7.6e-6; scores and
 # residuals are exact to 2^-32. Over a few epochs the weights drift ~3e-7 from the
 # float oracle and the loss ~1e-8; the bounds below leave a margin of 30-100x.
+LOGISTIC = Glm("logistic")
 WEIGHT_TOL = 1e-5
 LOSS_TOL = 1e-6
 # An encoded true value is a small fixed-point number: within 2^80 of 0 or of n.
@@ -128,7 +130,8 @@ def reference(
     penalised = [np.r_[np.ones(host.x_train.shape[1]), 0.0]]
     penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
     training = job.training if epochs is None else replace(job.training, epochs=epochs)
-    return reference_train(parts, labels, training, rng, penalised)
+    thetas, losses = reference_train(parts, labels, training, rng, LOGISTIC, penalised=penalised)
+    return [t.ravel() for t in thetas], losses
 
 
 def saved_weights(run: Run, data: dict[str, PartyData]) -> list[np.ndarray]:
