@@ -30,7 +30,7 @@ from privfl.crypto.paillier import PublicKey
 from privfl.crypto.pools import NoisePool
 from privfl.data.alignment import row_commitment
 from privfl.data.views import PartyData
-from privfl.errors import ConfigError, PeerAborted, PrivflError
+from privfl.errors import PeerAborted, PrivflError
 from privfl.learning import secureboost as sb
 from privfl.parties.vertical.secureboost.common import params_of, wait_seconds
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
@@ -57,6 +57,7 @@ from privfl.tools.conformance.peer import (
     exits_nonzero,
     expect,
     finished_cleanly,
+    host_counterparts,
 )
 
 
@@ -68,14 +69,7 @@ def boost_host_script(
     process: subprocess.Popen[bytes] | None = None,
 ) -> None:
     """Play the Server and every guest against a running SecureBoost Host (demo data)."""
-    from privfl.parties.vertical.runner import load_data
-
-    try:
-        data = {g: load_data(job, g, None, None) for g in job.guests}
-    except ConfigError as exc:
-        raise ConfigError(f"host conformance needs demo columns for every guest: {exc}") from exc
-    server = Peer(job, job.server, job.timeout_seconds)
-    guests = {g: Peer(job, g, job.timeout_seconds) for g in job.guests}
+    data, server, guests = host_counterparts(job)
     peers = [server, *guests.values()]
     try:
         key = _handshake(job, party, report, server, guests, data)

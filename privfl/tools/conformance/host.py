@@ -17,7 +17,7 @@ from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import PrivateKey
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.data.alignment import row_commitment
-from privfl.errors import ConfigError, PeerAborted
+from privfl.errors import PeerAborted
 from privfl.protocol import fresh
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
@@ -44,6 +44,7 @@ from privfl.tools.conformance.peer import (
     exits_nonzero,
     expect,
     finished_cleanly,
+    host_counterparts,
     quiet,
     server_key,
 )
@@ -57,14 +58,7 @@ def host_script(
     process: subprocess.Popen[bytes] | None = None,
 ) -> None:
     """Play the Server and every Guest against a running host (demo-data jobs only)."""
-    from privfl.parties.vertical.runner import load_data
-
-    try:
-        shapes = {g: load_data(job, g, None, None) for g in job.guests}
-    except ConfigError as exc:
-        raise ConfigError(f"host conformance needs demo columns for every guest: {exc}") from exc
-    server = Peer(job, job.server, job.timeout_seconds)
-    guests = {g: Peer(job, g, job.timeout_seconds) for g in job.guests}
+    shapes, server, guests = host_counterparts(job)
     try:
         env = expect(report, server, Kind.HELLO, party, "Hello from the host to the server")
         if env is None:

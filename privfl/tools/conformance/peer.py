@@ -14,7 +14,8 @@ import click
 from privfl.config.vertical import JobConfig
 from privfl.crypto.djn import check_generator
 from privfl.crypto.paillier import PrivateKey, generate_keypair
-from privfl.errors import CryptoError, PeerAborted, PeerUnavailable, PrivflError
+from privfl.data.views import PartyData
+from privfl.errors import ConfigError, CryptoError, PeerAborted, PeerUnavailable, PrivflError
 from privfl.parties.vertical.runner import open_transport
 from privfl.protocol import codec
 from privfl.protocol.channel import Channel, Envelope
@@ -240,3 +241,16 @@ def check_public_key(report: Report, job: JobConfig, msg: PublicKeyMessage) -> b
         except CryptoError as exc:
             ok &= report.check("h_s is a unit in (1, n²)", False, str(exc))
     return ok
+
+
+def host_counterparts(job: JobConfig) -> tuple[dict[str, PartyData], Peer, dict[str, Peer]]:
+    """What the kit needs to play the Server and every guest against a Host under test:
+    each guest's demo columns, the Server's peer and the guests' peers."""
+    from privfl.parties.vertical.runner import load_data
+
+    try:
+        data = {g: load_data(job, g, None, None) for g in job.guests}
+    except ConfigError as exc:
+        raise ConfigError(f"host conformance needs demo columns for every guest: {exc}") from exc
+    server = Peer(job, job.server, job.timeout_seconds)
+    return data, server, {g: Peer(job, g, job.timeout_seconds) for g in job.guests}
