@@ -37,7 +37,7 @@ from privfl.protocol.memory import InMemoryHub
 def boost_job(guests: int = 1, **model: object) -> JobConfig:
     settings: dict[str, object] = {"kind": "secureboost", "trees": 2, "depth": 3, "bins": 16}
     settings.update(model)
-    return replace(memory_job(guests, timeout=60.0), model=ModelConfig(**settings))  # type: ignore[arg-type]
+    return memory_job(guests, timeout=60.0, model=ModelConfig(**settings))  # type: ignore[arg-type]
 
 
 def reference(job: JobConfig) -> sb.Booster:
