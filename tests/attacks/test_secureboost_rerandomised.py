@@ -48,7 +48,9 @@ def test_histograms_do_not_reveal_which_rows_are_in_a_bin(tmp_path: Path) -> Non
     assert host.y_train is not None
     params = params_of(job)
     binned = sb.bin_columns(guest.x_train, sb.quantile_edges(guest.x_train, params.bins))
-    n = int(next(b for s, _, _, b in traffic if s == "host" and type(b).__name__ == "PublicKeyMessage").n)
+    kinds = ((s, type(b).__name__, b) for s, _, _, b in traffic)
+    key = next(b for s, name, b in kinds if s == "host" and name == "PublicKeyMessage")
+    n = int(key.n)
     n2 = n * n
     layout = Layout(len(grads.rows), n.bit_length())
     column = 0
