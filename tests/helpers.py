@@ -8,19 +8,31 @@ import threading
 import time
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+import pytest
 
-from privfl.config.vertical import JobConfig, LabelDPConfig, PartySpec, TrainingConfig
+from privfl.config.vertical import (
+    DataConfig,
+    JobConfig,
+    LabelDPConfig,
+    ModelConfig,
+    PartySpec,
+    TrainingConfig,
+)
+from privfl.crypto.paillier import PublicKey as PaillierKey
+from privfl.data.tables import IdTable
 from privfl.data.views import PartyData, demo_columns
-from privfl.errors import PrivflError
+from privfl.errors import PeerAborted, PrivflError, ProtocolError
+from privfl.parties.audit import FILE_NAME as AUDIT
 from privfl.parties.vertical.runner import load_data, run_party
 from privfl.protocol import codec
+from privfl.protocol.channel import Channel
 from privfl.protocol.memory import InMemoryHub, InMemoryTransport
-from privfl.protocol.messages import Header, Message
+from privfl.protocol.messages import Header, Hello, Kind, Message, PublicKeyMessage, Resume
 
 TEST_KEY_BITS = 512
 
@@ -63,10 +75,12 @@ def memory_job(
     seed: int = 0,
     flipback_every: int = 0,
     flipback_fraction: float = 0.02,
+    dataset: str = "breast_cancer",
+    model: ModelConfig | None = None,
     **training: Any,
 ) -> JobConfig:
     """A demo job (seed 004's column split) for the in-memory hub, with weak test keys."""
-    columns = demo_columns(guests)
+    columns = demo_columns(guests, dataset)
     names = ["server", "host", *[f"guest-{i + 1}" for i in range(guests)]]
     parties = {
         name: PartySpec(name, name.split("-")[0], f"mem://{name}", columns.get(name, ()))
@@ -83,6 +97,8 @@ def memory_job(
         label_dp=LabelDPConfig(
             epsilon=epsilon, flipback_every=flipback_every, flipback_fraction=flipback_fraction
         ),
+        model=model or ModelConfig(),
+        data=DataConfig(dataset=dataset),
     )
 
 
@@ -139,6 +155,126 @@ def run_in_threads(
         for name in silent:
             transports[name].close()
     return results
+
+
+def run_resumable(
+    job: JobConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    die: tuple[str, int] | None = None,
+    label_seed: int | None = None,
+    tables: Mapping[str, IdTable | None] | None = None,
+    hub: InMemoryHub | None = None,
+) -> dict[str, Any]:
+    """Every party in a thread over a fresh hub; returns results or exceptions.
+
+    ``die``: that party's transport fails on its k-th send. ``label_seed``: the Host
+    flips its labels with a seeded generator (not private), so two runs flip alike.
+    ``tables``: a party's id table. Fails the test if a party hangs.
+    """
+    hub = hub or InMemoryHub(record=False)
+    transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
+    if die is not None:
+        transports[die[0]] = DyingTransport(transports[die[0]], die[1])
+    results: dict[str, Any] = {}
+
+    def party(name: str) -> None:
+        seeded = label_seed is not None and name == job.host
+        try:
+            results[name] = run_party(
+                job,
+                name,
+                out / name,
+                transport=transports[name],
+                resume=resume,
+                table=(tables or {}).get(name),
+                label_rng=np.random.default_rng(label_seed) if seeded else None,
+            )
+        except BaseException as exc:  # the test inspects it
+            results[name] = exc
+
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(job.timeout_seconds * 3 + 30)
+        assert not thread.is_alive(), "a party hung"
+    return results
+
+
+@dataclass
+class ServerUnderTest:
+    """The real Server in a thread, and the Host and Guest channels a test plays."""
+
+    job: JobConfig
+    out: Path
+    host: Channel
+    guest: Channel
+    key: PaillierKey
+    thread: threading.Thread
+    result: dict[str, Any]
+
+    def ask(self, by: Channel, msg: Message) -> Message:
+        """Send to the Server and wait for its answer (PeerAborted if it stops instead)."""
+        by.send("server", msg, getattr(msg, "epoch", 0))
+        return by.expect({Kind.DECRYPTED, Kind.EPOCH_RESULT}, {"server"}).body
+
+    def refused(self, attacker: str, kind: str, by: Channel, msg: Message) -> str:
+        """The request is refused, audited, and the session ends naming the attacker."""
+        with pytest.raises(PeerAborted, match=f"server: {attacker} "):
+            self.ask(by, msg)
+        self.thread.join(15)
+        error = self.result["server"]
+        assert isinstance(error, ProtocolError) and str(error).startswith(attacker), error
+        assert "\n" not in str(error)
+        records = [json.loads(line) for line in (self.out / AUDIT).read_text().splitlines()]
+        want = {"direction": "refused", "peer": attacker, "kind": kind}.items()
+        assert any(want <= r.items() for r in records), records[-3:]
+        return str(error)
+
+
+ServerT = TypeVar("ServerT", bound=ServerUnderTest)
+
+
+def start_server(
+    played: type[ServerT],
+    tmp_path: Path,
+    job: JobConfig,
+    rows: int,
+    features: tuple[int, int],
+) -> ServerT:
+    """Start the real Server; play both handshakes (Hello, public key, resume from scratch).
+
+    ``features``: the Host's and the Guest's column counts their Hellos announce.
+    """
+    hub = InMemoryHub(record=False)
+    transports = {name: hub.transport(name) for name in job.parties}
+    result: dict[str, Any] = {}
+
+    def serve() -> None:
+        try:
+            result["server"] = run_party(job, "server", tmp_path, transport=transports["server"])
+        except BaseException as exc:  # the test inspects it
+            result["server"] = exc
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    host, guest = (
+        Channel(transports[n], session=job.session, timeout=10, fresh_rule=False)
+        for n in job.parties
+        if n != "server"
+    )
+    print_ = job.fingerprint()
+    host.send("server", Hello("host", print_, rows, features[0]))
+    guest.send("server", Hello("guest", print_, rows, features[1]))
+    public = guest.expect({Kind.PUBLIC_KEY}, {"server"}).body
+    assert isinstance(public, PublicKeyMessage)
+    host.expect({Kind.PUBLIC_KEY}, {"server"})
+    host.expect({Kind.CHECKPOINTS}, {"server"})
+    host.send("server", Resume(completed=0))
+    key = PaillierKey.from_n(public.n, public.h_s)
+    return played(job, tmp_path, host, guest, key, thread, result)
 
 
 def failures(results: Mapping[str, Any]) -> dict[str, BaseException]:

@@ -39,6 +39,23 @@ def spawn(*args: str, log: Path, env: Mapping[str, str] | None = None) -> subpro
     return process
 
 
+def spawn_predict(
+    job: Path,
+    party: str,
+    out: Path,
+    *,
+    log: Path,
+    model: Path | None = None,
+    data: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``privfl vfl predict`` for one party (the Server takes no model and no rows)."""
+    inputs = [] if model is None else ["--model", str(model)]
+    inputs += [] if data is None else ["--data", str(data)]
+    return spawn(
+        "vfl", "predict", "--job", str(job), "--party", party, *inputs, "--out", str(out), log=log
+    )
+
+
 def reap() -> None:
     """Kill whatever is still running (a frozen party too) and wait for every process."""
     while STARTED:

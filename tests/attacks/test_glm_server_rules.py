@@ -8,45 +8,23 @@ audited and end the session naming the party.
 
 from __future__ import annotations
 
-import json
-import threading
-import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import TEST_KEY_BITS
+from helpers import ServerUnderTest, memory_job, start_server
 
-from privfl.config.vertical import (
-    DataConfig,
-    JobConfig,
-    LabelDPConfig,
-    ModelConfig,
-    PartySpec,
-    TrainingConfig,
-)
+from privfl.config.vertical import JobConfig, LabelDPConfig, ModelConfig
 from privfl.crypto.encoding import encode
 from privfl.crypto.packing import packed_length
-from privfl.crypto.paillier import PublicKey as PaillierKey
-from privfl.data.views import demo_columns
-from privfl.errors import PeerAborted, ProtocolError
-from privfl.parties.audit import FILE_NAME as AUDIT
 from privfl.parties.vertical import server_rules
-from privfl.parties.vertical.runner import run_party
 from privfl.parties.vertical.server_rules import LOSS_BITS
-from privfl.protocol.channel import Channel
-from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import (
     BigInts,
     DecryptRequest,
     EpochResult,
     Hello,
-    Kind,
     Loss,
-    Message,
-    PublicKeyMessage,
-    Resume,
 )
 
 K = 3
@@ -55,37 +33,18 @@ HOST_FEATURES, GUEST_FEATURES = 4 + 1, 9  # the demo split (the Host's bias adde
 
 
 def wine_job(classes: int = K) -> JobConfig:
-    columns = demo_columns(1, "wine")
-    parties = {
-        name: PartySpec(name, name.split("-")[0], f"mem://{name}", columns.get(name, ()))
-        for name in ("server", "host", "guest-1")
-    }
-    return JobConfig(
-        session=uuid.uuid4().hex,
-        parties=parties,
-        key_bits=TEST_KEY_BITS,
-        allow_weak_keys=True,
-        timeout_seconds=10.0,
-        training=TrainingConfig(epochs=5, tolerance=0.0),
+    return memory_job(
+        epochs=5,
+        tolerance=0.0,
+        timeout=10.0,
+        epsilon=2.0,
+        flipback_every=1,
+        dataset="wine",
         model=ModelConfig(kind="multiclass", classes=classes),
-        label_dp=LabelDPConfig(epsilon=2.0, flipback_every=1),
-        data=DataConfig(dataset="wine"),
     )
 
 
-@dataclass
-class Played:
-    out: Path
-    host: Channel
-    guest: Channel
-    key: PaillierKey
-    thread: threading.Thread
-    result: dict[str, Any]
-
-    def ask(self, by: Channel, msg: Message) -> Message:
-        by.send("server", msg, getattr(msg, "epoch", 0))
-        return by.expect({Kind.DECRYPTED, Kind.EPOCH_RESULT}, {"server"}).body
-
+class Played(ServerUnderTest):
     def request(self, count: int, epoch: int = 0, purpose: str = "gradient") -> DecryptRequest:
         masked, _ = self.key.mask(self.key.encrypt([0] * count))
         return DecryptRequest(epoch, 0, purpose, BigInts(tuple(masked)))
@@ -99,42 +58,7 @@ class Played:
 
 
 def session(tmp_path: Path, job: JobConfig) -> Played:
-    hub = InMemoryHub(record=False)
-    transports = {name: hub.transport(name) for name in job.parties}
-    result: dict[str, Any] = {}
-
-    def serve() -> None:
-        try:
-            result["server"] = run_party(job, "server", tmp_path, transport=transports["server"])
-        except BaseException as exc:  # the test inspects it
-            result["server"] = exc
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    host, guest = (
-        Channel(transports[n], session=job.session, timeout=10, fresh_rule=False)
-        for n in ("host", "guest-1")
-    )
-    host.send("server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES))
-    guest.send("server", Hello("guest", job.fingerprint(), ROWS, GUEST_FEATURES))
-    public = guest.expect({Kind.PUBLIC_KEY}, {"server"}).body
-    assert isinstance(public, PublicKeyMessage)
-    host.expect({Kind.PUBLIC_KEY}, {"server"})
-    host.expect({Kind.CHECKPOINTS}, {"server"})
-    host.send("server", Resume(completed=0))
-    return Played(tmp_path, host, guest, PaillierKey.from_n(public.n, public.h_s), thread, result)
-
-
-def refused(played: Played, attacker: str, by: Channel, msg: Message) -> str:
-    with pytest.raises(PeerAborted, match=f"server: {attacker} "):
-        played.ask(by, msg)
-    played.thread.join(15)
-    error = played.result["server"]
-    assert isinstance(error, ProtocolError) and str(error).startswith(attacker), error
-    records = [json.loads(line) for line in (played.out / AUDIT).read_text().splitlines()]
-    want = {"direction": "refused", "peer": attacker, "kind": "decrypt_request"}.items()
-    assert any(want <= r.items() for r in records), records[-3:]
-    return str(error)
+    return start_server(Played, tmp_path, job, ROWS, (HOST_FEATURES, GUEST_FEATURES))
 
 
 def test_k_class_requests_are_answered(tmp_path: Path) -> None:
@@ -157,7 +81,7 @@ def test_guest_gradient_sized_for_other_k_is_refused(tmp_path: Path, classes: in
     length = played.length(GUEST_FEATURES * classes)
     assert length != played.length(GUEST_FEATURES * K)
 
-    error = refused(played, "guest-1", played.guest, played.request(length))
+    error = played.refused("guest-1", "decrypt_request", played.guest, played.request(length))
 
     assert f"decrypt {length} gradient ciphertexts" in error
 
@@ -172,7 +96,9 @@ def test_host_scores_sized_for_one_class_are_refused(tmp_path: Path) -> None:
     # Act / assert: the test split's scores of one class (k = 1's size) are refused.
     length = played.length(TEST)
     assert length != played.length(TEST * K)
-    error = refused(played, "host", played.host, played.request(length, 0, "scores"))
+    error = played.refused(
+        "host", "decrypt_request", played.host, played.request(length, 0, "scores")
+    )
     assert "still due: test" in error
 
 

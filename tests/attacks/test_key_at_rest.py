@@ -12,22 +12,20 @@ from __future__ import annotations
 import os
 import re
 import signal
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
-from helpers import Crash, DyingTransport, memory_job, read_model
+from helpers import Crash, memory_job, read_model, run_resumable
 from processes import spawn
 
-from privfl.config.vertical import JobConfig
 from privfl.crypto.paillier import PrivateKey, PublicKey, private_primes
 from privfl.parties import checkpoint
 from privfl.parties.vertical import server as server_module
-from privfl.parties.vertical.runner import run_party
-from privfl.protocol.memory import InMemoryHub
+
+# The Host's flips seeded (not private) so a resumed run can be compared with the
+# uninterrupted one; a resumed Host reloads its flipped labels anyway.
+LABEL_SEED = 7
 
 
 @pytest.fixture
@@ -43,39 +41,6 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> list[PrivateKey]:
 
     monkeypatch.setattr(server_module, "generate_keypair", spy)
     return made
-
-
-def run_all(
-    job: JobConfig, out: Path, *, resume: bool = False, die: str = "", after: int = 0
-) -> dict[str, Any]:
-    hub = InMemoryHub(record=False)
-    transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
-    if die:
-        transports[die] = DyingTransport(transports[die], after)
-    results: dict[str, Any] = {}
-
-    def party(name: str) -> None:
-        # The flips seeded (not private) so a resumed run can be compared with the
-        # uninterrupted one; a resumed Host reloads its flipped labels anyway.
-        label_rng = np.random.default_rng(7) if name == job.host else None
-        try:
-            results[name] = run_party(
-                job,
-                name,
-                out / name,
-                transport=transports[name],
-                resume=resume,
-                label_rng=label_rng,
-            )
-        except BaseException as exc:
-            results[name] = exc
-
-    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(job.timeout_seconds * 3 + 30)
-    return results
 
 
 def leaked(folder: Path, key: PrivateKey) -> list[str]:
@@ -95,7 +60,7 @@ def leaked(folder: Path, key: PrivateKey) -> list[str]:
 def test_no_key_on_disk_after_a_run(tmp_path: Path, keys: list[PrivateKey]) -> None:
     job = memory_job(epochs=2, epsilon=2.0, flipback_every=1)
 
-    results = run_all(job, tmp_path)
+    results = run_resumable(job, tmp_path, label_seed=LABEL_SEED)
 
     assert not [r for r in results.values() if isinstance(r, BaseException)], results
     assert len(keys) == 1
@@ -108,15 +73,15 @@ def test_no_key_on_disk_after_a_failure_and_a_resume(
     tmp_path: Path, keys: list[PrivateKey], victim: str, after: int
 ) -> None:
     job = memory_job(epochs=4, epsilon=2.0, flipback_every=2, batch_size=150, tolerance=0.0)
-    reference = run_all(job, tmp_path / "reference")
+    reference = run_resumable(job, tmp_path / "reference", label_seed=LABEL_SEED)
     assert not [r for r in reference.values() if isinstance(r, BaseException)], reference
 
-    crashed = run_all(job, tmp_path / "run", die=victim, after=after)
+    crashed = run_resumable(job, tmp_path / "run", die=(victim, after), label_seed=LABEL_SEED)
     assert isinstance(crashed[victim], Crash), crashed
     assert list((tmp_path / "run" / "server" / checkpoint.FOLDER).glob("epoch-*")), "no checkpoint"
     assert leaked(tmp_path / "run", keys[1]) == []  # mid-run state, left by the failure
 
-    resumed = run_all(job, tmp_path / "run", resume=True)
+    resumed = run_resumable(job, tmp_path / "run", resume=True, label_seed=LABEL_SEED)
 
     assert not [r for r in resumed.values() if isinstance(r, BaseException)], resumed
     assert keys[2].public_key.n != keys[1].public_key.n  # a fresh key for the resumed run
@@ -133,7 +98,7 @@ def test_a_key_file_left_by_an_older_version_is_removed(
     legacy.parent.mkdir(parents=True)
     legacy.write_text('{"n": "15", "p": "3", "q": "5"}')
 
-    results = run_all(job, tmp_path)
+    results = run_resumable(job, tmp_path, label_seed=LABEL_SEED)
 
     assert not [r for r in results.values() if isinstance(r, BaseException)], results
     assert not legacy.exists()

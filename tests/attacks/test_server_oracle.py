@@ -14,12 +14,12 @@ import json
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import memory_job
+from helpers import ServerUnderTest, memory_job, start_server
 
 from privfl.config.vertical import JobConfig, load_job
 from privfl.crypto.encoding import encode
@@ -38,7 +38,6 @@ from privfl.protocol.messages import (
     Hello,
     Kind,
     Loss,
-    Message,
     PublicKeyMessage,
     Resume,
 )
@@ -47,23 +46,8 @@ ROWS, TRAIN, TEST = 569, 426, 143  # the demo table and its 75/25 split
 HOST_FEATURES, GUEST_FEATURES = 10 + 1, 20  # the job's columns (the Host's bias added)
 
 
-@dataclass
-class Played:
+class Played(ServerUnderTest):
     """The real Server in a thread, and the Host and Guest the attacker plays."""
-
-    job: JobConfig
-    out: Path
-    host: Channel
-    guest: Channel
-    key: PaillierKey
-    thread: threading.Thread
-    result: dict[str, Any]
-
-    def ask(self, by: Channel, msg: Message) -> Message:
-        """Send to the Server and wait for its answer (PeerAborted if it stops instead)."""
-        by.send("server", msg, getattr(msg, "epoch", 0))
-        kinds = {Kind.DECRYPTED, Kind.EPOCH_RESULT}
-        return by.expect(kinds, {"server"}).body
 
     def request(self, count: int, epoch: int, batch: int = 0, purpose: str = "gradient") -> Any:
         """``count`` fresh, masked ciphertexts of zeros: any ciphertexts would do."""
@@ -86,47 +70,7 @@ class Played:
 
 def session(tmp_path: Path, job: JobConfig, guest_features: int = GUEST_FEATURES) -> Played:
     """Start the real Server; play both handshakes (Hello, public key, resume from scratch)."""
-    hub = InMemoryHub(record=False)
-    transports = {name: hub.transport(name) for name in job.parties}
-    result: dict[str, Any] = {}
-
-    def serve() -> None:
-        try:
-            result["server"] = run_party(job, "server", tmp_path, transport=transports["server"])
-        except BaseException as exc:  # the test inspects it
-            result["server"] = exc
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    host, guest = (
-        Channel(transports[n], session=job.session, timeout=10, fresh_rule=False)
-        for n in job.parties
-        if n != "server"
-    )
-    print_ = job.fingerprint()
-    host.send("server", Hello("host", print_, ROWS, HOST_FEATURES))
-    guest.send("server", Hello("guest", print_, ROWS, guest_features))
-    public = guest.expect({Kind.PUBLIC_KEY}, {"server"}).body
-    assert isinstance(public, PublicKeyMessage)
-    host.expect({Kind.PUBLIC_KEY}, {"server"})
-    host.expect({Kind.CHECKPOINTS}, {"server"})
-    host.send("server", Resume(completed=0))
-    key = PaillierKey.from_n(public.n, public.h_s)
-    return Played(job, tmp_path, host, guest, key, thread, result)
-
-
-def refused(played: Played, attacker: str, kind: str, by: Channel, msg: Message) -> str:
-    """The request is refused, audited, and the session ends naming the attacker."""
-    with pytest.raises(PeerAborted, match=f"server: {attacker} "):
-        played.ask(by, msg)
-    played.thread.join(15)
-    error = played.result["server"]
-    assert isinstance(error, ProtocolError) and str(error).startswith(attacker), error
-    assert "\n" not in str(error)
-    records = [json.loads(line) for line in (played.out / AUDIT).read_text().splitlines()]
-    want = {"direction": "refused", "peer": attacker, "kind": kind}.items()
-    assert any(want <= r.items() for r in records), records[-3:]
-    return str(error)
+    return start_server(Played, tmp_path, job, ROWS, (HOST_FEATURES, guest_features))
 
 
 def job_for_scores() -> JobConfig:
@@ -141,8 +85,8 @@ def test_guest_cannot_decrypt_at_another_epoch(tmp_path: Path, epoch: int) -> No
     played = session(tmp_path, memory_job(epochs=5))
     length = packed_length(GUEST_FEATURES, played.key.n)
 
-    error = refused(
-        played, "guest-1", "decrypt_request", played.guest, played.request(length, epoch)
+    error = played.refused(
+        "guest-1", "decrypt_request", played.guest, played.request(length, epoch)
     )
 
     assert f"epoch {epoch} batch 0" in error and "in progress is epoch 0 batch 0" in error
@@ -155,7 +99,7 @@ def test_guest_gets_one_gradient_decryption_per_batch(tmp_path: Path) -> None:
     answer = played.ask(played.guest, request)  # the one the protocol allows
 
     assert len(answer.values) == len(request.values)  # type: ignore[attr-defined]
-    error = refused(played, "guest-1", "decrypt_request", played.guest, request)
+    error = played.refused("guest-1", "decrypt_request", played.guest, request)
     assert "twice" in error
 
 
@@ -164,7 +108,7 @@ def test_guest_cannot_decrypt_more_than_its_gradient_length(tmp_path: Path, extr
     played = session(tmp_path, memory_job(epochs=5))
     length = packed_length(GUEST_FEATURES, played.key.n) + extra
 
-    error = refused(played, "guest-1", "decrypt_request", played.guest, played.request(length, 0))
+    error = played.refused("guest-1", "decrypt_request", played.guest, played.request(length, 0))
 
     assert f"decrypt {length} gradient ciphertexts" in error
 
@@ -174,7 +118,7 @@ def test_guest_cannot_ask_for_score_decryptions(tmp_path: Path) -> None:
     played.honest_epoch(0)  # test scores of epoch 0 are now due — for the Host
     request = played.request(packed_length(TEST, played.key.n), 0, purpose="scores")
 
-    error = refused(played, "guest-1", "decrypt_request", played.guest, request)
+    error = played.refused("guest-1", "decrypt_request", played.guest, request)
 
     assert "only the host evaluates" in error
 
@@ -219,7 +163,7 @@ def test_host_gets_test_scores_once_per_epoch(tmp_path: Path) -> None:
 
     played.ask(played.host, request)  # evaluation of epoch 0: allowed once
 
-    error = refused(played, "host", "decrypt_request", played.host, request)
+    error = played.refused("host", "decrypt_request", played.host, request)
     assert "still due: nothing" in error
 
 
@@ -228,7 +172,7 @@ def test_host_gets_training_scores_only_at_flipback_epochs(tmp_path: Path) -> No
     train = played.request(packed_length(TRAIN, played.key.n), 0, purpose="scores")
     played.honest_epoch(0)  # flipback_every = 2: not after epoch 0
 
-    error = refused(played, "host", "decrypt_request", played.host, train)
+    error = played.refused("host", "decrypt_request", played.host, train)
 
     assert f"{packed_length(TRAIN, played.key.n)} score ciphertexts at epoch 0" in error
 
@@ -244,7 +188,7 @@ def test_host_training_scores_at_a_flipback_epoch_are_answered(tmp_path: Path) -
         test = played.request(packed_length(TEST, played.key.n), epoch, purpose="scores")
         played.ask(played.host, test)
 
-    error = refused(played, "host", "decrypt_request", played.host, train)
+    error = played.refused("host", "decrypt_request", played.host, train)
     assert "still due: nothing" in error
 
 
@@ -258,7 +202,7 @@ def test_host_cannot_choose_the_loss_scale_or_denominator(
 ) -> None:
     played = session(tmp_path, memory_job(epochs=5))
 
-    error = refused(played, "host", "loss", played.host, played.loss(0, **fields))
+    error = played.refused("host", "loss", played.host, played.loss(0, **fields))
 
     assert "the protocol's are 1, 3408 and 2^48" in error
 
@@ -267,7 +211,7 @@ def test_host_gets_one_loss_per_batch_of_the_batch_in_progress(tmp_path: Path) -
     played = session(tmp_path, memory_job(epochs=5))
     played.honest_epoch(0)
 
-    error = refused(played, "host", "loss", played.host, played.loss(0))  # epoch 0 again
+    error = played.refused("host", "loss", played.host, played.loss(0))  # epoch 0 again
 
     assert "the batch in progress is epoch 1 batch 0" in error
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from processes import WEAK, privfl, spawn
+from processes import WEAK, privfl, spawn_predict
 
 from privfl.data.views import bundled
 
@@ -61,16 +61,8 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
     job = tomllib.loads(job_path.read_text())
     pred = tmp_path / "pred"
     processes = {
-        "server": spawn(
-            "vfl",
-            "predict",
-            "--job",
-            str(job_path),
-            "--party",
-            "server",
-            "--out",
-            str(pred / "server" / "p.csv"),
-            log=tmp_path / "server.log",
+        "server": spawn_predict(
+            job_path, "server", pred / "server" / "p.csv", log=tmp_path / "server.log"
         )
     }
     for name, spec in job["parties"].items():
@@ -78,20 +70,13 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
             continue
         rows = tmp_path / "new" / f"{name}.csv"
         write_rows(rows, dataset, spec["columns"])
-        processes[name] = spawn(
-            "vfl",
-            "predict",
-            "--job",
-            str(job_path),
-            "--party",
+        processes[name] = spawn_predict(
+            job_path,
             name,
-            "--model",
-            str(run / name),
-            "--data",
-            str(rows),
-            "--out",
-            str(pred / name / "p.csv"),
+            pred / name / "p.csv",
             log=tmp_path / f"{name}.log",
+            model=run / name,
+            data=rows,
         )
     codes = {name: p.wait(timeout=120) for name, p in processes.items()}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import tomli_w
-from processes import WEAK, privfl, spawn
+from processes import WEAK, privfl, spawn_predict
 from sklearn.datasets import load_breast_cancer
 
 
@@ -51,33 +51,18 @@ def test_run_local_then_predict(tmp_path: Path) -> None:
     kit_job = out / "kit" / "job.toml"
     pred = tmp_path / "pred"
     procs = {
-        "server": spawn(
-            "vfl",
-            "predict",
-            "--job",
-            str(kit_job),
-            "--party",
-            "server",
-            "--out",
-            str(pred / "server" / "p.csv"),
-            log=tmp_path / "s.log",
+        "server": spawn_predict(
+            kit_job, "server", pred / "server" / "p.csv", log=tmp_path / "s.log"
         )
     }
     for party in files:
-        procs[party] = spawn(
-            "vfl",
-            "predict",
-            "--job",
-            str(kit_job),
-            "--party",
+        procs[party] = spawn_predict(
+            kit_job,
             party,
-            "--model",
-            str(out / party),
-            "--data",
-            str(files[party]),
-            "--out",
-            str(pred / party / "p.csv"),
+            pred / party / "p.csv",
             log=tmp_path / f"{party}.log",
+            model=out / party,
+            data=files[party],
         )
     codes = {name: p.wait(timeout=120) for name, p in procs.items()}
     assert codes == {"server": 0, "host": 0, "guest-1": 0}, (tmp_path / "host.log").read_text()

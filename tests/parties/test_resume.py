@@ -15,59 +15,21 @@ import json
 import logging
 import os
 import signal
-import threading
 import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import tomli_w
-from helpers import Crash, DyingTransport, memory_job, read_model, read_summary
+from helpers import Crash, memory_job, read_model, read_summary, run_resumable
 from processes import WEAK, privfl, spawn
 
 from privfl.config.vertical import JobConfig
 from privfl.parties import checkpoint
-from privfl.parties.vertical.runner import run_party
-from privfl.protocol.memory import InMemoryHub
 
 EPOCHS = 5
 LABEL_SEED = 5  # seeded flips (not private), so two runs can flip alike
-
-
-def run_all(
-    job: JobConfig,
-    out: Path,
-    *,
-    resume: bool = False,
-    die: tuple[str, int] | None = None,
-    label_seed: int = LABEL_SEED,
-) -> dict[str, Any]:
-    """Every party in a thread over a fresh hub; returns results or exceptions."""
-    hub = InMemoryHub(record=False)
-    transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
-    if die is not None:
-        transports[die[0]] = DyingTransport(transports[die[0]], die[1])
-    results: dict[str, Any] = {}
-
-    def party(name: str) -> None:
-        try:
-            label_rng = np.random.default_rng(label_seed) if name == job.host else None
-            transport = transports[name]
-            results[name] = run_party(
-                job, name, out / name, transport=transport, resume=resume, label_rng=label_rng
-            )
-        except BaseException as exc:
-            results[name] = exc
-
-    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(job.timeout_seconds * 3 + 30)
-        assert not thread.is_alive(), "a party hung"
-    return results
 
 
 def resume_job() -> JobConfig:
@@ -86,7 +48,7 @@ def resume_job() -> JobConfig:
 def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[JobConfig, Path]:
     job = resume_job()
     out = tmp_path_factory.mktemp("reference")
-    results = run_all(job, out)
+    results = run_resumable(job, out, label_seed=LABEL_SEED)
     assert not [r for r in results.values() if isinstance(r, BaseException)], results
     return job, out
 
@@ -100,13 +62,13 @@ def test_resumed_run_equals_the_uninterrupted_run(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     job, reference = uninterrupted
-    crashed = run_all(job, tmp_path, die=(victim, after))
+    crashed = run_resumable(job, tmp_path, die=(victim, after), label_seed=LABEL_SEED)
     assert isinstance(crashed[victim], Crash), crashed
     held = {n: sorted(os.listdir(tmp_path / n / checkpoint.FOLDER)) for n in job.parties}
     assert any(files for files in held.values()), "nothing was checkpointed before the crash"
 
     with caplog.at_level(logging.INFO, logger="privfl.checkpoint"):
-        resumed = run_all(job, tmp_path, resume=True, label_seed=LABEL_SEED + 1)
+        resumed = run_resumable(job, tmp_path, resume=True, label_seed=LABEL_SEED + 1)
 
     assert not [r for r in resumed.values() if isinstance(r, BaseException)], resumed
     for name in (job.host, *job.guests):
@@ -126,10 +88,11 @@ def test_without_resume_a_rerun_starts_from_scratch(
     uninterrupted: tuple[JobConfig, Path], tmp_path: Path
 ) -> None:
     job, _ = uninterrupted
-    run_all(job, tmp_path, die=("host", 40))
+    run_resumable(job, tmp_path, die=("host", 40), label_seed=LABEL_SEED)
     before = sorted(os.listdir(tmp_path / "guest-1" / checkpoint.FOLDER))
 
-    results = run_all(job, tmp_path, die=("host", 3))  # fails during the handshake
+    # The Host fails during the handshake.
+    results = run_resumable(job, tmp_path, die=("host", 3), label_seed=LABEL_SEED)
 
     assert before, "the first attempt should have left checkpoints"
     assert isinstance(results["host"], Crash)

@@ -9,8 +9,6 @@ Forward per guest.
 from __future__ import annotations
 
 import math
-import threading
-import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,29 +17,22 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import (
-    TEST_KEY_BITS,
     Crash,
-    DyingTransport,
     failures,
+    memory_job,
+    party_data,
     read_model,
     read_summary,
     run_in_threads,
+    run_resumable,
 )
 
-from privfl.config.vertical import (
-    DataConfig,
-    JobConfig,
-    LabelDPConfig,
-    ModelConfig,
-    PartySpec,
-    TrainingConfig,
-)
-from privfl.data.tables import IdTable, load_id_table, site_data
-from privfl.data.views import PartyData, bundled, demo_columns
+from privfl.config.vertical import JobConfig, ModelConfig
+from privfl.data.tables import load_id_table, site_data
+from privfl.data.views import PartyData, bundled
 from privfl.errors import ConfigError
 from privfl.learning.glm import Glm, glm_of, reference_train
 from privfl.parties import checkpoint
-from privfl.parties.vertical.runner import load_data, run_party
 from privfl.protocol.codec import decode as decode_frames
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Forward, Residual
@@ -66,27 +57,15 @@ def glm_job(
     **model: Any,
 ) -> JobConfig:
     """A demo job of one GLM kind on one bundled table, with weak test keys."""
-    columns = demo_columns(guests, dataset)
-    names = ["server", "host", *[f"guest-{i + 1}" for i in range(guests)]]
-    parties = {
-        name: PartySpec(name, name.split("-")[0], f"mem://{name}", columns.get(name, ()))
-        for name in names
-    }
-    return JobConfig(
-        session=uuid.uuid4().hex,
-        parties=parties,
-        key_bits=TEST_KEY_BITS,
-        allow_weak_keys=True,
-        timeout_seconds=60.0,
-        training=TrainingConfig(epochs=epochs, batch_size=batch_size),
+    return memory_job(
+        guests,
+        epochs=epochs,
+        epsilon=epsilon,
+        timeout=60.0,
+        batch_size=batch_size,
+        dataset=dataset,
         model=ModelConfig(kind=kind, classes=classes, **model),
-        label_dp=LabelDPConfig(epsilon=epsilon, flipback_every=0),
-        data=DataConfig(dataset=dataset),
     )
-
-
-def party_rows(job: JobConfig) -> dict[str, PartyData]:
-    return {name: load_data(job, name, None, None) for name in [job.host, *job.guests]}
 
 
 def oracle(job: JobConfig, data: dict[str, PartyData]) -> tuple[list[np.ndarray], list[float]]:
@@ -140,7 +119,7 @@ def test_encrypted_glm_equals_the_plaintext_oracle(
 ) -> None:
     # Prepare
     job = glm_job(kind, dataset, guests=guests, classes=classes, batch_size=batch)
-    data = party_rows(job)
+    data = party_data(job)
     want_weights, want_losses = oracle(job, data)
 
     # Act
@@ -160,7 +139,7 @@ def test_encrypted_glm_equals_the_plaintext_oracle(
 def test_multiclass_sends_every_class_in_one_forward(tmp_path: Path) -> None:
     # Prepare
     job = glm_job("multiclass", "wine", classes=3, epochs=1)
-    data = party_rows(job)
+    data = party_data(job)
     rows = len(data[job.host].x_train)
 
     # Act
@@ -212,39 +191,6 @@ def test_glm_of_refuses_other_kinds() -> None:
     assert glm_of(job) == Glm("linear", 1)
 
 
-def run_resumable(
-    job: JobConfig,
-    out: Path,
-    *,
-    resume: bool = False,
-    die_after: int = 0,
-    tables: dict[str, IdTable | None] | None = None,
-) -> dict[str, Any]:
-    """Every party in a thread; ``die_after``: the Host's transport dies after so many sends."""
-    hub = InMemoryHub(record=False)
-    transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
-    if die_after:
-        transports[job.host] = DyingTransport(transports[job.host], die_after)
-    results: dict[str, Any] = {}
-
-    def party(name: str) -> None:
-        try:
-            table = (tables or {}).get(name)
-            results[name] = run_party(
-                job, name, out / name, transport=transports[name], resume=resume, table=table
-            )
-        except BaseException as exc:  # the test inspects it
-            results[name] = exc
-
-    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(job.timeout_seconds * 3 + 30)
-        assert not thread.is_alive(), "a party hung"
-    return results
-
-
 @pytest.mark.parametrize(
     ("kind", "dataset", "classes"),
     [("linear", "diabetes", 0), ("poisson", "counts", 0), ("multiclass", "wine", 3)],
@@ -257,7 +203,7 @@ def test_an_interrupted_glm_run_resumes_to_the_same_model(
     job = replace(job, training=replace(job.training, tolerance=0.0))
     reference = run_resumable(job, tmp_path / "a")
     assert not failures(reference), failures(reference)
-    crashed = run_resumable(job, tmp_path / "b", die_after=24)
+    crashed = run_resumable(job, tmp_path / "b", die=(job.host, 24))
     assert isinstance(crashed[job.host], Crash), crashed
 
     # Act

@@ -15,6 +15,7 @@ from helpers import (
     read_model,
     read_summary,
     run_in_threads,
+    run_resumable,
 )
 from sklearn.metrics import roc_auc_score
 
@@ -36,7 +37,7 @@ from privfl.protocol.memory import InMemoryHub
 def boost_job(guests: int = 1, **model: object) -> JobConfig:
     settings: dict[str, object] = {"kind": "secureboost", "trees": 2, "depth": 3, "bins": 16}
     settings.update(model)
-    return replace(memory_job(guests, timeout=60.0), model=ModelConfig(**settings))  # type: ignore[arg-type]
+    return memory_job(guests, timeout=60.0, model=ModelConfig(**settings))  # type: ignore[arg-type]
 
 
 def reference(job: JobConfig) -> sb.Booster:
@@ -118,49 +119,16 @@ def test_extreme_gradients_do_not_overflow_a_slot() -> None:
     assert got.tolist() == [[rows * top, rows * top, rows], [-rows * top, 0, rows]]
 
 
-def run_with(
-    job: JobConfig, out: Path, *, resume: bool = False, die: int = 0, hub: InMemoryHub | None = None
-) -> dict:
-    """Every party in a thread; the Host fails on its ``die``-th send (0: never)."""
-    import threading
-
-    from helpers import DyingTransport
-
-    from privfl.parties.vertical.runner import run_party
-
-    hub = hub or InMemoryHub(record=False)
-    transports: dict = {name: hub.transport(name) for name in job.parties}
-    if die:
-        transports[job.host] = DyingTransport(transports[job.host], die)
-    results: dict = {}
-
-    def party(name: str) -> None:
-        try:
-            results[name] = run_party(
-                job, name, out / name, transport=transports[name], resume=resume
-            )
-        except BaseException as exc:
-            results[name] = exc
-
-    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(job.timeout_seconds * 3 + 30)
-        assert not thread.is_alive(), "a party hung"
-    return results
-
-
 def test_an_interrupted_run_resumes_to_the_same_trees(tmp_path: Path) -> None:
     job = replace(boost_job(1, trees=4, depth=2), timeout_seconds=5.0)
-    whole = run_with(job, tmp_path / "whole")
+    whole = run_resumable(job, tmp_path / "whole")
     assert not failures(whole), failures(whole)
-    broken = run_with(job, tmp_path / "cut", die=30)  # during the third tree
+    broken = run_resumable(job, tmp_path / "cut", die=(job.host, 30))  # during the third tree
     assert failures(broken)
     held = sorted((tmp_path / "cut" / "host" / "checkpoints").glob("epoch-*.json"))
     assert held, "the host saved no tree before it failed"
     hub = InMemoryHub()
-    resumed = run_with(job, tmp_path / "cut", resume=True, hub=hub)
+    resumed = run_resumable(job, tmp_path / "cut", resume=True, hub=hub)
     assert not failures(resumed), failures(resumed)
     grown = [b for _, _, _, b in decoded_traffic(hub) if isinstance(b, BoostGradients)]
     assert 0 < len(grown) < 4  # only the trees after the last common checkpoint
