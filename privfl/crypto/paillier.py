@@ -184,13 +184,22 @@ class PublicKey:
         return (2 * self.bits + 7) // 8
 
     def check_ciphertexts(self, c: Sequence[int]) -> None:
-        """Raise CryptoError unless every ``c_i`` is a unit in ``(0, n**2)``; use on peer input."""
+        """Raise CryptoError unless every ``c_i`` is a unit in ``(0, n**2)``; use on peer input.
+
+        One gcd for the whole vector: ``Π c_i mod n`` is a unit exactly when every
+        ``c_i`` is (a prime factor of n dividing the product divides some ``c_i``).
+        """
+        n, product = self._n, _mpz(1)
         for ci in c:
-            if not 0 < ci < self._n2 or math.gcd(int(ci), self.n) != 1:
-                raise CryptoError(
-                    "a ciphertext is outside (0, n^2) or shares a factor with n; "
-                    "reject the peer's message"
-                )
+            if not 0 < ci < self._n2:
+                product = _mpz(0)
+                break
+            product = product * ci % n
+        if math.gcd(int(product), self.n) != 1:
+            raise CryptoError(
+                "a ciphertext is outside (0, n^2) or shares a factor with n; "
+                "reject the peer's message"
+            )
 
     def _check_plain(self, plain: Sequence[int]) -> None:
         """Raise CryptoError unless every plaintext is an encoded residue in ``[0, n)``."""
@@ -355,8 +364,19 @@ class PrivateKey:
 
 
 def private_primes(key: PrivateKey) -> tuple[int, int]:
-    """The primes ``(p, q)``, for the Server's own checkpoint file (mode 0600) and nothing else."""
+    """The primes ``(p, q)``: for the Server's own checkpoint file (mode 0600), and for the
+    key holder's own worker processes (:func:`decrypt_with_primes`, over local pipes)."""
     return int(key._key.p), int(key._key.q)
+
+
+def decrypt_with_primes(n: int, p: int, q: int, c: Sequence[int]) -> list[int]:
+    """Worker task of the key holder: :meth:`PrivateKey.decrypt` from the primes it was given.
+
+    Only a party's own worker processes, on its own machine, call this (the SecureBoost
+    Host spreads its histogram decryptions over them); the primes travel over local
+    process pipes, never over the network, and are not kept after the task.
+    """
+    return PrivateKey(PublicKey(n), p, q).decrypt(c)
 
 
 def generate_keypair(bits: int, obfuscation: str = "standard") -> tuple[PublicKey, PrivateKey]:

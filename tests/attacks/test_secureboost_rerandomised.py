@@ -23,6 +23,7 @@ from privfl.learning import secureboost as sb
 from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of
 from privfl.protocol.boost_messages import BoostGradients, BoostHistogram
 from privfl.protocol.memory import InMemoryHub
+from privfl.protocol.messages import PublicKeyMessage
 
 
 def bin_products(cts: list[int], binned: np.ndarray, bins: int, n2: int) -> list[int]:
@@ -48,7 +49,7 @@ def test_histograms_do_not_reveal_which_rows_are_in_a_bin(tmp_path: Path) -> Non
     assert host.y_train is not None
     params = params_of(job)
     binned = sb.bin_columns(guest.x_train, sb.quantile_edges(guest.x_train, params.bins))
-    n = int(next(b for s, _, _, b in traffic if s == "host" and type(b).__name__ == "PublicKey").n)
+    n = int(next(b for s, _, _, b in traffic if s == "host" and isinstance(b, PublicKeyMessage)).n)
     n2 = n * n
     layout = Layout(len(grads.rows), n.bit_length())
     column = 0

@@ -3,7 +3,8 @@
 Per tree the protocol needs: one fresh encryption per tree row (Host), the bin
 additions of the guest's histograms (one mulmod n² per row per column of each node it
 sums directly), an inversion and a mulmod per bin of each node taken as parent minus
-sibling, the Horner packing (one ``c^(2^slot)`` per packed bin sum), one fresh
+sibling, the Horner packing (one ``c^(2^slot)`` and a mulmod per packed bin sum but
+the last of each ciphertext), one fresh
 obfuscation per packed ciphertext (guest) and one decryption of it (Host). The floor is
 their measured unit costs times the counts of the real run, spread over every core.
 """
@@ -180,9 +181,7 @@ def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> 
         + run["decryptions"] * costs["decrypt"]
         + run["guest_additions"] * costs["mulmod"]
         + run["guest_subtractions"] * (costs["invert"] + costs["mulmod"])
-        + run["guest_packed"]
-        * Layout(run["tree_rows"], run["key_bits"]).per_ciphertext
-        * costs["shift"]
+        + run["guest_shifts"] * (costs["shift"] + costs["mulmod"])
     )
     trees: int = run["trees"]
     return float(total) / cores / trees

@@ -9,6 +9,7 @@ in that tree, gradients of the wrong length or an out-of-order tree.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,7 +89,7 @@ class GuestBoost:
     next_tree: int = 0
     finished: bool = False
     work: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(("additions", "subtractions", "packed"), 0)
+        default_factory=lambda: dict.fromkeys(("additions", "subtractions", "packed", "shifts"), 0)
     )
 
     def __post_init__(self) -> None:
@@ -151,8 +152,9 @@ def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
         small = t.sums[sibling]
         t.sums[node] = [p * powmod(s, -1, n2) % n2 for p, s in zip(parent, small, strict=True)]
     flat = [c for node in nodes for c in t.sums[node]]
-    packed = pack_sums(flat, t.layout, state.key.nsquare)
+    packed = pack_split(state, flat, t.layout)
     state.work["packed"] += len(packed)
+    state.work["shifts"] += len(flat) - len(packed)  # Horner: one per sum but the group's last
     values = fresh.rerandomize(state.key, packed, take(state, len(packed)))
     return BoostHistogram(tree=t.tree, level=msg.level, nodes=msg.nodes, values=values)
 
@@ -194,6 +196,25 @@ def bin_sums(state: GuestBoost, t: TreeState, rows: np.ndarray) -> list[Any]:
         if block.shape[1]
     ]
     return [mpz(v) for v in state.noise.run_split(column_sums, blocks)]
+
+
+def pack_split(state: GuestBoost, sums: list[Any], layout: Layout) -> list[int]:
+    """:func:`pack_sums` over the compute workers: whole groups of ``k`` sums per block."""
+    per = layout.per_ciphertext
+    groups = layout.packed(len(sums))
+    parts = max(1, min(state.noise.workers, groups))
+    bounds = [int(b) * per for b in np.linspace(0, groups, parts + 1).round()]
+    blocks = [
+        (state.key.nsquare, [int(c) for c in sums[lo:hi]], layout.rows, layout.key_bits)
+        for lo, hi in itertools.pairwise(bounds)
+        if lo < len(sums)
+    ]
+    return state.noise.run_split(pack_block, blocks)
+
+
+def pack_block(nsquare: int, sums: list[int], rows: int, key_bits: int) -> list[int]:
+    """Worker task: one block of whole packing groups."""
+    return pack_sums(sums, Layout(rows, key_bits), nsquare)
 
 
 def column_sums(nsquare: int, cts: list[int], binned: np.ndarray, bins: int) -> list[int]:
