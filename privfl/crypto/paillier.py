@@ -59,6 +59,28 @@ def obfuscators(n: int, count: int, h_s: int = 0) -> list[int]:
     return out
 
 
+def obfuscators_crt(n: int, p: int, q: int, count: int) -> list[int]:
+    """:func:`obfuscators` (standard mode) for the key holder, by the Chinese remainder theorem.
+
+    The same values, ``r**n mod n**2`` for a CSPRNG unit ``r``, computed as
+    ``r**(n mod p(p-1)) mod p**2`` and its ``q`` twin (the order of ``Z*_{p²}`` divides
+    ``p(p-1)``): two half-size powmods, about half the cost. Only the key holder's own
+    processes know ``p`` and ``q`` (see :func:`decrypt_with_primes`).
+    """
+    p2, q2 = _mpz(p) * p, _mpz(q) * q
+    if p2 * q2 != _mpz(n) * n:
+        raise CryptoError("p * q does not match the public modulus; the key pair is corrupt")
+    ep, eq = _mpz(n) % (p2 - p), _mpz(n) % (q2 - q)
+    q2_inv = _powmod(q2, -1, p2)
+    out: list[int] = []
+    while len(out) < count:
+        r = secrets.randbelow(n - 1) + 1
+        if math.gcd(r, n) == 1:
+            a, b = _powmod(r, ep, p2), _powmod(r, eq, q2)
+            out.append(int(b + q2 * ((a - b) * q2_inv % p2)))
+    return out
+
+
 def _not_invertible(exc: Exception) -> NoReturn:
     """Translate a failed modular inversion (a ciphertext sharing a factor with n)."""
     raise CryptoError(

@@ -213,7 +213,8 @@ def run_boost_host(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict
         raise ConfigError("the host needs the label column")
     params = params_of(job)
     key = handshake(ctx, data)
-    noise = NoisePool(key.public_key.n, workers, key.public_key.h_s, nice=0)  # critical path
+    public = key.public_key  # the Host's own workers: CRT obfuscators (docs/security.md)
+    noise = NoisePool(public.n, workers, public.h_s, nice=0, primes=private_primes(key))
     try:
         state = init_state(ctx, data, params, key, noise)
         noise.prefetch(len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests))
