@@ -348,7 +348,10 @@ def unmask(values: Sequence[int], masks: Sequence[int], n: int) -> list[int]:
 
 
 class PrivateKey:
-    """A Paillier private key; it never leaves the process (no serialisation, no pickle)."""
+    """A Paillier private key; the object never leaves its process (no serialisation, no pickle).
+
+    Only its holder's own worker processes get the primes (:func:`private_primes`).
+    """
 
     __slots__ = ("_key", "_public")
 
