@@ -143,8 +143,7 @@ def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
         if len(t.live[node]) < state.floor:
             raise ProtocolError(f"node {node} has {len(t.live[node])} rows, fewer than the floor")
     direct, derived = plan(t, nodes)
-    for node in direct:
-        t.sums[node] = bin_sums(state, t, t.live[node])
+    t.sums.update(bin_sums(state, t, direct))
     n2 = mpz(state.key.nsquare)
     state.work["subtractions"] += len(derived) * len(t.features) * state.params.bins
     for node, sibling in derived:
@@ -178,24 +177,30 @@ def plan(t: TreeState, nodes: list[int]) -> tuple[list[int], list[tuple[int, int
     return direct, derived
 
 
-def bin_sums(state: GuestBoost, t: TreeState, rows: np.ndarray) -> list[Any]:
-    """``Π [[g, h, 1]]`` over each bin of each used column: ``features × bins`` ciphertexts.
+def bin_sums(state: GuestBoost, t: TreeState, nodes: list[int]) -> dict[int, list[Any]]:
+    """``Π [[g, h, 1]]`` over each bin of each used column: ``features × bins`` per node.
 
-    The columns are split over the compute workers (each gets the node's ciphertexts
-    and its block of binned columns over local pipes), inline with one worker.
+    Each node's columns are split over the compute workers (each gets the node's
+    ciphertexts and its block of binned columns over local pipes), every node of the
+    level at once; inline with one worker.
     """
-    bins = state.params.bins
-    at = np.searchsorted(t.rows, rows)
-    cts = [int(t.cts[i]) for i in at.tolist()]
-    columns = state.binned["train"][np.ix_(rows, t.features)]
-    state.work["additions"] += len(rows) * len(t.features)
-    parts = min(state.noise.workers, len(t.features))
-    blocks = [
-        (state.key.nsquare, cts, np.ascontiguousarray(block), bins)
-        for block in np.array_split(columns, max(1, parts), axis=1)
-        if block.shape[1]
-    ]
-    return [mpz(v) for v in state.noise.run_split(column_sums, blocks)]
+    bins, width = state.params.bins, len(t.features)
+    parts = max(1, min(state.noise.workers, width))
+    blocks = []
+    for node in nodes:
+        rows = t.live[node]
+        at = np.searchsorted(t.rows, rows)
+        cts = [int(t.cts[i]) for i in at.tolist()]
+        columns = state.binned["train"][np.ix_(rows, t.features)]
+        state.work["additions"] += len(rows) * width
+        blocks += [
+            (state.key.nsquare, cts, np.ascontiguousarray(block), bins)
+            for block in np.array_split(columns, parts, axis=1)
+            if block.shape[1]
+        ]
+    flat = [mpz(v) for v in state.noise.run_split(column_sums, blocks)]
+    size = width * bins
+    return {node: flat[i * size : (i + 1) * size] for i, node in enumerate(nodes)}
 
 
 def pack_split(state: GuestBoost, sums: list[Any], layout: Layout) -> list[int]:
