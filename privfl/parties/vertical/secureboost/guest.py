@@ -144,12 +144,8 @@ def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
             raise ProtocolError(f"node {node} has {len(t.live[node])} rows, fewer than the floor")
     direct, derived = plan(t, nodes)
     t.sums.update(bin_sums(state, t, direct))
-    n2 = mpz(state.key.nsquare)
     state.work["subtractions"] += len(derived) * len(t.features) * state.params.bins
-    for node, sibling in derived:
-        parent = t.sums[(node - 1) // 2]
-        small = t.sums[sibling]
-        t.sums[node] = [p * powmod(s, -1, n2) % n2 for p, s in zip(parent, small, strict=True)]
+    t.sums.update(differences(state, t, derived))
     flat = [c for node in nodes for c in t.sums[node]]
     packed = pack_split(state, flat, t.layout)
     state.work["packed"] += len(packed)
@@ -201,6 +197,30 @@ def bin_sums(state: GuestBoost, t: TreeState, nodes: list[int]) -> dict[int, lis
     flat = [mpz(v) for v in state.noise.run_split(column_sums, blocks)]
     size = width * bins
     return {node: flat[i * size : (i + 1) * size] for i, node in enumerate(nodes)}
+
+
+def differences(
+    state: GuestBoost, t: TreeState, derived: list[tuple[int, int]]
+) -> dict[int, list[Any]]:
+    """Each derived node's sums as parent ÷ sibling, bin by bin, spread over the workers."""
+    parents = [int(c) for node, _ in derived for c in t.sums[(node - 1) // 2]]
+    smaller = [int(c) for _, sibling in derived for c in t.sums[sibling]]
+    parts = max(1, min(state.noise.workers, len(parents)))
+    bounds = [int(b) for b in np.linspace(0, len(parents), parts + 1).round()]
+    blocks = [
+        (state.key.nsquare, parents[lo:hi], smaller[lo:hi])
+        for lo, hi in itertools.pairwise(bounds)
+        if lo < hi
+    ]
+    flat = [mpz(v) for v in state.noise.run_split(divide_block, blocks)]
+    size = len(t.features) * state.params.bins
+    return {node: flat[i * size : (i + 1) * size] for i, (node, _) in enumerate(derived)}
+
+
+def divide_block(nsquare: int, parents: list[int], smaller: list[int]) -> list[int]:
+    """Worker task: ``p · s⁻¹ mod n²`` for each pair (the sum over the parent's other rows)."""
+    n2 = mpz(nsquare)
+    return [int(p * powmod(s, -1, n2) % n2) for p, s in zip(parents, smaller, strict=True)]
 
 
 def pack_split(state: GuestBoost, sums: list[Any], layout: Layout) -> list[int]:
