@@ -59,6 +59,28 @@ def obfuscators(n: int, count: int, h_s: int = 0) -> list[int]:
     return out
 
 
+def obfuscators_crt(n: int, p: int, q: int, count: int) -> list[int]:
+    """:func:`obfuscators` (standard mode) for the key holder, by the Chinese remainder theorem.
+
+    The same values, ``r**n mod n**2`` for a CSPRNG unit ``r``, computed as
+    ``r**(n mod p(p-1)) mod p**2`` and its ``q`` twin (the order of ``Z*_{p²}`` divides
+    ``p(p-1)``): two half-size powmods, about half the cost. Only the key holder's own
+    processes know ``p`` and ``q`` (see :func:`decrypt_with_primes`).
+    """
+    p2, q2 = _mpz(p) * p, _mpz(q) * q
+    if p2 * q2 != _mpz(n) * n:
+        raise CryptoError("p * q does not match the public modulus; the key pair is corrupt")
+    ep, eq = _mpz(n) % (p2 - p), _mpz(n) % (q2 - q)
+    q2_inv = _powmod(q2, -1, p2)
+    out: list[int] = []
+    while len(out) < count:
+        r = secrets.randbelow(n - 1) + 1
+        if math.gcd(r, n) == 1:
+            a, b = _powmod(r, ep, p2), _powmod(r, eq, q2)
+            out.append(int(b + q2 * ((a - b) * q2_inv % p2)))
+    return out
+
+
 def _not_invertible(exc: Exception) -> NoReturn:
     """Translate a failed modular inversion (a ciphertext sharing a factor with n)."""
     raise CryptoError(
@@ -184,13 +206,22 @@ class PublicKey:
         return (2 * self.bits + 7) // 8
 
     def check_ciphertexts(self, c: Sequence[int]) -> None:
-        """Raise CryptoError unless every ``c_i`` is a unit in ``(0, n**2)``; use on peer input."""
+        """Raise CryptoError unless every ``c_i`` is a unit in ``(0, n**2)``; use on peer input.
+
+        One gcd for the whole vector: ``Π c_i mod n`` is a unit exactly when every
+        ``c_i`` is (a prime factor of n dividing the product divides some ``c_i``).
+        """
+        n, product = self._n, _mpz(1)
         for ci in c:
-            if not 0 < ci < self._n2 or math.gcd(int(ci), self.n) != 1:
-                raise CryptoError(
-                    "a ciphertext is outside (0, n^2) or shares a factor with n; "
-                    "reject the peer's message"
-                )
+            if not 0 < ci < self._n2:
+                product = _mpz(0)
+                break
+            product = product * ci % n
+        if math.gcd(int(product), self.n) != 1:
+            raise CryptoError(
+                "a ciphertext is outside (0, n^2) or shares a factor with n; "
+                "reject the peer's message"
+            )
 
     def _check_plain(self, plain: Sequence[int]) -> None:
         """Raise CryptoError unless every plaintext is an encoded residue in ``[0, n)``."""
@@ -317,7 +348,10 @@ def unmask(values: Sequence[int], masks: Sequence[int], n: int) -> list[int]:
 
 
 class PrivateKey:
-    """A Paillier private key; it never leaves the process (no serialisation, no pickle)."""
+    """A Paillier private key; the object never leaves its process (no serialisation, no pickle).
+
+    Only its holder's own worker processes get the primes (:func:`private_primes`).
+    """
 
     __slots__ = ("_key", "_public")
 
@@ -355,8 +389,19 @@ class PrivateKey:
 
 
 def private_primes(key: PrivateKey) -> tuple[int, int]:
-    """The primes ``(p, q)``, for the Server's own checkpoint file (mode 0600) and nothing else."""
+    """The primes ``(p, q)``: for the Server's own checkpoint file (mode 0600), and for the
+    key holder's own worker processes (:func:`decrypt_with_primes`, over local pipes)."""
     return int(key._key.p), int(key._key.q)
+
+
+def decrypt_with_primes(n: int, p: int, q: int, c: Sequence[int]) -> list[int]:
+    """Worker task of the key holder: :meth:`PrivateKey.decrypt` from the primes it was given.
+
+    Only a party's own worker processes, on its own machine, call this (the SecureBoost
+    Host spreads its histogram decryptions over them); the primes travel over local
+    process pipes, never over the network, and are not kept after the task.
+    """
+    return PrivateKey(PublicKey(n), p, q).decrypt(c)
 
 
 def generate_keypair(bits: int, obfuscation: str = "standard") -> tuple[PublicKey, PrivateKey]:

@@ -21,7 +21,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 import numpy as np
 import numpy.typing as npt
 
-from privfl.crypto.paillier import PublicKey, obfuscators
+from privfl.crypto.paillier import PublicKey, obfuscators, obfuscators_crt
 
 CHUNK = 32  # obfuscators per task: large enough to amortise IPC, small enough to balance
 BACKGROUND_NICE = 5
@@ -72,9 +72,18 @@ class NoisePool:
     The same workers also split a party's ``Xᵀ[[d]]`` by columns (:meth:`matvec_t`).
     """
 
-    def __init__(self, n: int, workers: int = 0, h_s: int = 0, nice: int = BACKGROUND_NICE) -> None:
+    def __init__(
+        self,
+        n: int,
+        workers: int = 0,
+        h_s: int = 0,
+        nice: int = BACKGROUND_NICE,
+        primes: tuple[int, int] | None = None,
+    ) -> None:
         self.n = n
         self.h_s = h_s  # non-zero: DJN short-exponent obfuscators (see crypto.djn)
+        # The key holder's own pool: standard obfuscators by CRT (obfuscators_crt).
+        self.primes = None if h_s else primes
         self.workers = workers or os.cpu_count() or 1
         self._ready: deque[int] = deque()
         self._pending: deque[Future[list[int]]] = deque()
@@ -91,14 +100,20 @@ class NoisePool:
             return
         for start in range(0, count, CHUNK):
             size = min(CHUNK, count - start)
-            self._pending.append(self._executor.submit(obfuscators, self.n, size, self.h_s))
+            if self.primes is not None:
+                task = self._executor.submit(obfuscators_crt, self.n, *self.primes, size)
+            else:
+                task = self._executor.submit(obfuscators, self.n, size, self.h_s)
+            self._pending.append(task)
             self._pending_count += size
 
     def take(self, count: int) -> list[int]:
         """``count`` obfuscators: prefetched ones first, the rest computed now in parallel."""
         missing = count - len(self._ready) - self._pending_count
         if missing > 0:
-            if self._executor is None:
+            if self._executor is None and self.primes is not None:
+                self._ready.extend(obfuscators_crt(self.n, *self.primes, missing))
+            elif self._executor is None:
                 self._ready.extend(obfuscators(self.n, missing, self.h_s))
             else:
                 self.prefetch(missing)

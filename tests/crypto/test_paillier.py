@@ -334,3 +334,17 @@ def test_generated_key_has_requested_size(keys: tuple[PublicKey, PrivateKey]) ->
 
     assert pub.bits == 512
     assert priv.public_key is pub
+
+
+def test_crt_obfuscators_are_the_public_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privfl.crypto import paillier
+    from privfl.crypto.paillier import obfuscators_crt, private_primes
+
+    pub, priv = generate_keypair(512)
+    p, q = private_primes(priv)
+    fresh = obfuscators_crt(pub.n, p, q, 3)
+    assert len(set(fresh)) == 3 and priv.decrypt(fresh) == [0, 0, 0]
+    monkeypatch.setattr(paillier.secrets, "randbelow", lambda _: 12344)  # r = 12345
+    assert obfuscators_crt(pub.n, p, q, 1) == [pow(12345, pub.n, pub.n**2)]
+    with pytest.raises(CryptoError):
+        obfuscators_crt(pub.n, p + 2, q, 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from privfl.crypto.paillier import PublicKey, generate_keypair
+from privfl.crypto.paillier import PublicKey, generate_keypair, private_primes
 from privfl.crypto.pools import CHUNK, NoisePool
 
 
@@ -13,10 +13,10 @@ def keypair() -> tuple[PublicKey, object]:
     return generate_keypair(512)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_pool_values_encrypt_correctly_in_any_batch_sizes(keypair, workers: int) -> None:
+@pytest.mark.parametrize(("workers", "crt"), [(1, False), (2, False), (1, True), (2, True)])
+def test_pool_values_encrypt_correctly_in_any_batch_sizes(keypair, workers: int, crt) -> None:
     public, private = keypair
-    pool = NoisePool(public.n, workers)
+    pool = NoisePool(public.n, workers, primes=private_primes(private) if crt else None)
     try:
         pool.prefetch(CHUNK + 5)  # a short last chunk: counts must stay exact
         plain = list(range(3 * CHUNK + 7))

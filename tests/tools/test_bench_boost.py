@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from privfl.parties.vertical.secureboost.common import Layout
 from privfl.tools.bench.boost import floor_per_tree, synthetic_boost
 
 
-def test_floor_adds_every_operation_and_divides_by_cores_and_trees() -> None:
+@pytest.mark.parametrize("obfuscation", ["standard", "djn"])
+def test_floor_adds_every_operation_and_divides_by_cores_and_trees(obfuscation: str) -> None:
     run = {
-        "obfuscation": "standard",
+        "obfuscation": obfuscation,
         "encryptions": 100,
         "decryptions": 10,
         "guest_packed": 10,
+        "guest_shifts": 40,
         "guest_additions": 1000,
         "guest_subtractions": 50,
         "trees": 2,
@@ -22,14 +23,17 @@ def test_floor_adds_every_operation_and_divides_by_cores_and_trees() -> None:
     }
     costs = {
         "obfuscation_standard": 1.0,
+        "obfuscation_standard_host": 0.6,
         "obfuscation_djn": 0.1,
         "decrypt": 0.5,
         "mulmod": 0.001,
         "invert": 0.01,
         "shift": 0.002,
     }
-    per = Layout(100, 1024).per_ciphertext
-    total = 110 * 1.0 + 10 * 0.5 + 1000 * 0.001 + 50 * 0.011 + 10 * per * 0.002
+    # The Host's standard encryptions at its CRT cost, the guest's re-randomisations at
+    # the public one; a Horner shift and a mulmod per packed sum but each group's last.
+    host, guest = (0.6, 1.0) if obfuscation == "standard" else (0.1, 0.1)
+    total = 100 * host + 10 * guest + 10 * 0.5 + 1000 * 0.001 + 50 * 0.011 + 40 * 0.003
     assert floor_per_tree(run, costs, cores=4) == pytest.approx(total / 4 / 2)
 
 

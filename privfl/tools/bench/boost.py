@@ -3,8 +3,11 @@
 Per tree the protocol needs: one fresh encryption per tree row (Host), the bin
 additions of the guest's histograms (one mulmod n² per row per column of each node it
 sums directly), an inversion and a mulmod per bin of each node taken as parent minus
-sibling, the Horner packing (one ``c^(2^slot)`` per packed bin sum), one fresh
-obfuscation per packed ciphertext (guest) and one decryption of it (Host). The floor is
+sibling, the Horner packing (one ``c^(2^slot)`` and a mulmod per packed bin sum but
+the last of each ciphertext), one fresh
+obfuscation per packed ciphertext (guest) and one decryption of it (Host). The Host
+holds the primes, so its standard encryptions are counted at the cost of its CRT
+obfuscators (crypto.paillier.obfuscators_crt), the guests' at the public-key cost. The floor is
 their measured unit costs times the counts of the real run, spread over every core.
 """
 
@@ -24,6 +27,8 @@ import numpy as np
 
 from privfl.config.vertical import DataConfig, ModelConfig
 from privfl.crypto.gmp import mpz, powmod
+from privfl.crypto.paillier import obfuscators_crt, private_primes
+from privfl.crypto.pools import CHUNK
 from privfl.data.views import Table, split_view
 from privfl.learning import secureboost as sb
 from privfl.learning.metrics import binary_metrics
@@ -56,7 +61,7 @@ def synthetic_boost(
     )
 
 
-def best_of(func: Callable[[], object], count: int, repeats: int = 5) -> float:
+def best_of(func: Callable[[], object], count: int, repeats: int = 15) -> float:
     """CPU seconds per call: the best of ``repeats`` means over ``count`` calls.
 
     CPU time, not wall time: on a shared machine other jobs stretch the wall clock,
@@ -74,6 +79,7 @@ def best_of(func: Callable[[], object], count: int, repeats: int = 5) -> float:
 def unit_costs(bits: int, rows: int) -> dict[str, float]:
     """Seconds per operation at ``bits``: obfuscations, decryption, mulmod, inversion, shift."""
     public, private, djn_key = stages.keys(bits)
+    p, q = private_primes(private)
     n2 = mpz(public.nsquare)
     [c] = public.encrypt([1])
     djn_key.fresh_noise(1)  # the fixed-base table, outside the timing
@@ -81,6 +87,10 @@ def unit_costs(bits: int, rows: int) -> dict[str, float]:
     shift = mpz(1) << Layout(rows, bits).slot
     return {
         "obfuscation_standard": best_of(lambda: public.fresh_noise(1), 20),
+        # The Host holds the primes: its own encryptions cost two half-size powmods.
+        # (in the workers' chunks, as the Host's pool computes them)
+        "obfuscation_standard_host": best_of(lambda: obfuscators_crt(public.n, p, q, CHUNK), 1)
+        / CHUNK,
         "obfuscation_djn": best_of(lambda: djn_key.fresh_noise(1), 50),
         "decrypt": best_of(lambda: private.decrypt([c]), 50),
         "mulmod": best_of(lambda: a * b % n2, 20_000),
@@ -123,7 +133,7 @@ def run_boost(
     start = time.monotonic()
     parties = start_parties(job, write_kit(job, out / "kit"), out, extra)
     usage = MemoryWatch({p.name: p.process.pid for p in parties})
-    first = FirstTree(out / job.host / "metrics.jsonl", usage)
+    first = TreeCpu(out / job.host / "metrics.jsonl", usage, model.trees)
     try:
         supervise(parties, EpochProgress(out / job.host / "metrics.jsonl", model.trees, False))
     finally:
@@ -140,6 +150,7 @@ def run_boost(
         "wall_seconds": round(wall, 3),
         "cpu_seconds": round(sum(p["cpu_seconds"] for p in per_party.values()), 2),
         "cpu_after_first_tree": first.cpu,
+        "cpu_at_last_tree": first.last,
         "per_party": per_party,
         "auc": summary["auc"],
         "trees": len(seconds),
@@ -151,20 +162,29 @@ def run_boost(
     }
 
 
-class FirstTree:
-    """Notes the parties' CPU seconds when the first tree's metrics line appears."""
+class TreeCpu:
+    """Notes the parties' CPU seconds when the first and the last tree's metrics lines appear.
 
-    def __init__(self, metrics: Path, usage: MemoryWatch) -> None:
-        self.metrics, self.usage = metrics, usage
+    Between the two lies the steady state: no key generation or worker start-up before,
+    no model files and plots after.
+    """
+
+    def __init__(self, metrics: Path, usage: MemoryWatch, trees: int) -> None:
+        self.metrics, self.usage, self.trees = metrics, usage, trees
         self.cpu: float | None = None
+        self.last: tuple[int, float] | None = None  # trees done, CPU seconds then
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(0.1):
-            if self.metrics.exists() and self.metrics.read_text().count("\n") >= 1:
+            done = self.metrics.read_text().count("\n") if self.metrics.exists() else 0
+            if done >= 1 and self.cpu is None:
                 self.cpu = sum(sum(c.values()) for c in self.usage.cpu.values())
+                self.last = (1, self.cpu)
+            elif done >= self.trees:
+                self.last = (done, sum(sum(c.values()) for c in self.usage.cpu.values()))
                 return
 
     def stop(self) -> None:
@@ -175,14 +195,14 @@ class FirstTree:
 def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> float:
     """Least seconds per tree the run's operation counts allow on ``cores`` cores."""
     obf = costs[f"obfuscation_{run['obfuscation']}"]
+    host_obf = costs["obfuscation_standard_host"] if run["obfuscation"] == "standard" else obf
     total = (
-        (run["encryptions"] + run["guest_packed"]) * obf
+        run["encryptions"] * host_obf
+        + run["guest_packed"] * obf
         + run["decryptions"] * costs["decrypt"]
         + run["guest_additions"] * costs["mulmod"]
         + run["guest_subtractions"] * (costs["invert"] + costs["mulmod"])
-        + run["guest_packed"]
-        * Layout(run["tree_rows"], run["key_bits"]).per_ciphertext
-        * costs["shift"]
+        + run["guest_shifts"] * (costs["shift"] + costs["mulmod"])
     )
     trees: int = run["trees"]
     return float(total) / cores / trees
@@ -218,8 +238,10 @@ def run_boost_bench(
             run["ratio_to_floor"] = run["steady_tree_seconds"] / run["floor_tree_seconds"]
             # CPU seconds per tree after the first (every party and worker) against the
             # floor's CPU seconds: what a shared machine cannot inflate.
-            steady = run["cpu_seconds"] - (run["cpu_after_first_tree"] or 0.0)
-            run["cpu_per_tree"] = steady / max(1, run["trees"] - 1)
+            # (from the first tree's end to the last tree's end: not the model files and plots).
+            done, at_last = run["cpu_at_last_tree"] or (run["trees"], run["cpu_seconds"])
+            steady = at_last - (run["cpu_after_first_tree"] or 0.0)
+            run["cpu_per_tree"] = steady / max(1, done - 1)
             run["cpu_ratio"] = run["cpu_per_tree"] / (run["floor_tree_seconds"] * cores)
             entry["runs"].append(run)
         report["workloads"].append(entry)

@@ -9,6 +9,7 @@ in that tree, gradients of the wrong length or an out-of-order tree.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,7 +89,7 @@ class GuestBoost:
     next_tree: int = 0
     finished: bool = False
     work: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(("additions", "subtractions", "packed"), 0)
+        default_factory=lambda: dict.fromkeys(("additions", "subtractions", "packed", "shifts"), 0)
     )
 
     def __post_init__(self) -> None:
@@ -142,17 +143,13 @@ def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
         if len(t.live[node]) < state.floor:
             raise ProtocolError(f"node {node} has {len(t.live[node])} rows, fewer than the floor")
     direct, derived = plan(t, nodes)
-    for node in direct:
-        t.sums[node] = bin_sums(state, t, t.live[node])
-    n2 = mpz(state.key.nsquare)
+    t.sums.update(bin_sums(state, t, direct))
     state.work["subtractions"] += len(derived) * len(t.features) * state.params.bins
-    for node, sibling in derived:
-        parent = t.sums[(node - 1) // 2]
-        small = t.sums[sibling]
-        t.sums[node] = [p * powmod(s, -1, n2) % n2 for p, s in zip(parent, small, strict=True)]
+    t.sums.update(differences(state, t, derived))
     flat = [c for node in nodes for c in t.sums[node]]
-    packed = pack_sums(flat, t.layout, state.key.nsquare)
+    packed = pack_split(state, flat, t.layout)
     state.work["packed"] += len(packed)
+    state.work["shifts"] += len(flat) - len(packed)  # Horner: one per sum but the group's last
     values = fresh.rerandomize(state.key, packed, take(state, len(packed)))
     return BoostHistogram(tree=t.tree, level=msg.level, nodes=msg.nodes, values=values)
 
@@ -176,24 +173,73 @@ def plan(t: TreeState, nodes: list[int]) -> tuple[list[int], list[tuple[int, int
     return direct, derived
 
 
-def bin_sums(state: GuestBoost, t: TreeState, rows: np.ndarray) -> list[Any]:
-    """``Π [[g, h, 1]]`` over each bin of each used column: ``features × bins`` ciphertexts.
+def bin_sums(state: GuestBoost, t: TreeState, nodes: list[int]) -> dict[int, list[Any]]:
+    """``Π [[g, h, 1]]`` over each bin of each used column: ``features × bins`` per node.
 
-    The columns are split over the compute workers (each gets the node's ciphertexts
-    and its block of binned columns over local pipes), inline with one worker.
+    Each node's columns are split over the compute workers (each gets the node's
+    ciphertexts and its block of binned columns over local pipes), every node of the
+    level at once; inline with one worker.
     """
-    bins = state.params.bins
-    at = np.searchsorted(t.rows, rows)
-    cts = [int(t.cts[i]) for i in at.tolist()]
-    columns = state.binned["train"][np.ix_(rows, t.features)]
-    state.work["additions"] += len(rows) * len(t.features)
-    parts = min(state.noise.workers, len(t.features))
+    bins, width = state.params.bins, len(t.features)
+    parts = max(1, min(state.noise.workers, width))
+    blocks = []
+    for node in nodes:
+        rows = t.live[node]
+        at = np.searchsorted(t.rows, rows)
+        cts = [int(t.cts[i]) for i in at.tolist()]
+        columns = state.binned["train"][np.ix_(rows, t.features)]
+        state.work["additions"] += len(rows) * width
+        blocks += [
+            (state.key.nsquare, cts, np.ascontiguousarray(block), bins)
+            for block in np.array_split(columns, parts, axis=1)
+            if block.shape[1]
+        ]
+    flat = [mpz(v) for v in state.noise.run_split(column_sums, blocks)]
+    size = width * bins
+    return {node: flat[i * size : (i + 1) * size] for i, node in enumerate(nodes)}
+
+
+def differences(
+    state: GuestBoost, t: TreeState, derived: list[tuple[int, int]]
+) -> dict[int, list[Any]]:
+    """Each derived node's sums as parent ÷ sibling, bin by bin, spread over the workers."""
+    parents = [int(c) for node, _ in derived for c in t.sums[(node - 1) // 2]]
+    smaller = [int(c) for _, sibling in derived for c in t.sums[sibling]]
+    parts = max(1, min(state.noise.workers, len(parents)))
+    bounds = [int(b) for b in np.linspace(0, len(parents), parts + 1).round()]
     blocks = [
-        (state.key.nsquare, cts, np.ascontiguousarray(block), bins)
-        for block in np.array_split(columns, max(1, parts), axis=1)
-        if block.shape[1]
+        (state.key.nsquare, parents[lo:hi], smaller[lo:hi])
+        for lo, hi in itertools.pairwise(bounds)
+        if lo < hi
     ]
-    return [mpz(v) for v in state.noise.run_split(column_sums, blocks)]
+    flat = [mpz(v) for v in state.noise.run_split(divide_block, blocks)]
+    size = len(t.features) * state.params.bins
+    return {node: flat[i * size : (i + 1) * size] for i, (node, _) in enumerate(derived)}
+
+
+def divide_block(nsquare: int, parents: list[int], smaller: list[int]) -> list[int]:
+    """Worker task: ``p · s⁻¹ mod n²`` for each pair (the sum over the parent's other rows)."""
+    n2 = mpz(nsquare)
+    return [int(p * powmod(s, -1, n2) % n2) for p, s in zip(parents, smaller, strict=True)]
+
+
+def pack_split(state: GuestBoost, sums: list[Any], layout: Layout) -> list[int]:
+    """:func:`pack_sums` over the compute workers: whole groups of ``k`` sums per block."""
+    per = layout.per_ciphertext
+    groups = layout.packed(len(sums))
+    parts = max(1, min(state.noise.workers, groups))
+    bounds = [int(b) * per for b in np.linspace(0, groups, parts + 1).round()]
+    blocks = [
+        (state.key.nsquare, [int(c) for c in sums[lo:hi]], layout.rows, layout.key_bits)
+        for lo, hi in itertools.pairwise(bounds)
+        if lo < len(sums)
+    ]
+    return state.noise.run_split(pack_block, blocks)
+
+
+def pack_block(nsquare: int, sums: list[int], rows: int, key_bits: int) -> list[int]:
+    """Worker task: one block of whole packing groups."""
+    return pack_sums(sums, Layout(rows, key_bits), nsquare)
 
 
 def column_sums(nsquare: int, cts: list[int], binned: np.ndarray, bins: int) -> list[int]:

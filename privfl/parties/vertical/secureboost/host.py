@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair
+from privfl.crypto.paillier import (
+    PrivateKey,
+    PublicKey,
+    decrypt_with_primes,
+    generate_keypair,
+    private_primes,
+)
 from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
@@ -68,6 +75,7 @@ class RemoteGuest:
     key: PrivateKey
     params: sb.BoostParams
     floor: int
+    pool: NoisePool | None = None  # the Host's own workers, which decrypt in parallel
     layout: Layout | None = None
     asked: tuple[int, int, list[int]] | None = None  # tree, level, nodes
     decrypted: int = 0
@@ -95,7 +103,7 @@ class RemoteGuest:
                 f"{self.name} sent {len(body.values)} histogram ciphertexts, expected "
                 f"{self.layout.packed(sums)}"
             )
-        plain = self.key.decrypt(body.values.values)
+        plain = decrypt_split(self.key, self.pool, body.values.values)
         self.decrypted += len(plain)
         flat = unpack_sums(plain, sums, self.layout)
         hists = flat.reshape(len(ids), width, self.params.bins, 3)
@@ -122,6 +130,20 @@ class RemoteGuest:
         if set(got) != owned or len(body.nodes) != len(owned):
             raise ProtocolError(f"{self.name} sent decisions for other nodes than it owns")
         return got
+
+
+def decrypt_split(key: PrivateKey, pool: NoisePool | None, values: Sequence[int]) -> list[int]:
+    """Decrypt over the Host's own worker processes (inline without them), in order.
+
+    The workers are this party's processes on its machine: the primes reach them over
+    local pipes (docs/security.md, "Vertical SecureBoost").
+    """
+    parts = min(pool.workers if pool is not None else 1, len(values) // 4)
+    if pool is None or parts < 2:
+        return key.decrypt(values)
+    n, (p, q) = key.public_key.n, private_primes(key)
+    blocks = [(n, p, q, [int(v) for v in block]) for block in np.array_split(list(values), parts)]
+    return pool.run_split(decrypt_with_primes, blocks)
 
 
 def check_decisions(
@@ -191,7 +213,8 @@ def run_boost_host(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict
         raise ConfigError("the host needs the label column")
     params = params_of(job)
     key = handshake(ctx, data)
-    noise = NoisePool(key.public_key.n, workers, key.public_key.h_s, nice=0)  # critical path
+    public = key.public_key  # the Host's own workers: CRT obfuscators (docs/security.md)
+    noise = NoisePool(public.n, workers, public.h_s, nice=0, primes=private_primes(key))
     try:
         state = init_state(ctx, data, params, key, noise)
         noise.prefetch(len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests))
@@ -211,7 +234,7 @@ def init_state(
     edges = sb.quantile_edges(data.x_train, params.bins)
     floor = sb.node_floor(params.min_child_weight)
     guests = [
-        RemoteGuest(g, i + 1, guest_features(ctx.job, g), ctx.channel, key, params, floor)
+        RemoteGuest(g, i + 1, guest_features(ctx.job, g), ctx.channel, key, params, floor, noise)
         for i, g in enumerate(ctx.job.guests)
     ]
     return HostBoost(
