@@ -188,17 +188,23 @@ def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str
     return {"rows": len(z)}
 
 
+def meet_guests(ctx: PartyContext, rows: int, digest: str) -> None:
+    """The Host's side of a prediction hello: announce its rows, check every guest's."""
+    job = ctx.job
+    announce(ctx, "host", rows, 0, [job.server], digest)
+    for sender, hello in ctx.channel.gather(Hello, job.guests).items():
+        check_hello(ctx, sender, hello)
+        if hello.rows != rows:
+            raise ConfigError(f"{sender} has {hello.rows} rows to score, the host {rows}")
+        check_rows(sender, hello.rows_digest, digest, "the host's")
+
+
 def host_predict(
     ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path, digest: str = ""
 ) -> dict[str, Any]:
     """Collect the guests' summed scores (masked decryption), write id, probability, label."""
     job, channel = ctx.job, ctx.channel
-    announce(ctx, "host", len(z_host), 0, [job.server], digest)
-    for sender, hello in channel.gather(Hello, job.guests).items():
-        check_hello(ctx, sender, hello)
-        if hello.rows != len(z_host):
-            raise ConfigError(f"{sender} has {hello.rows} rows to score, the host {len(z_host)}")
-        check_rows(sender, hello.rows_digest, digest, "the host's")
+    meet_guests(ctx, len(z_host), digest)
     key = receive_public_key(ctx)
     channel.broadcast(job.guests, ScoreRequest(epoch=0, split="test"))
     replies = channel.gather(Kind.SCORES, job.guests)

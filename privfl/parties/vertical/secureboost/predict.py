@@ -22,11 +22,11 @@ from privfl.data.tables import IdTable, read_id_csv
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.parties.session import PartyContext
-from privfl.parties.vertical.handshake import announce, check_hello, check_rows
-from privfl.parties.vertical.predict import prediction_session, write_predictions
+from privfl.parties.vertical.handshake import announce
+from privfl.parties.vertical.predict import meet_guests, prediction_session, write_predictions
 from privfl.parties.vertical.secureboost.run import run_boost_server
 from privfl.protocol.boost_messages import BoostDecide, BoostDecisions
-from privfl.protocol.messages import Finish, Hello
+from privfl.protocol.messages import Finish
 from privfl.protocol.transport import Transport
 
 log = logging.getLogger("privfl.predict")
@@ -126,12 +126,7 @@ def host_predict(
 ) -> dict[str, Any]:
     """Gather every guest's decisions, route each row through every tree, write predictions."""
     job, channel = ctx.job, ctx.channel
-    announce(ctx, "host", len(x), 0, [job.server], digest)
-    for sender, hello in channel.gather(Hello, job.guests).items():
-        check_hello(ctx, sender, hello)
-        if hello.rows != len(x):
-            raise ConfigError(f"{sender} has {hello.rows} rows to score, the host {len(x)}")
-        check_rows(sender, hello.rows_digest, digest, "the host's")
+    meet_guests(ctx, len(x), digest)
     trees = model.raw["trees"]
     channel.broadcast(job.guests, BoostDecide(0, max(1, len(trees)), "rows"))
     guest_left: dict[tuple[int, int], np.ndarray] = {}
