@@ -29,6 +29,8 @@ from typing import Protocol
 
 import numpy as np
 
+from privfl.learning.taylor import sigmoid
+
 FRAC_BITS = 20
 """Fixed-point precision of g and h: |g| <= 1 and 0 <= h <= 1/4 at 2^-20."""
 
@@ -77,12 +79,6 @@ def quantize(values: np.ndarray) -> np.ndarray:
     """Round to ``2^-FRAC_BITS`` as int64, clipped to ``|v| <= 1`` (gradients and hessians)."""
     scale = 1 << FRAC_BITS
     out: np.ndarray = np.clip(np.rint(values * scale), -scale, scale).astype(np.int64)
-    return out
-
-
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    """The logistic function."""
-    out: np.ndarray = 1.0 / (1.0 + np.exp(-z))
     return out
 
 

@@ -30,6 +30,7 @@ from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
+from privfl.learning.taylor import sigmoid
 from privfl.parties import checkpoint
 from privfl.parties.files import append_jsonl, write_json
 from privfl.parties.session import PartyContext
@@ -310,7 +311,7 @@ def evaluate(state: HostBoost, t: int, tree: sb.Tree) -> dict[str, Any]:
     record["train_logloss"] = sb.logloss(state.labels, state.margin)
     record["loss"] = record["train_logloss"]  # what the progress bars show
     record["valid_logloss"] = sb.logloss(y_test, state.test_margin)
-    record.update(binary_metrics(y_test, sb.sigmoid(state.test_margin)))
+    record.update(binary_metrics(y_test, sigmoid(state.test_margin)))
     return record
 
 

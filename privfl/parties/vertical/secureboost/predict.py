@@ -21,6 +21,7 @@ from privfl.config.vertical import JobConfig
 from privfl.data.tables import IdTable, read_id_csv
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
+from privfl.learning.taylor import sigmoid
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce
 from privfl.parties.vertical.predict import meet_guests, prediction_session, write_predictions
@@ -154,7 +155,7 @@ def host_predict(
             else:
                 raise ConfigError(f"{entry['party']} sent no decision for tree {t} node {n}")
         margin += sb.route(tree, decide, len(x))
-    probability = sb.sigmoid(margin)
+    probability = sigmoid(margin)
     write_predictions(out, rows.ids, probability)
     log.info("wrote %d predictions to %s", len(probability), out)
     return {"rows": len(probability), "out": str(out)}
