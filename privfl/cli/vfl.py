@@ -25,10 +25,12 @@ from privfl.config.vertical import (
     DATASETS,
     DEFAULT_DATASET,
     MODEL_KINDS,
+    MULTICLASS_BATCH,
     REGRESSION_KINDS,
     JobConfig,
     check_key_bits,
     load_job,
+    sigmoid_of,
     with_overrides,
 )
 
@@ -87,8 +89,9 @@ def kit_options(func: F) -> F:
             type=click.Choice(list(MODEL_KINDS)),
             default=None,
             help="Model to train: logistic, linear, poisson (one guest), multiclass "
-            "(one-vs-rest), secureboost (gradient-boosted trees; tree settings in the "
-            "job's [model] table). [logistic]",
+            "(one-vs-rest; with one guest the separable sigmoid, in batches of 64), "
+            "secureboost (gradient-boosted trees; tree settings in the job's [model] "
+            "table). [logistic]",
         ),
         click.option(
             "--dataset",
@@ -182,9 +185,13 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
     for it (then the job is refused, naming the missing bounds).
     """
     model = replace(base.model, kind=kind)
+    training = base.training
     if kind == "multiclass":
         classes = opts.get("classes") or model.classes or demo_classes(table)
         model = replace(model, classes=classes)
+        if training.batch_size == 0 and sigmoid_of(replace(base, model=model)) == "separable":
+            # the separable residual is the logistic gradient: full batch converges slowly
+            training = replace(training, batch_size=MULTICLASS_BATCH)
     if opts.get("label_low") is not None or opts.get("label_high") is not None:
         low = opts.get("label_low")
         high = opts.get("label_high")
@@ -208,7 +215,7 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
     if opts.get("label_epsilon") is not None:
         label_dp = replace(label_dp, epsilon=opts["label_epsilon"])
     data = replace(base.data, dataset=table)
-    return replace(base, model=model, label_dp=label_dp, data=data)
+    return replace(base, model=model, label_dp=label_dp, data=data, training=training)
 
 
 def demo_classes(dataset: str) -> int:

@@ -111,10 +111,16 @@ class ModelConfig:
     label_high: float = 0.0
     # poisson: the Host's column of exposures (log taken as the offset; not a feature).
     exposure: str = ""
+    # multiclass: the residual's sigmoid, "taylor" (second order, any number of guests),
+    # "separable" (learning/separable.py, one guest) or "auto" (separable when it can).
+    sigmoid: str = "auto"
 
 
 # ModelConfig keys left out of the job file (and its fingerprint) while at their default.
-MODEL_OPTIONAL_KEYS = ("label_low", "label_high", "exposure")
+MODEL_OPTIONAL_KEYS = ("label_low", "label_high", "exposure", "sigmoid")
+SIGMOIDS = ("auto", "taylor", "separable")
+MULTICLASS_BATCH = 64
+"""Batch size ``init``/``run-local`` give a separable multiclass job that sets none."""
 REGRESSION_KINDS = ("linear", "poisson")
 
 
@@ -254,6 +260,12 @@ def validate(job: JobConfig) -> None:
             f"liveness_grace_seconds must lie in (0, {MAX_GRACE_SECONDS:g}]; 3 suits most sites"
         )
     validate_model(job.model)
+    if job.model.sigmoid == "separable" and roles.count("guest") != 1:
+        raise ConfigError(
+            "model.sigmoid = separable takes exactly one guest: the Host multiplies that "
+            "guest's basis ciphertexts by its own coefficients, and Paillier cannot multiply "
+            'two guests\' ciphertexts; use sigmoid = "taylor" (or "auto") with several guests'
+        )
     if job.model.kind == "poisson" and roles.count("guest") > 1:
         raise ConfigError(
             "Poisson regression takes exactly one guest: the Host multiplies the guest's "
@@ -276,12 +288,35 @@ def validate(job: JobConfig) -> None:
         check_key_bits(job.data.psi_key_bits, job.allow_weak_keys)
 
 
+def sigmoid_of(job: JobConfig) -> str:
+    """The residual the job's classifier uses: ``[model] sigmoid`` with auto resolved.
+
+    Separable needs exactly one guest (the Host multiplies that guest's basis
+    ciphertexts by its own coefficients; Paillier cannot multiply two guests'
+    ciphertexts), so auto means separable for multiclass with one guest, else Taylor.
+    Logistic keeps Taylor under auto: on its tasks it matches centralised LR already.
+    """
+    chosen = job.model.sigmoid
+    if chosen == "auto":
+        return "separable" if job.model.kind == "multiclass" and len(job.guests) == 1 else "taylor"
+    return chosen
+
+
 def validate_model(model: ModelConfig) -> None:
     """Check ``[model]``: a known kind and hyper-parameters in their ranges."""
     if model.kind not in MODEL_KINDS:
         raise ConfigError(f"model.kind is {model.kind!r}; choose one of {', '.join(MODEL_KINDS)}")
     if model.classes < 0 or model.classes == 1:
         raise ConfigError("model.classes must be 0 (from the labels) or at least 2")
+    if model.sigmoid not in SIGMOIDS:
+        raise ConfigError(
+            f"model.sigmoid is {model.sigmoid!r}; choose one of {', '.join(SIGMOIDS)}"
+        )
+    if model.sigmoid == "separable" and model.kind != "multiclass":
+        raise ConfigError(
+            'model.sigmoid = "separable" is for kind = "multiclass"; logistic regression uses '
+            "the Taylor residual (leave sigmoid out)"
+        )
     if model.kind == "multiclass" and model.classes < 2:
         raise ConfigError(
             "model.kind = multiclass needs model.classes >= 2 in the job file: every party, "

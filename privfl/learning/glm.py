@@ -6,6 +6,8 @@ encryption (``s`` its scale):
 
 * **logistic** (k = 1) and **multiclass** one-vs-rest (k = classes): the second-order
   Taylor residual ``4d = z − 4y + 2`` per class (``s = 4``), ``y`` one-hot for multiclass;
+  or, multiclass with one guest (``[model] sigmoid``), the **separable** residual
+  ``σ(z_H + z_G) − y`` through ``learning.separable``'s fit (``s = 1``);
 * **linear**: ``r = z − y`` (``s = 1``), squared loss — exact under Paillier, no Taylor step;
 * **poisson**: ``r = exp(z + offset) − y`` (``s = 1``) with ``offset = log(exposure)``.
   Under encryption the guest sends ``[[exp(z_G)]]`` with ``EXP_BITS`` fractional bits
@@ -23,9 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privfl.config.vertical import JobConfig, ModelConfig, TrainingConfig
+from privfl.config.vertical import JobConfig, ModelConfig, TrainingConfig, sigmoid_of
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS
 from privfl.errors import ConfigError
+from privfl.learning import separable
 from privfl.learning.taylor import LOG2, batch_plan, learning_rate, sigmoid
 
 GLM_KINDS = ("logistic", "linear", "poisson", "multiclass")
@@ -36,15 +39,27 @@ the Poisson residual lands at VALUE_BITS like every other kind's."""
 
 @dataclass(frozen=True, slots=True)
 class Glm:
-    """One GLM kind and its number of outputs ``k`` (classes for multiclass, else 1)."""
+    """One GLM kind, its number of outputs ``k`` (classes for multiclass, else 1) and, for
+    the classifiers, how the residual approximates the sigmoid."""
 
     kind: str
     outputs: int = 1
+    sigmoid: str = "taylor"  # or "separable" (multiclass, one guest)
+
+    @property
+    def classifier(self) -> bool:
+        """Logistic and multiclass: the mean is the sigmoid of the score."""
+        return self.kind in ("logistic", "multiclass")
+
+    @property
+    def separable(self) -> bool:
+        """The residual through ``learning.separable``'s fit (the guest sends its basis)."""
+        return self.classifier and self.sigmoid == "separable"
 
     @property
     def taylor(self) -> bool:
-        """Logistic and multiclass use the Taylor residual ``4d`` (scale 4)."""
-        return self.kind in ("logistic", "multiclass")
+        """The classifiers' second-order Taylor residual ``4d`` (scale 4)."""
+        return self.classifier and not self.separable
 
     @property
     def scale(self) -> float:
@@ -73,7 +88,7 @@ def glm_of(job: JobConfig) -> Glm:
             f"model.kind {kind!r} is not a GLM ({', '.join(GLM_KINDS)}); the vertical GLM "
             "protocol cannot train it"
         )
-    return Glm(kind, outputs_of(job.model))
+    return Glm(kind, outputs_of(job.model), sigmoid_of(job))
 
 
 def targets(glm: Glm, labels: np.ndarray) -> np.ndarray:
@@ -95,19 +110,41 @@ def plain_residual(glm: Glm, z_host: np.ndarray, y: np.ndarray) -> np.ndarray:
     raise ValueError("the Poisson residual has no additive plaintext part")
 
 
-def residual(glm: Glm, eta: np.ndarray, y: np.ndarray, offset: np.ndarray | None) -> np.ndarray:
-    """``r`` of the whole score ``eta = Σ_parties z`` (``(b, k)``), scaled as ``glm.scale``."""
+def residual(
+    glm: Glm,
+    eta: np.ndarray,
+    y: np.ndarray,
+    offset: np.ndarray | None,
+    z_host: np.ndarray | None = None,
+) -> np.ndarray:
+    """``r`` of the whole score ``eta = Σ_parties z`` (``(b, k)``), scaled as ``glm.scale``.
+
+    Separable: ``z_host`` is the Host's part of ``eta`` (the rest is the one guest's).
+    """
+    if glm.separable:
+        assert z_host is not None
+        return separable.residual(z_host, eta - z_host, y)
     if glm.kind == "poisson":
         return np.asarray(np.exp(eta + _column(offset, eta)) - y)
     return plain_residual(glm, eta, y)
 
 
-def loss(glm: Glm, eta: np.ndarray, y: np.ndarray, offset: np.ndarray | None) -> float:
+def loss(
+    glm: Glm,
+    eta: np.ndarray,
+    y: np.ndarray,
+    offset: np.ndarray | None,
+    z_host: np.ndarray | None = None,
+) -> float:
     """Mean loss per row (summed over the k outputs) as the Server reports it.
 
-    Taylor: ``Σ_c log 2 − ½ y'z + ⅛ z²``; linear: ``½ (z − y)²``; poisson: the negative
-    log-likelihood without ``log y!``: ``exp(η) − yη``, ``η = z + offset``.
+    Taylor: ``Σ_c log 2 − ½ y'z + ⅛ z²``; separable: the cross-entropy through the fit;
+    linear: ``½ (z − y)²``; poisson: the negative log-likelihood without ``log y!``:
+    ``exp(η) − yη``, ``η = z + offset``.
     """
+    if glm.separable:
+        assert z_host is not None
+        return float(np.mean(np.sum(separable.loss(z_host, eta - z_host, y), axis=1)))
     if glm.taylor:
         signed = 2.0 * y - 1.0
         return float(np.mean(np.sum(LOG2 - 0.5 * signed * eta + 0.125 * eta * eta, axis=1)))
@@ -127,7 +164,7 @@ def gradient(
 
 def mean_of(glm: Glm, eta: np.ndarray, offset: np.ndarray | None = None) -> np.ndarray:
     """The model's prediction: probabilities (per class), the mean, or the Poisson rate."""
-    if glm.taylor:
+    if glm.classifier:
         return sigmoid(eta)
     if glm.kind == "poisson":
         return np.asarray(np.exp(eta + _column(offset, eta)))
@@ -170,8 +207,9 @@ def reference_train(
             y = y_all[rows]
             off = None if offset is None else offset[rows]
             eta = np.sum([x @ t for x, t in zip(xs, thetas, strict=True)], axis=0)
-            r = residual(glm, eta, y, off)
-            total += loss(glm, eta, y, off) * len(y)
+            z_host = xs[0] @ thetas[0]
+            r = residual(glm, eta, y, off, z_host)
+            total += loss(glm, eta, y, off, z_host) * len(y)
             count += len(y)
             for j, x in enumerate(xs):
                 thetas[j] = thetas[j] - lr * gradient(

@@ -15,6 +15,7 @@ from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ProtocolError
 from privfl.learning import glm as glms
+from privfl.learning import separable
 from privfl.learning.glm import EXP_BITS, Glm
 from privfl.learning.taylor import learning_rate
 from privfl.parties import checkpoint
@@ -84,6 +85,8 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     """Encrypt this batch's partial scores ``z_g = X_g θ_g`` (all k per row) and ``Σ z_g²``.
 
     Poisson: ``[[exp(z_g)]]`` at EXP_BITS, then ``[[z_g]]`` (the Host needs both).
+    Separable multiclass: the K blocks of ``learning.separable.guest_basis`` at EXP_BITS,
+    each ``rows·k`` long, the last ``[[z_g]]``.
     """
     state.batch = msg
     rows = state.rows()
@@ -92,7 +95,10 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     z = (state.data.x_train[rows] @ state.theta).ravel()
     state.z = z
     n = state.key.n
-    plain = encode(z, VALUE_BITS, n)
+    if state.glm.separable:
+        plain = encode(separable.guest_basis(z).T.ravel(), EXP_BITS, n)
+    else:
+        plain = encode(z, VALUE_BITS, n)
     if state.glm.kind == "poisson":
         plain = encode(np.exp(z), EXP_BITS, n) + plain
     scores = encrypt(state, plain)

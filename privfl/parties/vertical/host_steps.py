@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from privfl.config.vertical import JobConfig
+from privfl.config.vertical import JobConfig, sigmoid_of
 from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.paillier import PublicKey, unmask
@@ -24,6 +24,7 @@ from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import glm as glms
+from privfl.learning import separable
 from privfl.learning.glm import Glm
 from privfl.learning.taylor import LOG2, sigmoid
 from privfl.mechanisms.label_dp import (
@@ -233,6 +234,8 @@ def combine(
             )
     z_host = state.x_train[rows] @ state.theta
     y = glms.targets(glm, state.labels[rows])
+    if glm.separable:
+        return separable_residual(key, forwards[state.guests[0]].scores.values, z_host, y)
     if glm.kind == "poisson":
         # [[r]] = [[exp(z_G)]] · exp(z_H + offset) − y: EXP_BITS + DATA_BITS = VALUE_BITS
         values = forwards[state.guests[0]].scores.values
@@ -252,8 +255,31 @@ def combine(
     return residual, total
 
 
+def separable_residual(
+    key: PublicKey, values: tuple[int, ...], z_host: np.ndarray, y: np.ndarray
+) -> tuple[list[int], list[int]]:
+    """``[[σ(z_H + z_G) − y]]`` through the separable fit, and the guest's ``[[z_G]]`` block.
+
+    ``values``: the guest's K basis blocks at EXP_BITS; each value's K ciphertexts meet
+    the Host's coefficients (DATA_BITS) in one multi-exponentiation, so the residual
+    lands at VALUE_BITS; the constant ``c₀ − y`` is added in the clear.
+    """
+    size = z_host.size
+    blocks = [values[j * size : (j + 1) * size] for j in range(separable.BASIS)]
+    c = separable.coefficients(z_host.ravel(), sigmoid)
+    weights = to_exponents(c[:, 1:], DATA_BITS).tolist()
+    products = [
+        key.dot(terms, w) for terms, w in zip(zip(*blocks, strict=True), weights, strict=True)
+    ]
+    residual = key.add_plain(products, encode(c[:, 0] - y.ravel(), VALUE_BITS, key.n))
+    return residual, list(blocks[-1])
+
+
 def forward_length(glm: Glm, rows: int) -> int:
-    """Ciphertexts in one guest's Forward: ``rows·k``; Poisson ``[[exp z]]`` then ``[[z]]``."""
+    """Ciphertexts in one guest's Forward: ``rows·k``; Poisson ``[[exp z]]`` then ``[[z]]``;
+    separable multiclass the K basis blocks of ``rows·k``."""
+    if glm.separable:
+        return separable.BASIS * rows * glm.outputs
     return 2 * rows if glm.kind == "poisson" else rows * glm.outputs
 
 
@@ -309,7 +335,16 @@ def assemble_loss(
     b = len(y)
     squares = [fwd.sum_squares.values[0] for fwd in forwards.values()]
     squares += [c.value.values[0] for c in crosses.values()]  # Σ_rows Z² in all
-    if glm.taylor:  # Σ_c 8b·log2 − 4Σy'z + Σz²
+    if glm.separable:  # 8 Σ softplus(z) − y z through the fit: coefficients at VALUE_BITS
+        zh = z_host.ravel()
+        size = zh.size
+        c = separable.coefficients(zh, separable.softplus)
+        c[:, -1] -= y.ravel()  # −y·z_G rides on the guest's [[z_G]] block
+        values = forwards[state.guests[0]].scores.values
+        plain = 8.0 * float(np.sum(c[:, 0]) - y.ravel() @ zh)
+        weights = to_exponents(8.0 * c[:, 1:].T.ravel(), VALUE_BITS).tolist()
+        parts = [key.dot(values[: separable.BASIS * size], weights)]
+    elif glm.taylor:  # Σ_c 8b·log2 − 4Σy'z + Σz²
         signed = (2.0 * y - 1.0).ravel()
         zh = z_host.ravel()
         plain = 8 * b * glm.outputs * LOG2 - 4.0 * float(signed @ zh) + float(zh @ zh)
@@ -449,7 +484,7 @@ def summary_of(
         "model": model_summary(job),
         "dataset": job.data.dataset,
         "loss_history": [r["loss"] for r in records],
-        "loss_note": LOSS_NOTE[glm.kind],
+        "loss_note": LOSS_NOTE["separable" if glm.separable else glm.kind],
         "epoch_seconds": [r["seconds"] for r in records],
         "label_epsilon": eps if math.isfinite(eps) else "inf",
         "flip": {
@@ -490,6 +525,8 @@ LOSS_NOTE = {
     "logistic": "Taylor loss on the flipped training labels, without the L2 term",
     "multiclass": "sum over classes of the one-vs-rest Taylor losses on the noised labels, "
     "without the L2 term",
+    "separable": "sum over classes of the one-vs-rest cross-entropies through the separable "
+    "fit (learning/separable.py) on the noised labels, without the L2 term",
     "linear": "half the mean squared error on the training labels as noised, without L2",
     "poisson": "mean exp(η) − yη (Poisson negative log-likelihood without log y!) on the "
     "training labels as noised, without L2",
@@ -508,6 +545,7 @@ def model_summary(job: JobConfig) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": m.kind, **asdict(t)}
     if m.kind == "multiclass":
         out["classes"] = m.classes
+        out["sigmoid"] = sigmoid_of(job)
     if m.kind in ("linear", "poisson"):
         out["label_low"], out["label_high"] = m.label_low, m.label_high
     if m.kind == "poisson":
@@ -527,7 +565,7 @@ def ledger(job: JobConfig, state: HostState) -> dict[str, Any]:
             "flipback": "post-processing of the flipped labels and the model: no extra epsilon",
             "noise": NOISE_NOTE[state.seeded_noise],
         },
-        "server_sees": "masked gradients and masked scores (uniform over Z_n), the Taylor loss",
+        "server_sees": "masked gradients and masked scores (uniform over Z_n), the loss per batch",
         "guests_see": "encrypted residuals, re-randomised by the Host for each guest; "
         "their own masked-then-unmasked gradient",
         "host_sees": "the guests' summed partial scores on test rows each epoch and on "

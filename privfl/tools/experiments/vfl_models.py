@@ -10,8 +10,9 @@ model the GLM's objective names, with the same L2 weight:
 * linear vs ``Ridge(alpha=λ)`` on diabetes (target: RMSE within 1 %);
 * Poisson vs ``PoissonRegressor(alpha=λ/Σexposure)`` on rates weighted by exposure, on
   the generated count table (target: mean Poisson deviance within 2 %);
-* multiclass one-vs-rest (Taylor) vs ``LogisticRegression(C=1/λ)`` (multinomial) on
-  wine and digits (target: accuracy within 1.5 points).
+* multiclass one-vs-rest (the separable sigmoid of ``learning.separable``: one guest;
+  minibatches of 64) vs ``LogisticRegression(C=1/λ)`` (multinomial) on wine and digits
+  (target: accuracy within 1.5 points).
 
 * SecureBoost vs a centralised histogram booster with the same trees, depth, learning
   rate, bins, λ and least child hessian: xgboost (``tree_method="hist"``) when it is
@@ -72,6 +73,11 @@ BOOST_KEY_BITS = 1024
 QUICK_TREES = 3
 
 
+MINIBATCH = TrainingConfig(batch_size=64)
+"""The classifiers' optimiser: the separable residual is the logistic gradient, which full
+batch gradient descent does not converge in 30 epochs on digits (0.920; 0.956 in batches)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
     """One model on one table, the metric it is judged by and its target."""
@@ -99,8 +105,8 @@ def boost_case(dataset: str, trees: int = 20) -> Case:
 CASES = (
     Case("linear", "diabetes", "rmse", 0.01),
     Case("poisson", "counts", "deviance", 0.02),
-    Case("multiclass", "wine", "accuracy", 0.015, classes=3),
-    Case("multiclass", "digits", "accuracy", 0.015, classes=10),
+    Case("multiclass", "wine", "accuracy", 0.015, classes=3, training=MINIBATCH),
+    Case("multiclass", "digits", "accuracy", 0.015, classes=10, training=MINIBATCH),
     boost_case("breast_cancer"),
     boost_case("synthetic_10000x30", trees=10),
     boost_case("synthetic_10000x30"),
@@ -428,7 +434,8 @@ def vfl_models(settings: Settings) -> ExperimentResult:
             f"One guest; the bundled tables' demo column split (the Host the first third); "
             f"75/25 split, seed 0; {KEY_BITS}-bit Paillier keys for the GLMs (weak on "
             f"purpose, via the explicit weak-key flag, to keep it short); no label DP; "
-            f"{epochs} epochs, full batch, learning rate 0.3 with decay 0.02, λ = 0.1. "
+            f"{epochs} epochs, learning rate 0.3 with decay 0.02, λ = 0.1, full batch "
+            "(multiclass: batches of 64, the separable sigmoid). "
             "Reference: sklearn on every column pooled, same split, same λ. SecureBoost "
             f"({'/'.join(str(b) for b in boost_bits)}-bit keys, weak-key flag; trees "
             f"{trees}; depth 3, learning rate 0.3, 32 bins, λ = 1, least child hessian 1): "
@@ -467,9 +474,10 @@ def comparison(rows: list[dict[str, Any]]) -> str:
             f"encrypted vs plaintext oracle differ by {r['fixed_point_error']:.2e}."
         )
     lines.append(
-        "\nOne-vs-rest with the second-order Taylor loss is a least-squares fit of "
-        "4y − 2 per class (tests/learning/test_glm.py): on digits it tops out below "
-        "multinomial logistic regression whatever the epochs."
+        "\nMulticlass uses the separable sigmoid (learning/separable.py). With the "
+        'second-order Taylor residual (several guests, or sigmoid = "taylor") one-vs-rest '
+        "is a least-squares fit of 4y − 2 per class (tests/learning/test_glm.py), which "
+        "tops out at 0.927 on digits whatever the epochs."
     )
     if any(r["model"] == "secureboost" for r in rows):
         lines.append(

@@ -112,7 +112,13 @@ def run(job: JobConfig, out: Path) -> InMemoryHub:
         ("multiclass", "wine", 1, 3, 0),
         ("multiclass", "wine", 2, 3, 60),
     ],
-    ids=["linear", "linear-2-guests-batches", "poisson", "multiclass", "multiclass-2-guests"],
+    ids=[
+        "linear",
+        "linear-2-guests-batches",
+        "poisson",
+        "multiclass-separable",
+        "multiclass-2-guests-taylor",
+    ],
 )
 def test_encrypted_glm_equals_the_plaintext_oracle(
     tmp_path: Path, kind: str, dataset: str, guests: int, classes: int, batch: int
@@ -136,25 +142,40 @@ def test_encrypted_glm_equals_the_plaintext_oracle(
     assert summary["dataset"] == dataset
 
 
-def test_multiclass_sends_every_class_in_one_forward(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sigmoid", "per_score"), [("taylor", 1), ("separable", 4)])
+def test_multiclass_sends_every_class_in_one_forward(
+    tmp_path: Path, sigmoid: str, per_score: int
+) -> None:
     # Prepare
-    job = glm_job("multiclass", "wine", classes=3, epochs=1)
+    job = glm_job("multiclass", "wine", classes=3, epochs=1, sigmoid=sigmoid)
     data = party_data(job)
     rows = len(data[job.host].x_train)
 
     # Act
     hub = run(job, tmp_path)
 
-    # Assert: one Forward per guest per batch, carrying rows × k scores; the
-    # residual likewise; the summary has per-class and macro metrics.
+    # Assert: one Forward per guest per batch, carrying rows × k scores (separable: the
+    # guest's K basis values of each); the residual rows × k; per-class and macro metrics.
     bodies = [decode_frames(s.frames)[1] for s in hub.sent]
     forwards = [b for b in bodies if isinstance(b, Forward)]
     residuals = [b for b in bodies if isinstance(b, Residual)]
-    assert [len(f.scores) for f in forwards] == [rows * 3]
+    assert [len(f.scores) for f in forwards] == [rows * 3 * per_score]
     assert [len(r.residual) for r in residuals] == [rows * 3]
     summary = read_summary(tmp_path)
+    assert summary["model"]["sigmoid"] == sigmoid
     assert set(summary["per_class"]) == {"0", "1", "2"}
     assert 0.0 <= summary["f1"] <= 1.0 and summary["accuracy"] > 0.5
+
+
+def test_separable_sigmoid_refuses_two_guests_and_auto_falls_back() -> None:
+    # Act / assert: explicit separable with two guests is refused, naming why; auto
+    # resolves to the Taylor residual there and to separable with one guest.
+    with pytest.raises(ConfigError, match="exactly one guest"):
+        glm_job("multiclass", "wine", guests=2, classes=3, sigmoid="separable")
+    assert glm_of(glm_job("multiclass", "wine", guests=2, classes=3)).sigmoid == "taylor"
+    assert glm_of(glm_job("multiclass", "wine", classes=3)).sigmoid == "separable"
+    with pytest.raises(ConfigError, match="multiclass"):
+        glm_job("logistic", "breast_cancer", sigmoid="separable")
 
 
 def test_poisson_refuses_two_guests() -> None:
