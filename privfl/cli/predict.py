@@ -25,7 +25,8 @@ from privfl.config.vertical import JobConfig, load_job
     "data_file",
     type=click.Path(path_type=Path),
     default=None,
-    help="CSV of the rows to score, with this party's model columns. Not for the server.",
+    help="CSV of the rows to score, with this party's model columns (a Poisson host: and "
+    "the exposure column the job names). Not for the server.",
 )
 @click.option(
     "--id-column",
@@ -35,7 +36,8 @@ from privfl.config.vertical import JobConfig, load_job
 )
 @out_option(
     "Host: the predictions CSV (logistic: id, probability, label; multiclass: id, p_0.., "
-    "label; linear: id, prediction; poisson: id, rate). Every party writes party.log "
+    "label; linear: id, prediction; poisson: id, rate, prediction = rate x exposure, or "
+    "id, rate when the job names no exposure column). Every party writes party.log "
     "in this file's folder. [runs/<timestamp>/<party>/predictions.csv]"
 )
 @verbose_option

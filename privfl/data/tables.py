@@ -78,8 +78,9 @@ def read_id_csv(
     wanted += list(features) + ([exposure_column] if exposure_column else [])
     missing = [c for c in wanted if c not in columns]
     if missing:
+        what = "exposure column" if missing[0] == exposure_column else "column"
         raise ConfigError(
-            f"data file {path} has no column {missing[0]!r}; its columns are: {', '.join(columns)}"
+            f"data file {path} has no {what} {missing[0]!r}; its columns are: {', '.join(columns)}"
         )
     if id_column:
         ids = _ids(frame[id_column], path, id_column)
@@ -259,15 +260,20 @@ def site_data(
     elif label:
         raise ConfigError(f"{name} is a guest: only the host holds a label column")
     kind = job.model.kind
-    host = spec.role == "host"
     return SiteData(
         path=path,
         id_column=id_column or spec.id_column or None,
         label_column=label,
         features=tuple(features) or spec.features,
         label_kind=LABEL_KINDS.get(kind, "binary"),
-        exposure_column=(job.model.exposure or None) if host and kind == "poisson" else None,
+        exposure_column=exposure_column_of(job, name),
     )
+
+
+def exposure_column_of(job: JobConfig, name: str) -> str | None:
+    """The column of exposures this party reads: the Host's ``[model] exposure``, Poisson only."""
+    host = job.party(name).role == "host"
+    return (job.model.exposure or None) if host and job.model.kind == "poisson" else None
 
 
 LABEL_KINDS = {"multiclass": "class", "linear": "real", "poisson": "real"}

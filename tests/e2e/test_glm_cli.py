@@ -19,20 +19,24 @@ from privfl.data.views import bundled
 
 KINDS = {
     "linear": ("diabetes", {"rmse", "mae", "r2"}, ["id", "prediction"]),
-    "poisson": ("counts", {"deviance", "rmse", "mae", "r2"}, ["id", "rate"]),
+    "poisson": ("counts", {"deviance", "rmse", "mae", "r2"}, ["id", "rate", "prediction"]),
     "multiclass": ("wine", {"accuracy", "precision", "recall", "f1", "per_class"}, None),
 }
 ROWS = 12
 
 
-def write_rows(path: Path, dataset: str, columns: list[int]) -> None:
-    """The first ROWS rows of a bundled table's ``columns``, with their feature names."""
-    x, names, _, _ = bundled(dataset)
+def write_rows(path: Path, dataset: str, columns: list[int], exposure: str = "") -> None:
+    """The first ROWS rows of a bundled table's ``columns``, with their feature names, and
+    its exposures in a column of that name when ``exposure`` names one."""
+    x, names, _, exposures = bundled(dataset)
+    cells = x[:ROWS, columns]
+    if exposure:
+        cells = np.column_stack([cells, exposures[:ROWS]])
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow([names[c] for c in columns])
-        writer.writerows(x[:ROWS, columns].tolist())
+        writer.writerow([names[c] for c in columns] + ([exposure] if exposure else []))
+        writer.writerows(cells.tolist())
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -56,9 +60,14 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
     assert metrics <= set(summary), set(summary)
     assert (run / "host" / "training.png").stat().st_size > 0
 
-    # Act: predict ROWS new rows, every party from its own CSV (rows in the same order).
+    # Act: predict ROWS new rows, every party from its own CSV (rows in the same order);
+    # the Poisson Host's file has the exposure column the job names (the demo's).
     job_path = run / "kit" / "job.toml"
     job = tomllib.loads(job_path.read_text())
+    exposure = job["model"].get("exposure", "")
+    assert bool(exposure) == (kind == "poisson")
+    if kind == "poisson":  # without it, the Host refuses its file before it contacts anyone
+        assert_one_line_without_exposure(tmp_path, run, job["parties"]["host"]["columns"])
     pred = tmp_path / "pred"
     processes = {
         "server": spawn_predict(
@@ -69,7 +78,7 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
         if spec["role"] == "server":
             continue
         rows = tmp_path / "new" / f"{name}.csv"
-        write_rows(rows, dataset, spec["columns"])
+        write_rows(rows, dataset, spec["columns"], exposure if spec["role"] == "host" else "")
         processes[name] = spawn_predict(
             job_path,
             name,
@@ -91,8 +100,10 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
     assert len(table) == ROWS + 1
     values = np.array([[float(v) for v in row[1:]] for row in table[1:]])
     assert np.isfinite(values).all()
-    if kind == "poisson":
+    if kind == "poisson":  # rate > 0, and the expected count is rate × exposure
         assert (values > 0).all()
+        exposures = bundled(dataset)[3][:ROWS]
+        np.testing.assert_allclose(values[:, 1], values[:, 0] * exposures, atol=1e-5)
 
 
 def test_regression_with_epsilon_and_no_bounds_is_one_line(tmp_path: Path) -> None:
@@ -111,3 +122,15 @@ def test_poisson_with_two_guests_is_one_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "exactly one guest" in result.stderr
+
+
+def assert_one_line_without_exposure(tmp_path: Path, run: Path, columns: list[int]) -> None:
+    """The Poisson Host's prediction file lacks the job's exposure column: one line, exit 1."""
+    rows = tmp_path / "no-exposure.csv"
+    write_rows(rows, "counts", columns)
+    result = privfl(
+        "vfl", "predict", "--job", str(run / "kit" / "job.toml"), "--party", "host",
+        "--model", str(run / "host"), "--data", str(rows), "--out", str(tmp_path / "p.csv"),
+    )  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "has no exposure column 'exposure'" in result.stderr

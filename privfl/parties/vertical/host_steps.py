@@ -34,6 +34,7 @@ from privfl.mechanisms.label_dp import (
     private_generator,
     randomized_response,
 )
+from privfl.parties.vertical.facts import run_facts
 from privfl.protocol import fresh
 from privfl.protocol.messages import (
     CrossTerm,
@@ -501,22 +502,18 @@ def summary_of(
             "flipped_back": state.flipped_back,
         },
         "privacy": ledger(job, state),
-        "key_bits": job.key_bits,
-        "obfuscation": job.obfuscation,
         "epochs": len(records),
         "max_epochs": job.training.epochs,
-        "stop_reason": reason,
-        "guests": len(job.guests),
-        "guest_names": job.guests,
-        "wall_seconds": wall,
-        "split_seed": job.data.split_seed,
-        "test_size": job.data.test_size,
-        "train_rows": len(state.labels),
-        "test_rows": len(state.x_test),
         "learning_rate": job.training.learning_rate,
         "l2": job.training.l2,
         "batch_size": job.training.batch_size,
-        "session": job.session,
+        **run_facts(
+            job,
+            wall=wall,
+            reason=reason,
+            train_rows=len(state.labels),
+            test_rows=len(state.x_test),
+        ),
     }
 
 

@@ -7,7 +7,9 @@ mask only the Host knows — so the Server sees uniform noise and, with two or m
 guests, the Host learns only ``Σ_g z_g``, never one guest's score. The Host adds its own
 ``z_H`` and bias and writes, per model kind: ``id, probability, label`` (logistic),
 ``id, p_0 … p_{k−1}, label`` (multiclass: every class's one-vs-rest probability, the label
-the top one), ``id, prediction`` (linear) or ``id, rate`` (Poisson: per unit exposure).
+the top one), ``id, prediction`` (linear) or, for Poisson, ``id, rate`` (per unit
+exposure) — ``id, rate, prediction`` (the expected count ``rate × exposure``) when the job
+names the Host's exposure column, read from the Host's own file and used only there.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
 from privfl.crypto.paillier import unmask
 from privfl.data.alignment import positions
-from privfl.data.tables import IdTable, read_id_csv, standardise_with
+from privfl.data.tables import IdTable, exposure_column_of, read_id_csv, standardise_with
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning.glm import Glm, glm_of, mean_of
 from privfl.parties.session import PartyContext, run_role
@@ -202,7 +204,7 @@ def meet_guests(ctx: PartyContext, rows: int, digest: str) -> None:
 def host_predict(
     ctx: PartyContext, rows: IdTable, z_host: np.ndarray, out: Path, digest: str = ""
 ) -> dict[str, Any]:
-    """Collect the guests' summed scores (masked decryption), write id, probability, label."""
+    """Collect the guests' summed scores (masked decryption), write the predictions file."""
     job, channel = ctx.job, ctx.channel
     meet_guests(ctx, len(z_host), digest)
     key = receive_public_key(ctx)
@@ -226,42 +228,56 @@ def host_predict(
     glm = glm_of(job)
     eta = (z_host + guests).reshape(len(z_host), glm.outputs)
     prediction = mean_of(glm, eta)  # Poisson: the rate per unit exposure
-    write_predictions(out, rows.ids, prediction, glm)
+    # The session is over: the exposures scale the rates here, at the Host, and nowhere else.
+    write_predictions(out, rows.ids, prediction, glm, exposure=rows.exposure)
     log.info("wrote %d predictions to %s", len(prediction), out)
     return {"rows": len(prediction), "out": str(out)}
 
 
 def write_predictions(
-    path: Path, ids: tuple[str, ...], prediction: np.ndarray, glm: Glm | None = None
+    path: Path,
+    ids: tuple[str, ...],
+    prediction: np.ndarray,
+    glm: Glm | None = None,
+    *,
+    exposure: np.ndarray | None = None,
 ) -> None:
     """One row per scored id: ``id, probability, label`` (label = probability ≥ 0.5) for
-    logistic regression; the other kinds' columns as in the module's docstring."""
-    glm = glm or Glm("logistic")
+    logistic regression; the other kinds' columns as in the module's docstring (Poisson:
+    with ``exposure``, the expected count ``rate × exposure`` after the rate)."""
     values = np.asarray(prediction, dtype=np.float64).reshape(len(ids), -1)
+    header, rows = prediction_columns(glm or Glm("logistic"), values, exposure)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        if glm.kind == "multiclass":
-            writer.writerow(["id", *(f"p_{c}" for c in range(glm.outputs)), "label"])
-            for identifier, row in zip(ids, values, strict=True):
-                writer.writerow([identifier, *(f"{p:.6f}" for p in row), int(np.argmax(row))])
-            return
-        if glm.regression:
-            writer.writerow(["id", "rate" if glm.kind == "poisson" else "prediction"])
-            for identifier, row in zip(ids, values, strict=True):
-                writer.writerow([identifier, f"{row[0]:.6f}"])
-            return
-        writer.writerow(["id", "probability", "label"])
-        for identifier, row in zip(ids, values, strict=True):
-            p = row[0]
-            writer.writerow([identifier, f"{p:.6f}", int(p >= THRESHOLD)])
+        writer.writerow(["id", *header])
+        writer.writerows([i, *row] for i, row in zip(ids, rows, strict=True))
+
+
+def prediction_columns(
+    glm: Glm, values: np.ndarray, exposure: np.ndarray | None
+) -> tuple[list[str], list[list[str | int]]]:
+    """The predictions file's columns after ``id``, and their cells for each row of
+    ``values`` (rows × outputs: the model's mean, per unit exposure for Poisson)."""
+    if glm.kind == "multiclass":
+        header = [*(f"p_{c}" for c in range(glm.outputs)), "label"]
+        return header, [[*(f"{p:.6f}" for p in row), int(np.argmax(row))] for row in values]
+    mean = values[:, 0]
+    if glm.kind == "poisson" and exposure is not None:
+        pairs = np.column_stack([mean, mean * exposure])  # rate, expected count
+        return ["rate", "prediction"], [[f"{r:.6f}", f"{c:.6f}"] for r, c in pairs]
+    if glm.regression:
+        return ["rate" if glm.kind == "poisson" else "prediction"], [[f"{m:.6f}"] for m in mean]
+    return ["probability", "label"], [[f"{p:.6f}", int(p >= THRESHOLD)] for p in mean]
 
 
 def prediction_rows(
     job: JobConfig, name: str, model: Model, path: Path, id_column: str | None
 ) -> tuple[IdTable, bool]:
-    """The new rows' model columns; matched by id (PSI) when an id column is known."""
+    """The new rows' model columns (and the Host's exposures, when the job names a column
+    of them); matched by id (PSI) when an id column is known."""
     spec = job.party(name)
     column = id_column or spec.id_column or None
-    table = read_id_csv(path, column, None, model.features)
+    exposure = exposure_column_of(job, name)
+    table = read_id_csv(path, column, None, model.features, exposure_column=exposure)
     return table, column is not None

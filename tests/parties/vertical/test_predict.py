@@ -1,30 +1,45 @@
-"""Federated prediction over the in-memory hub: right scores, and the Host sees only the sum."""
+"""Federated prediction over the in-memory hub: right scores, and the Host sees only the sum;
+Poisson's expected counts scale by the Host's own exposures, which never leave it."""
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from privfl.config.vertical import DataConfig, JobConfig, PartySpec
+from privfl.config.vertical import (
+    DataConfig,
+    JobConfig,
+    LabelDPConfig,
+    ModelConfig,
+    PartySpec,
+)
 from privfl.crypto.encoding import VALUE_BITS, encode
 from privfl.crypto.packing import pack_plain, packed_length
-from privfl.data.tables import IdTable
+from privfl.data.tables import IdTable, exposure_column_of
+from privfl.errors import ConfigError
 from privfl.learning.taylor import sigmoid
-from privfl.parties.vertical.predict import Model, predict_party
+from privfl.parties.vertical.predict import Model, predict_party, prediction_rows
 from privfl.protocol import codec
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Decrypted, Kind, PublicKeyMessage
 
 NAMES = ["server", "host", "guest-1", "guest-2"]
+POISSON = NAMES[:3]  # Poisson takes one guest
 
 
-def setup(rng: np.random.Generator) -> tuple[JobConfig, dict[str, Model], dict[str, IdTable]]:
-    parties = {n: PartySpec(n, n.split("-")[0], f"mem://{n}") for n in NAMES}
+def setup(
+    rng: np.random.Generator, everyone: list[str] = NAMES, exposure: str | None = None
+) -> tuple[JobConfig, dict[str, Model], dict[str, IdTable]]:
+    """A logistic job, or with ``exposure`` (a column name or "") a Poisson one."""
+    parties = {n: PartySpec(n, n.split("-")[0], f"mem://{n}") for n in everyone}
     job = JobConfig(
         session=uuid.uuid4().hex,
         parties=parties,
@@ -33,9 +48,13 @@ def setup(rng: np.random.Generator) -> tuple[JobConfig, dict[str, Model], dict[s
         timeout_seconds=20,
         data=DataConfig(psi="ecdh"),
     )
+    if exposure is not None:  # Poisson without label bounds: no label DP (ε = inf)
+        model = ModelConfig(kind="poisson", exposure=exposure)
+        job = replace(job, model=model, label_dp=LabelDPConfig(epsilon=math.inf))
     ids = [f"new-{i}" for i in range(40)]
     models, tables = {}, {}
-    for name, width in [("host", 3), ("guest-1", 2), ("guest-2", 4)]:
+    widths = {"host": 3, "guest-1": 2, "guest-2": 4}
+    for name, width in [(n, widths[n]) for n in everyone if n != "server"]:
         names = tuple(f"{name}-{j}" for j in range(width))
         models[name] = Model(
             features=names,
@@ -58,30 +77,39 @@ def z_of(model: Model, table: IdTable, ids: list[str]) -> np.ndarray:
     return np.asarray(((x - model.mean) / model.scale) @ model.weights)
 
 
-def test_the_host_gets_the_joint_scores_through_one_masked_sum(tmp_path: Path) -> None:
-    job, models, tables = setup(np.random.default_rng(5))
+def predict_all(
+    job: JobConfig, models: dict[str, Model], tables: dict[str, IdTable], out: Path
+) -> InMemoryHub:
+    """Every party of ``job`` in its own thread over one hub; the Host writes ``out``."""
     hub = InMemoryHub()
-    transports = {n: hub.transport(n) for n in NAMES}
+    transports = {n: hub.transport(n) for n in job.parties}
     results: dict[str, Any] = {}
-    out = tmp_path / "host" / "predictions.csv"
 
     def party(name: str) -> None:
         try:
             results[name] = predict_party(
-                job, name, out if name == "host" else tmp_path / name / "p.csv",
+                job, name, out if name == "host" else out.parent / name / "p.csv",
                 model=models.get(name), table=tables.get(name), by_id=True,
                 transport=transports[name],
             )  # fmt: skip
         except Exception as exc:
             results[name] = exc
 
-    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in NAMES]
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
-
     assert not [r for r in results.values() if isinstance(r, Exception)], results
+    return hub
+
+
+def test_the_host_gets_the_joint_scores_through_one_masked_sum(tmp_path: Path) -> None:
+    job, models, tables = setup(np.random.default_rng(5))
+    out = tmp_path / "host" / "predictions.csv"
+
+    hub = predict_all(job, models, tables, out)
+
     got = pd.read_csv(out)
     ids = got["id"].tolist()
     parts = {n: z_of(models[n], tables[n], ids) for n in models}
@@ -103,3 +131,76 @@ def test_the_host_gets_the_joint_scores_through_one_masked_sum(tmp_path: Path) -
     assert kinds <= {
         Kind.HELLO, Kind.PUBLIC_KEY, Kind.PSI_HELLO, Kind.PSI_ANSWER, Kind.SCORES, Kind.DECRYPTED,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("exposed", [False, True], ids=["rate only", "with exposure"])
+def test_poisson_writes_rates_and_with_exposure_expected_counts(
+    tmp_path: Path, exposed: bool
+) -> None:
+    # Prepare: a Poisson job (one guest); with an exposure column, the Host's own exposures.
+    rng = np.random.default_rng(11)
+    job, models, tables = setup(rng, POISSON, "exposure" if exposed else "")
+    exposure = rng.uniform(0.5, 3.0, size=len(tables["host"].ids))
+    if exposed:
+        tables["host"] = replace(tables["host"], exposure=exposure)
+    out = tmp_path / "host" / "predictions.csv"
+
+    # Act
+    hub = predict_all(job, models, tables, out)
+
+    # Assert: the rate per unit exposure, then (with exposures) the expected count.
+    got = pd.read_csv(out)
+    ids = got["id"].tolist()
+    rate = np.exp(sum(z_of(models[n], tables[n], ids) for n in models) + 0.3)
+    np.testing.assert_allclose(got["rate"], rate, rtol=1e-5, atol=2e-6)
+    if not exposed:
+        assert got.columns.tolist() == ["id", "rate"]
+        return
+    assert got.columns.tolist() == ["id", "rate", "prediction"]
+    where = {i: k for k, i in enumerate(tables["host"].ids)}
+    counts = rate * exposure[[where[i] for i in ids]]
+    np.testing.assert_allclose(got["prediction"], counts, rtol=1e-5, atol=2e-6)
+    # No exposure (or its log, the training offset) is in any frame the Host sent.
+    sent = b"".join(f for s in hub.sent if s.sender == "host" for f in s.frames)
+    values = [*exposure, *np.log(exposure)]
+    assert not [v for v in values if np.float64(v).tobytes() in sent]
+
+
+def prediction_file(tmp_path: Path, exposure: list[str] | None) -> Path:
+    path = tmp_path / "new.csv"
+    rows = [["host-0", "host-1", "host-2"], *[["0.1", "0.2", "0.3"]] * len(exposure or [1])]
+    if exposure is not None:
+        rows = [[*row, e] for row, e in zip(rows, ["exposure", *exposure], strict=True)]
+    path.write_text("\n".join(",".join(row) for row in rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("exposure", "error"),
+    [
+        (None, "has no exposure column 'exposure'"),
+        (["1.5", "0"], "every exposure in column 'exposure' must be a positive number"),
+        (["1.5", ""], "every exposure in column 'exposure' must be a positive number"),
+    ],
+    ids=["missing", "zero", "empty"],
+)
+def test_a_named_exposure_column_must_be_in_the_hosts_file_and_positive(
+    tmp_path: Path, exposure: list[str] | None, error: str
+) -> None:
+    job, models, _ = setup(np.random.default_rng(1), POISSON, "exposure")
+    with pytest.raises(ConfigError, match=error):
+        prediction_rows(job, "host", models["host"], prediction_file(tmp_path, exposure), None)
+
+
+def test_exposure_is_read_only_when_the_job_names_it_and_only_by_the_host(tmp_path: Path) -> None:
+    named, models, _ = setup(np.random.default_rng(1), POISSON, "exposure")
+    unnamed = replace(named, model=ModelConfig(kind="poisson"))
+    path = prediction_file(tmp_path, ["2.0", "0.5"])
+
+    table, by_id = prediction_rows(named, "host", models["host"], path, None)
+    plain, _ = prediction_rows(unnamed, "host", models["host"], path, None)
+
+    assert table.exposure is not None and table.exposure.tolist() == [2.0, 0.5] and not by_id
+    assert plain.exposure is None
+    assert exposure_column_of(named, "guest-1") is None
+    assert plain.x.tolist() == table.x.tolist() == [[0.1, 0.2, 0.3]] * 2

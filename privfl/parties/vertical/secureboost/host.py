@@ -34,6 +34,7 @@ from privfl.learning.taylor import sigmoid
 from privfl.parties import checkpoint
 from privfl.parties.files import append_jsonl, write_json
 from privfl.parties.session import PartyContext
+from privfl.parties.vertical.facts import run_facts
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
 from privfl.parties.vertical.secureboost import report
 from privfl.parties.vertical.secureboost.common import (
@@ -384,22 +385,12 @@ def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dic
         "valid_logloss": last.get("valid_logloss"),
         "trees": kept,
         "trees_grown": len(state.records),
-        "stop_reason": reason,
         "tree_seconds": [r["seconds"] for r in state.records],
         "history": state.records,
         "importance_by_gain": gains,
         "importance_by_party": {p: sum(v.values()) for p, v in gains.items()},
-        "key_bits": job.key_bits,
-        "obfuscation": job.obfuscation,
         "encryptions": state.encrypted,
         "decryptions": sum(g.decrypted for g in state.guests),
-        "guests": len(job.guests),
-        "guest_names": job.guests,
-        "wall_seconds": wall,
-        "split_seed": job.data.split_seed,
-        "test_size": job.data.test_size,
-        "train_rows": len(state.labels),
-        "test_rows": len(state.data.x_test),
         "label_dp": "not applied: the labels never leave the Host (gradients travel encrypted)",
         "privacy": {
             "guests_see": "fresh encryptions of the Host's g/h, the row set of every node "
@@ -408,7 +399,13 @@ def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dic
             "at every node, the guests' split decisions on training and held-out rows",
             "server_sees": "Hello messages only",
         },
-        "session": job.session,
+        **run_facts(
+            job,
+            wall=wall,
+            reason=reason,
+            train_rows=len(state.labels),
+            test_rows=len(state.data.x_test),
+        ),
     }
     write_json(ctx.out / "summary.json", summary)
     return summary
