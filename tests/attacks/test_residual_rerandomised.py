@@ -26,8 +26,9 @@ import pytest
 from helpers import decoded_traffic, failures, memory_job, party_data, run_in_threads
 from processes import WEAK, privfl, spawn
 
-from privfl.config.vertical import JobConfig, load_job
+from privfl.config.vertical import JobConfig, ModelConfig, load_job
 from privfl.crypto.encoding import VALUE_BITS, decode
+from privfl.parties.vertical import guest as guest_party
 from privfl.parties.vertical.runner import run_party
 from privfl.protocol import codec, fresh
 from privfl.protocol.memory import InMemoryHub
@@ -174,3 +175,51 @@ def test_no_row_is_readable_over_real_sockets(tmp_path: Path) -> None:
     tried, read = guest.read()
     assert guest.n and tried == len(party_data(job)[job.host].x_train)
     assert read == []
+
+
+def same_noise(state: Any, count: int) -> list[int]:
+    """A deviating guest's obfuscators: one value for every ciphertext it sends."""
+    one = state.noise.take(1)
+    state.noise.prefetch(1)
+    return one * count
+
+
+def read_against_first(residual: Residual, n: int) -> list[int]:
+    """Divide every residual value by the first: the plaintext differences that are readable."""
+    n2 = n * n
+    values = residual.residual.values
+    inverse = pow(values[0], -1, n2)
+    quotients = [v * inverse % n2 for v in values]
+    return [(q - 1) // n for q in quotients if (q - 1) % n == 0]
+
+
+@pytest.mark.parametrize("leaky", [False, True])
+def test_separable_residual_hides_labels_from_a_guest_that_fixes_its_randomness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leaky: bool
+) -> None:
+    """Multiclass, separable sigmoid: the guest's four basis ciphertexts per score meet the
+    Host's coefficients; at epoch 0 every row has the same scores, so a guest that encrypts
+    them all with one obfuscator gets residuals whose ratios are ``1 + n·(y_j − y_i)`` —
+    unless the Host re-randomises each one."""
+    # Prepare: no label noise; the deviating guest reuses one obfuscator.
+    monkeypatch.setattr(guest_party, "take", same_noise)
+    if leaky:
+        monkeypatch.setattr(fresh, "rerandomize", leaky_rerandomize)
+    model = ModelConfig(kind="multiclass", classes=3)
+    job = memory_job(1, epochs=1, dataset="wine", model=model)
+    y = party_data(job)[job.host].y_train
+    assert y is not None and job.model.sigmoid == "auto"
+
+    # Act
+    observer = run(job, tmp_path)[job.guests[0]]
+
+    # Assert: honest Host, nothing but the trivial first entry; leaky Host, every label.
+    (residual,) = observer.residuals
+    read = read_against_first(residual, observer.n)
+    if not leaky:
+        assert read == [0]
+        return
+    assert len(read) == 3 * len(y)
+    offsets = decode(read, VALUE_BITS, observer.n).reshape(len(y), 3)
+    onehot = np.eye(3)[y]
+    assert np.allclose(onehot[0, 0] - offsets, onehot, atol=1e-6)
