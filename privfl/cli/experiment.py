@@ -17,7 +17,7 @@ NAME is one of:
   vfl-epsilon     seed 004 test 1: accuracy vs label-DP ε (real encrypted runs)
   vfl-lambda      seed 004 test 2: accuracy vs λ at ε = 4
   vfl-flipback    flipback on/off at each ε
-  vfl-models      linear, Poisson, multiclass vs sklearn (Ridge, PoissonRegressor, LR)
+  vfl-models      linear, Poisson, multiclass, SecureBoost vs sklearn / xgboost
   hfl-mechanisms  seed 000: PNPM vs Duchi vs PM vs Gaussian by clients and ε
   hfl-nbafl       seed 001: loss vs ε, C, N, T, K
   hfl-shuffle     seed 003: SFD-RSS vs SFD-RAS vs DP-FedAvg vs LDP-FedAvg
