@@ -215,7 +215,9 @@ def run_boost_host(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict
     params = params_of(job)
     key = handshake(ctx, data)
     public = key.public_key  # the Host's own workers: CRT obfuscators (docs/security.md)
-    noise = NoisePool(public.n, workers, public.h_s, nice=0, primes=private_primes(key))
+    # Next tree's obfuscators are background work (niced): they fill the waits between
+    # levels instead of taking cores from the guest's sums and our own decryptions.
+    noise = NoisePool(public.n, workers, public.h_s, primes=private_primes(key))
     try:
         state = init_state(ctx, data, params, key, noise)
         first = len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests)
