@@ -13,6 +13,7 @@ from privfl.config.vertical import MIN_TEST_KEY_BITS
 from privfl.errors import ConfigError
 
 DATASETS = ("breast_cancer", "synthetic")
+OBFUSCATIONS = ("standard", "djn")
 
 
 @click.group()
@@ -86,6 +87,13 @@ def bench() -> None:
 )
 @click.option("--depth", type=click.IntRange(1, 10), default=3, show_default=True)
 @click.option("--bins", type=click.IntRange(2, 256), default=32, show_default=True)
+@click.option(
+    "--obfuscation",
+    "obfuscations",
+    type=click.Choice(OBFUSCATIONS),
+    multiple=True,
+    help="SecureBoost: obfuscation(s) to run; repeat the option. [both]",
+)
 @friendly_errors
 def vfl(
     key_bits: int,
@@ -101,6 +109,7 @@ def vfl(
     trees: int,
     depth: int,
     bins: int,
+    obfuscations: tuple[str, ...],
 ) -> None:
     """One epoch of vertical LR, side by side: naive phe, privfl standard and DJN, fate_utils.
 
@@ -132,6 +141,7 @@ def vfl(
         report = run_boost_bench(
             bits=key_bits,
             datasets=list(datasets or DATASETS),
+            obfuscations=list(obfuscations or OBFUSCATIONS),
             model=model,
             out=out,
             log=lambda line: click.echo(f"bench: {line}", err=True),

@@ -94,12 +94,18 @@ class NoisePool:
             self._executor = _spawn_pool(self.workers, nice)
             self._compute = _spawn_pool(self.workers, 0)
 
-    def prefetch(self, count: int) -> None:
-        """Start computing ``count`` more obfuscators in the background."""
+    def prefetch(self, count: int, *, bulk: bool = False) -> None:
+        """Start computing ``count`` more obfuscators in the background.
+
+        In tasks of ``CHUNK``; ``bulk``, for a batch that is taken whole later (a
+        SecureBoost tree's gradients), in four tasks per worker: the 235 submissions of
+        7,500 obfuscators cost the submitting process about 20 ms.
+        """
         if self._executor is None:
             return
-        for start in range(0, count, CHUNK):
-            size = min(CHUNK, count - start)
+        chunk = max(CHUNK, -(-count // (4 * self.workers))) if bulk else CHUNK
+        for start in range(0, count, chunk):
+            size = min(chunk, count - start)
             if self.primes is not None:
                 task = self._executor.submit(obfuscators_crt, self.n, *self.primes, size)
             else:

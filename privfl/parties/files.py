@@ -26,8 +26,8 @@ def write_json(path: Path, data: Any, *, compact: bool = False, durable: bool = 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as handle:
-            if compact:
-                json.dump(data, handle)
+            if compact:  # dumps, not dump: only the one-shot encoder is the C one
+                handle.write(json.dumps(data))
             else:
                 json.dump(data, handle, indent=2, allow_nan=True)
                 handle.write("\n")

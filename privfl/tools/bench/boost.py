@@ -209,9 +209,15 @@ def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> 
 
 
 def run_boost_bench(
-    *, bits: int, datasets: list[str], model: ModelConfig, out: Path, log: Log
+    *,
+    bits: int,
+    datasets: list[str],
+    model: ModelConfig,
+    out: Path,
+    log: Log,
+    obfuscations: tuple[str, ...] | list[str] = ("standard", "djn"),
 ) -> dict[str, Any]:
-    """Both obfuscations on each dataset; floors from the measured unit costs."""
+    """The obfuscations (both by default) on each dataset; floors from the measured unit costs."""
     cores = os.cpu_count() or 1
     report: dict[str, Any] = {"key_bits": bits, "cores": cores, "load_before": os.getloadavg()}
     report["model"] = {k: getattr(model, k) for k in ("trees", "depth", "bins", "learning_rate")}
@@ -231,7 +237,7 @@ def run_boost_bench(
         entry: dict[str, Any] = {"name": w.name, "describe": w.describe(), "costs": costs}
         entry["reference_auc"] = reference_auc(w, params)
         entry["runs"] = []
-        for obfuscation in ("standard", "djn"):
+        for obfuscation in obfuscations:
             log(f"SecureBoost {obfuscation}, {model.trees} trees on {w.name}")
             run = run_boost(w, bits, obfuscation, model, out / f"{w.name}-{obfuscation}")
             run["floor_tree_seconds"] = floor_per_tree(run, costs, cores)

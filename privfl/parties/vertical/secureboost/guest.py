@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,11 +66,11 @@ class TreeState:
 
     tree: int
     rows: np.ndarray
-    cts: list[Any]
+    cts: Sequence[int]  # as received: plain ints pickle fastest to the workers
     layout: Layout
     features: np.ndarray
     live: dict[int, np.ndarray]  # nodes the partitions define, not yet split: node -> rows
-    sums: dict[int, list[Any]] = field(default_factory=dict)  # histogrammed nodes' bin sums
+    sums: dict[int, list[int]] = field(default_factory=dict)  # histogrammed nodes' bin sums
     done: set[int] = field(default_factory=set)  # split nodes
 
 
@@ -119,7 +120,7 @@ def on_gradients(state: GuestBoost, msg: BoostGradients) -> None:
     state.current = TreeState(
         tree=msg.tree,
         rows=rows,
-        cts=[mpz(c) for c in msg.values.values],
+        cts=msg.values.values,
         layout=Layout(len(rows), state.key.bits),
         features=features,
         live={0: rows},
@@ -173,7 +174,15 @@ def plan(t: TreeState, nodes: list[int]) -> tuple[list[int], list[tuple[int, int
     return direct, derived
 
 
-def bin_sums(state: GuestBoost, t: TreeState, nodes: list[int]) -> dict[int, list[Any]]:
+def spans(count: int, workers: int, unit: int = 1) -> list[tuple[int, int]]:
+    """``[lo, hi)`` spans of ``count`` items in whole ``unit``s, one per worker at most."""
+    groups = -(-count // unit)
+    parts = max(1, min(workers, groups))
+    bounds = [min(count, int(b) * unit) for b in np.linspace(0, groups, parts + 1).round()]
+    return [(lo, hi) for lo, hi in itertools.pairwise(bounds) if lo < hi]
+
+
+def bin_sums(state: GuestBoost, t: TreeState, nodes: list[int]) -> dict[int, list[int]]:
     """``Π [[g, h, 1]]`` over each bin of each used column: ``features × bins`` per node.
 
     Each node's columns are split over the compute workers (each gets the node's
@@ -181,40 +190,38 @@ def bin_sums(state: GuestBoost, t: TreeState, nodes: list[int]) -> dict[int, lis
     level at once; inline with one worker.
     """
     bins, width = state.params.bins, len(t.features)
-    parts = max(1, min(state.noise.workers, width))
+    columns = spans(width, state.noise.workers)
     blocks = []
     for node in nodes:
         rows = t.live[node]
         at = np.searchsorted(t.rows, rows)
-        cts = [int(t.cts[i]) for i in at.tolist()]
-        columns = state.binned["train"][np.ix_(rows, t.features)]
+        cts = [t.cts[i] for i in at.tolist()]
+        binned = state.binned["train"][np.ix_(rows, t.features)]
         state.work["additions"] += len(rows) * width
         blocks += [
-            (state.key.nsquare, cts, np.ascontiguousarray(block), bins)
-            for block in np.array_split(columns, parts, axis=1)
-            if block.shape[1]
+            (state.key.nsquare, cts, np.ascontiguousarray(binned[:, lo:hi]), bins)
+            for lo, hi in columns
         ]
-    flat = [mpz(v) for v in state.noise.run_split(column_sums, blocks)]
-    size = width * bins
+    return per_node(state.noise.run_split(column_sums, blocks), nodes, width * bins)
+
+
+def per_node(flat: list[int], nodes: list[int], size: int) -> dict[int, list[int]]:
+    """The workers' concatenated answer cut into ``size`` sums per node."""
     return {node: flat[i * size : (i + 1) * size] for i, node in enumerate(nodes)}
 
 
 def differences(
     state: GuestBoost, t: TreeState, derived: list[tuple[int, int]]
-) -> dict[int, list[Any]]:
+) -> dict[int, list[int]]:
     """Each derived node's sums as parent ÷ sibling, bin by bin, spread over the workers."""
-    parents = [int(c) for node, _ in derived for c in t.sums[(node - 1) // 2]]
-    smaller = [int(c) for _, sibling in derived for c in t.sums[sibling]]
-    parts = max(1, min(state.noise.workers, len(parents)))
-    bounds = [int(b) for b in np.linspace(0, len(parents), parts + 1).round()]
+    parents = [c for node, _ in derived for c in t.sums[(node - 1) // 2]]
+    smaller = [c for _, sibling in derived for c in t.sums[sibling]]
     blocks = [
         (state.key.nsquare, parents[lo:hi], smaller[lo:hi])
-        for lo, hi in itertools.pairwise(bounds)
-        if lo < hi
+        for lo, hi in spans(len(parents), state.noise.workers)
     ]
-    flat = [mpz(v) for v in state.noise.run_split(divide_block, blocks)]
-    size = len(t.features) * state.params.bins
-    return {node: flat[i * size : (i + 1) * size] for i, (node, _) in enumerate(derived)}
+    flat = state.noise.run_split(divide_block, blocks)
+    return per_node(flat, [node for node, _ in derived], len(t.features) * state.params.bins)
 
 
 def divide_block(nsquare: int, parents: list[int], smaller: list[int]) -> list[int]:
@@ -223,16 +230,11 @@ def divide_block(nsquare: int, parents: list[int], smaller: list[int]) -> list[i
     return [int(p * powmod(s, -1, n2) % n2) for p, s in zip(parents, smaller, strict=True)]
 
 
-def pack_split(state: GuestBoost, sums: list[Any], layout: Layout) -> list[int]:
+def pack_split(state: GuestBoost, sums: list[int], layout: Layout) -> list[int]:
     """:func:`pack_sums` over the compute workers: whole groups of ``k`` sums per block."""
-    per = layout.per_ciphertext
-    groups = layout.packed(len(sums))
-    parts = max(1, min(state.noise.workers, groups))
-    bounds = [int(b) * per for b in np.linspace(0, groups, parts + 1).round()]
     blocks = [
-        (state.key.nsquare, [int(c) for c in sums[lo:hi]], layout.rows, layout.key_bits)
-        for lo, hi in itertools.pairwise(bounds)
-        if lo < len(sums)
+        (state.key.nsquare, sums[lo:hi], layout.rows, layout.key_bits)
+        for lo, hi in spans(len(sums), state.noise.workers, layout.per_ciphertext)
     ]
     return state.noise.run_split(pack_block, blocks)
 

@@ -216,10 +216,13 @@ def run_boost_host(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict
     params = params_of(job)
     key = handshake(ctx, data)
     public = key.public_key  # the Host's own workers: CRT obfuscators (docs/security.md)
-    noise = NoisePool(public.n, workers, public.h_s, nice=0, primes=private_primes(key))
+    # Next tree's obfuscators are background work (niced): they fill the waits between
+    # levels instead of taking cores from the guest's sums and our own decryptions.
+    noise = NoisePool(public.n, workers, public.h_s, primes=private_primes(key))
     try:
         state = init_state(ctx, data, params, key, noise)
-        noise.prefetch(len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests))
+        first = len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests)
+        noise.prefetch(first, bulk=True)
         resume_host(ctx, state)
         reason = train(ctx, state)
     finally:
@@ -288,7 +291,7 @@ def grow(ctx: PartyContext, state: HostBoost, t: int) -> sb.Tree:
         state.encrypted += len(plain)
         ctx.channel.send(guest.name, BoostGradients(t, rows, values), t)
         if t + 1 < state.params.trees:
-            state.noise.prefetch(len(plain))
+            state.noise.prefetch(len(plain), bulk=True)
     return sb.grow_tree(t, rows, g, h, [state.local, *state.guests], state.params)
 
 
