@@ -199,8 +199,16 @@ class Group(Protocol):
         """The histograms asked for, ``(len(features), bins, 3)`` per node."""
         ...
 
+    def propose(self, tree: int, node: int, feature: int, bin_: int) -> None:
+        """The group owns the winning split of ``node``: start it (``split`` collects it).
+
+        Every winning split of a level is proposed before the first is collected, so a
+        remote group answers them back to back instead of one round trip each.
+        """
+        ...
+
     def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
-        """The group owns the winning split: a bool mask over ``rows``, True = left."""
+        """The proposed split's result: a bool mask over ``rows``, True = left."""
         ...
 
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
@@ -236,6 +244,9 @@ class LocalColumns:
             node: histogram(self.binned[np.ix_(rows, cols)], self.g[rows], self.h[rows], bins)
             for node, rows in self._asked.items()
         }
+
+    def propose(self, tree: int, node: int, feature: int, bin_: int) -> None:
+        return None
 
     def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
         mask: np.ndarray = self.binned[rows, feature] <= bin_
@@ -286,6 +297,7 @@ def grow_tree(
             group.ask(tree, level, open_)
         hists = [group.histograms() for group in groups]
         frontier = {}
+        winners: dict[int, tuple[int, Candidate]] = {}
         for n, r in open_.items():
             best: tuple[int, Candidate] | None = None
             for index, group in enumerate(groups):
@@ -295,7 +307,10 @@ def grow_tree(
             if best is None:
                 nodes[n] = Node(value=leaf_value(int(g[r].sum()), int(h[r].sum()), params))
                 continue
-            index, cand = best
+            winners[n] = best
+            groups[best[0]].propose(tree, n, best[1].feature, best[1].bin)
+        for n, (index, cand) in winners.items():
+            r = open_[n]
             left = groups[index].split(tree, n, r, cand.feature, cand.bin)
             for other, group in enumerate(groups):
                 if other != index:

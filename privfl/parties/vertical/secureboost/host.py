@@ -111,8 +111,10 @@ class RemoteGuest:
         hists = flat.reshape(len(ids), width, self.params.bins, 3)
         return {node: hists[i] for i, node in enumerate(ids)}
 
-    def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
+    def propose(self, tree: int, node: int, feature: int, bin_: int) -> None:
         self.channel.send(self.name, BoostSplit(tree, node, feature, bin_), tree)
+
+    def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
         body = self.channel.expect_body(BoostPartition, {self.name})
         if (body.tree, body.node) != (tree, node) or len(body.left) != len(rows):
             raise ProtocolError(f"{self.name} sent the partition of another node")
@@ -124,9 +126,12 @@ class RemoteGuest:
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
         self.channel.send(self.name, BoostPartition(tree, node, left.astype(np.bool_)), tree)
 
-    def decisions(self, tree: int, split: str, rows: int, owned: set[int]) -> dict[int, np.ndarray]:
-        """This guest's left masks for its nodes (``owned``) of one tree on a split's rows."""
+    def ask_decisions(self, tree: int, split: str) -> None:
+        """Ask for this guest's left masks of one tree on a split's rows (``decisions`` reads)."""
         self.channel.send(self.name, BoostDecide(tree, 1, split), tree)
+
+    def decisions(self, tree: int, split: str, rows: int, owned: set[int]) -> dict[int, np.ndarray]:
+        """The asked-for left masks of this guest's nodes (``owned``), in the order asked."""
         body = self.channel.expect_body(BoostDecisions, {self.name})
         got = check_decisions(self.name, body, tree, split, rows)
         if set(got) != owned or len(body.nodes) != len(owned):
@@ -300,10 +305,14 @@ def evaluate(state: HostBoost, t: int, tree: sb.Tree) -> dict[str, Any]:
     from privfl.learning.metrics import binary_metrics
 
     state.trees.append(tree)
-    for split, binned, margin in (
+    splits = (
         ("train", state.local.binned, state.margin),
         ("test", state.test_binned, state.test_margin),
-    ):
+    )
+    for split, _, _ in splits:  # both asked before either is read: one wait per guest
+        for guest in state.guests:
+            guest.ask_decisions(t, split)
+    for split, binned, margin in splits:
         decide = sb.local_decisions(tree, 0, binned)
         for guest in state.guests:
             owned = {n for n, node in tree.items() if node.group == guest.group}
