@@ -38,7 +38,9 @@ def test_private_local_training_learns_and_is_booked(method: str) -> None:
     summary = run_experiment(cfg)
     plain = run_experiment(HflConfig(clients=4, rounds=3, local_epochs=1, batch_size=32, seed=1))
     assert summary["accuracy"] > 0.3  # chance is 0.1
-    assert summary["accuracy"] != plain["accuracy"]  # the noisy path really ran
+    # the noisy path really ran: the test loss (a float over 450 rows) moved; accuracy
+    # alone can coincide (both runs scored 0.8556 once)
+    assert summary["loss_history"] != plain["loss_history"]
     rows = min(len(range(0, 1347, 4)), 1347 // 4)
     expected = local_epsilon(rows, 32, 1, 3, 0.6, cfg.delta)
     assert summary["epsilon_local_sample_level"] == pytest.approx(expected, rel=0.05)
