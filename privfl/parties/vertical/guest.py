@@ -86,7 +86,7 @@ def forward(state: GuestState, msg: Batch) -> Forward:
 
     Poisson: ``[[exp(z_g)]]`` at EXP_BITS, then ``[[z_g]]`` (the Host needs both).
     Separable multiclass: the K blocks of ``learning.separable.guest_basis`` at EXP_BITS,
-    each ``rows·k`` long, the last ``[[z_g]]``.
+    each ``rows·k`` long, the last ``[[clip(z_g, ±12)]]``.
     """
     state.batch = msg
     rows = state.rows()

@@ -259,7 +259,7 @@ def combine(
 def separable_residual(
     key: PublicKey, values: tuple[int, ...], z_host: np.ndarray, y: np.ndarray
 ) -> tuple[list[int], list[int]]:
-    """``[[σ(z_H + z_G) − y]]`` through the separable fit, and the guest's ``[[z_G]]`` block.
+    """``[[σ(z_H + z_G) − y]]`` through the separable fit, and the guest's ``[[clip(z_G)]]`` block.
 
     ``values``: the guest's K basis blocks at EXP_BITS; each value's K ciphertexts meet
     the Host's coefficients (DATA_BITS) in one multi-exponentiation, so the residual
@@ -340,7 +340,7 @@ def assemble_loss(
         zh = z_host.ravel()
         size = zh.size
         c = separable.coefficients(zh, separable.softplus)
-        c[:, -1] -= y.ravel()  # −y·z_G rides on the guest's [[z_G]] block
+        c[:, -1] -= y.ravel()  # −y·z_G rides on the guest's [[clip(z_G)]] block
         values = forwards[state.guests[0]].scores.values
         plain = 8.0 * float(np.sum(c[:, 0]) - y.ravel() @ zh)
         weights = to_exponents(8.0 * c[:, 1:].T.ravel(), VALUE_BITS).tolist()
