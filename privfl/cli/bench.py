@@ -9,11 +9,10 @@ from pathlib import Path
 import click
 
 from privfl.cli.errors import friendly_errors
-from privfl.config.vertical import MIN_TEST_KEY_BITS
+from privfl.config.vertical import MIN_TEST_KEY_BITS, OBFUSCATIONS
 from privfl.errors import ConfigError
 
 DATASETS = ("breast_cancer", "synthetic")
-OBFUSCATIONS = ("standard", "djn")
 
 
 @click.group()

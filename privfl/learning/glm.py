@@ -206,10 +206,10 @@ def reference_train(
             xs = [p[rows] for p in parts]
             y = y_all[rows]
             off = None if offset is None else offset[rows]
-            eta = np.sum([x @ t for x, t in zip(xs, thetas, strict=True)], axis=0)
-            z_host = xs[0] @ thetas[0]
-            r = residual(glm, eta, y, off, z_host)
-            total += loss(glm, eta, y, off, z_host) * len(y)
+            scores = [x @ t for x, t in zip(xs, thetas, strict=True)]
+            eta = np.sum(scores, axis=0)
+            r = residual(glm, eta, y, off, scores[0])
+            total += loss(glm, eta, y, off, scores[0]) * len(y)
             count += len(y)
             for j, x in enumerate(xs):
                 thetas[j] = thetas[j] - lr * gradient(

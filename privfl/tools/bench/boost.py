@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from privfl.config.vertical import DataConfig, ModelConfig
+from privfl.config.vertical import OBFUSCATIONS, DataConfig, ModelConfig
 from privfl.crypto.gmp import mpz, powmod
 from privfl.crypto.paillier import obfuscators_crt, private_primes
 from privfl.crypto.pools import CHUNK
@@ -215,7 +215,7 @@ def run_boost_bench(
     model: ModelConfig,
     out: Path,
     log: Log,
-    obfuscations: tuple[str, ...] | list[str] = ("standard", "djn"),
+    obfuscations: tuple[str, ...] | list[str] = OBFUSCATIONS,
 ) -> dict[str, Any]:
     """The obfuscations (both by default) on each dataset; floors from the measured unit costs."""
     cores = os.cpu_count() or 1
