@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from privfl.config.core import JobFile, canonical, read_toml, write_toml
+from privfl.config.schema import build, require_table
 from privfl.errors import ConfigError
 
 ROLES = ("server", "host", "guest")
@@ -385,35 +386,38 @@ def party_dict(spec: PartySpec) -> dict[str, Any]:
     return table
 
 
+TABLES: dict[str, type] = {
+    "training": TrainingConfig,
+    "model": ModelConfig,
+    "label_dp": LabelDPConfig,
+    "data": DataConfig,
+}
+"""The job's tables besides ``[parties]``, each read into its dataclass by config/schema.py."""
+
+
 def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
-    """Build a validated JobConfig; unknown or mistyped keys raise ConfigError."""
-    data = dict(data)
+    """Build a validated JobConfig; a mistake is a one-line ConfigError naming the key."""
     try:
-        parties = {
-            name: PartySpec(
-                name=name,
-                role=str(spec["role"]),
-                endpoint=str(spec["endpoint"]),
-                columns=tuple(int(c) for c in spec.get("columns", ())),
-                data=str(spec.get("data", "")),
-                id_column=str(spec.get("id_column", "")),
-                label_column=str(spec.get("label_column", "")),
-                features=tuple(str(f) for f in spec.get("features", ())),
-                feature_count=int(spec.get("feature_count", 0)),
-                max_ids=int(spec.get("max_ids", DEFAULT_MAX_IDS)),
-            )
-            for name, spec in data.pop("parties", {}).items()
-        }
-        sections: dict[str, Any] = {
-            "training": TrainingConfig(**data.pop("training", {})),
-            "label_dp": LabelDPConfig(**data.pop("label_dp", {})),
-            "data": DataConfig(**data.pop("data", {})),
-            "model": ModelConfig(**data.pop("model", {})),
-        }
-        return JobConfig(parties=parties, source=source, **sections, **data)
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:  # e.g. `parties = 3`
-        where = f" in {source}" if source else ""
-        raise ConfigError(f"invalid job file{where}: {exc}") from exc
+        return _from_dict(data, source)
+    except ConfigError as exc:
+        where = f"job file {source}: " if source else ""
+        raise ConfigError(f"{where}{exc}") from exc
+
+
+def _from_dict(data: dict[str, Any], source: Path | None) -> JobConfig:
+    """:func:`from_dict` without the file name in its errors."""
+    data = dict(require_table(data, "the job"))
+    if "parties" not in data:
+        raise ConfigError(
+            "the [parties] table is missing: add one [parties.NAME] table per party "
+            "(role and endpoint), or write a kit with `privfl init vfl`"
+        )
+    parties = {
+        str(name): build(PartySpec, spec, f"parties.{name}", name=str(name))
+        for name, spec in require_table(data.pop("parties"), "parties").items()
+    }
+    sections = {key: build(cls, data.pop(key, {}), key) for key, cls in TABLES.items()}
+    return build(JobConfig, data, "", parties=parties, source=source, **sections)
 
 
 def load_job(path: Path) -> JobConfig:
