@@ -117,6 +117,20 @@ class ModelConfig:
     sigmoid: str = "auto"
 
 
+# SecureBoost's hyper-parameters in [model], with the help `init vfl` and `run-local` show
+# (their defaults come from ModelConfig itself).
+BOOST_HELP = {
+    "trees": "Number of trees.",
+    "depth": "Depth of each tree.",
+    "learning_rate": "Shrinkage of each tree's leaf weights.",
+    "bins": "Quantile bins per feature (candidate thresholds).",
+    "l2": "L2 penalty λ on leaf weights.",
+    "gamma": "Least gain a split must bring.",
+    "min_child_weight": "Least Σh (hessian sum) in a child.",
+    "subsample": "Fraction of rows per tree.",
+    "colsample": "Fraction of each party's features per tree.",
+    "early_stopping_rounds": "Stop after this many trees without improvement; 0 = train all.",
+}
 # ModelConfig keys left out of the job file (and its fingerprint) while at their default.
 MODEL_OPTIONAL_KEYS = ("label_low", "label_high", "exposure", "sigmoid")
 SIGMOIDS = ("auto", "taylor", "separable")
@@ -338,7 +352,11 @@ def validate_model(model: ModelConfig) -> None:
 
 
 def to_dict(job: JobConfig) -> dict[str, Any]:
-    """The job as plain TOML-ready data (without its source path)."""
+    """The job as plain TOML-ready data (without its source path).
+
+    A SecureBoost job has no ``[training]`` table: trees take every setting from
+    ``[model]``, so the table is neither written nor fingerprinted.
+    """
     extra: dict[str, Any] = (
         {}
         if job.max_buffered_mib == DEFAULT_BUFFERED_MIB
@@ -361,7 +379,7 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         "seed": job.seed,
         "keys_dir": job.keys_dir,
         "obfuscation": job.obfuscation,
-        "training": asdict(job.training),
+        **({} if job.model.kind == "secureboost" else {"training": asdict(job.training)}),
         "label_dp": asdict(job.label_dp),
         "data": asdict(job.data),
         "parties": {n: party_dict(p) for n, p in job.parties.items()},
