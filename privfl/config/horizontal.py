@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from privfl.config.core import JobFile, canonical, finite, read_toml, write_toml
+from privfl.config.core import JobFile, finite, read_toml, write_toml
 from privfl.config.schema import build, check_keys, convert, require_table
 from privfl.errors import ConfigError
 
@@ -153,8 +153,9 @@ class HflJob(JobFile[HflParty]):
     keys_dir: str = "keys"
     source: Path | None = None
 
-    def canonical(self) -> bytes:
-        return canonical(to_dict(self))
+    def canonical_data(self) -> dict[str, Any]:
+        """The whole job as the file holds it (:func:`to_dict`)."""
+        return to_dict(self)
 
 
 def config_dict(config: HflConfig) -> dict[str, Any]:

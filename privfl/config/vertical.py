@@ -198,9 +198,9 @@ class JobConfig(JobFile[PartySpec]):
     def guests(self) -> list[str]:
         return self.names("guest")
 
-    def canonical(self) -> bytes:
-        """:func:`canonical_job`, whose SHA-256 every party's Hello carries."""
-        return canonical_job(self)
+    def canonical_data(self) -> dict[str, Any]:
+        """:func:`canonical_data`: what :func:`canonical_job` encodes."""
+        return canonical_data(self)
 
 
 def canonical_job(job: JobConfig) -> bytes:
@@ -212,6 +212,11 @@ def canonical_job(job: JobConfig) -> bytes:
     alike); ±∞ (only
     ``label_dp.epsilon`` may be ∞) becomes the string ``"inf"`` / ``"-inf"``.
     """
+    return canonical(canonical_data(job))
+
+
+def canonical_data(job: JobConfig) -> dict[str, Any]:
+    """The job's data :func:`canonical_job` encodes: defaults filled, site-local keys dropped."""
     data = to_dict(job)
     for key in LOCAL_JOB_KEYS:
         data.pop(key, None)
@@ -220,7 +225,7 @@ def canonical_job(job: JobConfig) -> bytes:
             spec.pop(key, None)
         if spec["role"] != "server":  # the Server trains no weights
             spec.setdefault("feature_count", 0)
-    return canonical(data)
+    return data
 
 
 def check_key_bits(bits: int, allow_weak: bool) -> None:
