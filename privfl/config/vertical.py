@@ -439,7 +439,9 @@ def _from_dict(data: dict[str, Any], source: Path | None) -> JobConfig:
         str(name): build(PartySpec, spec, f"parties.{name}", name=str(name))
         for name, spec in require_table(data.pop("parties"), "parties").items()
     }
-    sections = {key: build(cls, data.pop(key, {}), key) for key, cls in TABLES.items()}
+    sections: dict[str, Any] = {
+        key: build(cls, data.pop(key, {}), key) for key, cls in TABLES.items()
+    }
     return build(JobConfig, data, "", parties=parties, source=source, **sections)
 
 
