@@ -15,6 +15,7 @@ from privfl.cli.options import (
     job_option,
     no_progress_option,
     out_option,
+    overwrite_option,
     party_option,
     verbose_option,
 )
@@ -187,9 +188,15 @@ def build_config(job_file: Path | None, opts: dict[str, Any]) -> HflConfig:
 )
 @out_option("Run directory. [runs/<timestamp>]")
 @no_progress_option
+@overwrite_option
 @friendly_errors
 def run_local_cmd(
-    job_file: Path | None, client_processes: int, out: Path | None, no_progress: bool, **opts: Any
+    job_file: Path | None,
+    client_processes: int,
+    out: Path | None,
+    no_progress: bool,
+    overwrite: bool,
+    **opts: Any,
 ) -> None:
     """Run the aggregator, the optional Shuffler and the client hosts as processes on this machine.
 
@@ -208,9 +215,11 @@ def run_local_cmd(
     from privfl.parties.session import run_dir_default
     from privfl.runs.kits import local_hfl_job
     from privfl.runs.launcher import run_local_hfl
+    from privfl.runs.outdir import claim
 
     config = build_config(job_file, opts)
     out = out or run_dir_default()
+    claim(out, overwrite=overwrite, can_resume=False)
     job = local_hfl_job(config, client_processes)
     click.echo(
         f"privfl: {config.clients} clients on {len(job.names('clients'))} process(es), "
@@ -255,11 +264,19 @@ def role_command(role: str) -> click.Command:
         help="Test aid: delay each report.",
     )
     @verbose_option
+    @overwrite_option
     @friendly_errors
     def command(
-        job_file: Path, party: str, out: Path | None, no_progress: bool, slow: float, verbose: bool
+        job_file: Path,
+        party: str,
+        out: Path | None,
+        no_progress: bool,
+        slow: float,
+        verbose: bool,
+        overwrite: bool,
     ) -> None:
         from privfl.parties.session import run_dir_default, setup_logging
+        from privfl.runs.outdir import claim
 
         job = load_hfl_job(job_file)
         spec = job.party(party)
@@ -269,6 +286,7 @@ def role_command(role: str) -> click.Command:
                 f"party {party} is a {spec.role}; run the matching `privfl hfl` command"
             )
         out = out or run_dir_default() / party
+        claim(out, overwrite=overwrite, can_resume=False)
         setup_logging(out, party, verbose)
         if role == "aggregator":
             from privfl.parties.horizontal.aggregator import run_aggregator
@@ -320,8 +338,11 @@ for _role in ("aggregator", "client", "shuffler"):
     show_default=True,
     help="Client hosts.",
 )
+@overwrite_option
 @friendly_errors
-def init_cmd(out: Path, job_file: Path | None, client_processes: int, **opts: Any) -> None:
+def init_cmd(
+    out: Path, job_file: Path | None, client_processes: int, overwrite: bool, **opts: Any
+) -> None:
     """Write OUT/job.toml and CURVE keys for running each party as its own command.
 
     \b
@@ -330,7 +351,9 @@ def init_cmd(out: Path, job_file: Path | None, client_processes: int, **opts: An
       privfl hfl client     --job OUT/job.toml --party clients-1
     """
     from privfl.runs.kits import local_hfl_job, write_kit
+    from privfl.runs.outdir import claim
 
+    claim(out, overwrite=overwrite, can_resume=False)
     if click.get_current_context().info_name == "init":
         click.echo("privfl: `privfl hfl init` is an alias of `privfl init hfl`", err=True)
 

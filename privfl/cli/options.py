@@ -25,6 +25,12 @@ def out_option(help: str, required: bool = False) -> Callable[[F], F]:
     )
 
 
+overwrite_option = click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Reuse a --out that holds an earlier run: its logs, metrics, summary and "
+    "checkpoints are removed first (without this flag a used --out is refused).",
+)
 party_option = click.option("--party", required=True, help="This party's name in the job file.")
 verbose_option = click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
 no_progress_option = click.option("--no-progress", is_flag=True, help="No progress bar.")

@@ -11,11 +11,13 @@ from typing import Any, TypeVar
 
 import click
 
+from privfl.cli.boost import boost_options, pop_boost_options, with_boost
 from privfl.cli.errors import friendly_errors
 from privfl.cli.options import (
     job_option,
     no_progress_option,
     out_option,
+    overwrite_option,
     party_option,
     verbose_option,
 )
@@ -90,8 +92,7 @@ def kit_options(func: F) -> F:
             default=None,
             help="Model to train: logistic, linear, poisson (one guest), multiclass "
             "(one-vs-rest; with one guest the separable sigmoid, in batches of 64), "
-            "secureboost (gradient-boosted trees; tree settings in the job's [model] "
-            "table). [logistic]",
+            "secureboost (gradient-boosted trees; the tree settings below). [logistic]",
         ),
         click.option(
             "--dataset",
@@ -135,6 +136,7 @@ def kit_options(func: F) -> F:
             help="Seconds any party waits for a peer before failing. [120]",
         ),
     ]
+    func = boost_options(func)  # listed after the options above
     for option in reversed(options):
         func = option(func)
     return func
@@ -144,6 +146,7 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
     """A job from a file (or the demo defaults) with command-line overrides applied."""
     from privfl.runs.kits import demo_job
 
+    boost = pop_boost_options(opts)
     allow = opts["allow_weak_keys"] or (base.allow_weak_keys if base else False)
     bits = opts["key_bits"] or (base.key_bits if base else 2048)
     check_key_bits(bits, allow)
@@ -165,6 +168,7 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
             template = replace(base, parties=template.parties, data=template.data)
         base = template
     base = with_model(base, kind, dataset, **opts)
+    base = replace(base, model=with_boost(base.model, boost))
     job = replace(base, key_bits=bits, allow_weak_keys=allow)
     if opts["epochs"] is not None:
         job = with_overrides(job, epochs=opts["epochs"])
@@ -237,9 +241,15 @@ def demo_classes(dataset: str) -> int:
     help="Continue the interrupted run in --out (same kit, same ports) from the last epoch "
     "every party has a checkpoint of; other settings are taken from OUT/kit/job.toml.",
 )
+@overwrite_option
 @friendly_errors
 def run_local_cmd(
-    job_file: Path | None, out: Path | None, no_progress: bool, resume: bool, **opts: Any
+    job_file: Path | None,
+    out: Path | None,
+    no_progress: bool,
+    resume: bool,
+    overwrite: bool,
+    **opts: Any,
 ) -> None:
     """Run the Server, the Host and every Guest as separate processes on this machine.
 
@@ -253,12 +263,15 @@ def run_local_cmd(
       privfl vfl run-local
       privfl vfl run-local --guests 2 --label-epsilon 2 --epochs 10
       privfl vfl run-local --key-bits 512 --allow-weak-keys --epochs 3   # quick trial
+      privfl vfl run-local --model secureboost --trees 3 --depth 2
       privfl vfl run-local --out runs/a --resume   # continue an interrupted run
+      privfl vfl run-local --out runs/a --overwrite   # replace the run in runs/a
     """
     from privfl.data.views import central_baseline
     from privfl.parties.session import run_dir_default
     from privfl.runs.kits import relocate
     from privfl.runs.launcher import run_local
+    from privfl.runs.outdir import claim
 
     if resume:
         if out is None:
@@ -268,6 +281,7 @@ def run_local_cmd(
         base = load_job(job_file) if job_file else None
         job = relocate(build_job(base, **opts))
     out = out or run_dir_default()
+    claim(out, resume=resume, overwrite=overwrite)
     what = (
         f"SecureBoost, up to {job.model.trees} trees of depth {job.model.depth}"
         if job.model.kind == "secureboost"
@@ -442,6 +456,7 @@ def party_command(role: str) -> click.Command:
         help="Continue from the last epoch every party has a checkpoint of (in each --out); "
         "start every party with it.",
     )
+    @overwrite_option
     @friendly_errors
     def command(
         job_file: Path,
@@ -455,16 +470,19 @@ def party_command(role: str) -> click.Command:
         workers: int,
         verbose: bool,
         resume: bool,
+        overwrite: bool,
     ) -> None:
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.parties.vertical.inputs import parse_features, party_inputs
         from privfl.parties.vertical.runner import run_party
+        from privfl.runs.outdir import claim
 
         job = load_job(job_file)
         spec = job.party(party)
         if spec.role != role:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
         out = out or run_dir_default() / party
+        claim(out, resume=resume, overwrite=overwrite)
         setup_logging(out, party, verbose)
         data, table = party_inputs(
             job, party, data_file, id_column, label_column, parse_features(features)
@@ -543,8 +561,11 @@ def site_kit_options(func: F) -> F:
     help="First port; parties take consecutive ports. [free ports now]",
 )
 @site_kit_options
+@overwrite_option
 @friendly_errors
-def init_vfl(out: Path, host_name: str, base_port: int | None, **opts: Any) -> None:
+def init_vfl(
+    out: Path, host_name: str, base_port: int | None, overwrite: bool, **opts: Any
+) -> None:
     """Write OUT/job.toml and OUT/keys/ for running each party as its own command.
 
     \b
@@ -560,7 +581,9 @@ def init_vfl(out: Path, host_name: str, base_port: int | None, **opts: Any) -> N
     """
     from privfl.cli.site import init_sites, pop_site_options
     from privfl.runs.kits import write_kit
+    from privfl.runs.outdir import claim
 
+    claim(out, overwrite=overwrite, can_resume=False)
     site = pop_site_options(opts)
     job = build_job(None, host=host_name, base_port=base_port, **opts)
     if site.parties or site.psi or site.psi_key_bits or site.feature_counts:

@@ -57,13 +57,21 @@ class JobFile(Generic[P]):
         base = self.source.parent if self.source else Path.cwd()
         return base / self.keys_dir
 
+    def canonical_data(self) -> dict[str, Any]:
+        """What every party must agree on, as plain data (before :func:`canonical`)."""
+        raise NotImplementedError
+
     def canonical(self) -> bytes:
         """The canonical encoding of what every party must agree on."""
-        raise NotImplementedError
+        return canonical(self.canonical_data())
 
     def fingerprint(self) -> str:
         """SHA-256 (hex) of :meth:`canonical`: what every party's Hello or join carries."""
         return fingerprint(self.canonical())
+
+    def sections(self) -> dict[str, str]:
+        """:func:`section_digests` of this job: what lets a peer name where two jobs differ."""
+        return section_digests(self.canonical_data())
 
 
 def finite(value: Any) -> Any:
@@ -88,6 +96,44 @@ def canonical(data: dict[str, Any]) -> bytes:
 def fingerprint(encoded: bytes) -> str:
     """SHA-256 (64 lowercase hex digits) of a canonical encoding."""
     return hashlib.sha256(encoded).hexdigest()
+
+
+SECTION_DIGITS = 16
+"""Hex digits of each section digest: enough to tell two sections apart, not to authenticate
+(the full fingerprint does that)."""
+
+
+def section_digests(data: dict[str, Any]) -> dict[str, str]:
+    """A short digest per top-level key of the canonical data, and per party.
+
+    ``{"training": "…", "parties.host": "…"}``: each is the first 16 hex digits of the
+    SHA-256 of the canonical encoding of ``{key: value}`` (``{"parties": {name: table}}``
+    for a party). Every party holds the whole job, so they reveal nothing it lacks.
+    """
+    digests = {}
+    for key, value in data.items():
+        parts = value.items() if key == "parties" else [(None, value)]
+        for name, part in parts:
+            section = {key: {name: part}} if name is not None else {key: part}
+            label = f"{key}.{name}" if name is not None else key
+            digests[label] = fingerprint(canonical(section))[:SECTION_DIGITS]
+    return digests
+
+
+def encode_sections(digests: dict[str, str]) -> str:
+    """``name=digest`` pairs, sorted, joined by commas (docs/protocol.md §2.1)."""
+    return ",".join(f"{name}={digest}" for name, digest in sorted(digests.items()))
+
+
+def decode_sections(text: str) -> dict[str, str]:
+    """The inverse of :func:`encode_sections` (``""`` gives ``{}``)."""
+    pairs = (item.partition("=") for item in text.split(",") if item)
+    return {name: digest for name, _, digest in pairs}
+
+
+def differing(ours: dict[str, str], theirs: dict[str, str]) -> list[str]:
+    """The section names whose digests differ or that only one side has, sorted."""
+    return sorted(n for n in ours.keys() | theirs.keys() if ours.get(n) != theirs.get(n))
 
 
 def read_toml(path: Path, missing: str) -> dict[str, Any]:

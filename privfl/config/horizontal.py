@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from privfl.config.core import JobFile, canonical, finite, read_toml, write_toml
+from privfl.config.core import JobFile, finite, read_toml, write_toml
+from privfl.config.schema import build, check_keys, convert, require_table
 from privfl.errors import ConfigError
 
 DATASETS = ("digits", "mnist", "fmnist", "cifar10")
@@ -152,8 +153,9 @@ class HflJob(JobFile[HflParty]):
     keys_dir: str = "keys"
     source: Path | None = None
 
-    def canonical(self) -> bytes:
-        return canonical(to_dict(self))
+    def canonical_data(self) -> dict[str, Any]:
+        """The whole job as the file holds it (:func:`to_dict`)."""
+        return to_dict(self)
 
 
 def config_dict(config: HflConfig) -> dict[str, Any]:
@@ -163,18 +165,8 @@ def config_dict(config: HflConfig) -> dict[str, Any]:
 
 
 def config_from_dict(data: dict[str, Any]) -> HflConfig:
-    """Validated settings; unknown keys are a ConfigError naming them."""
-    known = {f.name for f in fields(HflConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(
-            f"unknown hfl setting(s) {', '.join(unknown)}; see `privfl hfl run-local --help`"
-        )
-    values: dict[str, Any] = {k: (math.inf if v == "inf" else v) for k, v in data.items()}
-    try:
-        return HflConfig(**values)
-    except TypeError as exc:
-        raise ConfigError(f"invalid hfl settings: {exc}") from exc
+    """Validated ``[hfl]`` settings; a mistake is a one-line ConfigError naming the key."""
+    return build(HflConfig, data, "hfl")
 
 
 def to_dict(job: HflJob) -> dict[str, Any]:
@@ -193,20 +185,38 @@ def save_hfl_job(job: HflJob, path: Path) -> None:
     write_toml(to_dict(job), path)
 
 
+JOB_KEYS = ("session", "keys_dir", "hfl", "parties")
+"""The top-level keys of a horizontal job file (``[hfl]`` holds :class:`HflConfig`)."""
+
+
 def load_hfl_job(path: Path) -> HflJob:
-    """Read a horizontal job file; a missing or malformed one is a ConfigError."""
+    """Read a horizontal job file; a missing or malformed one is a ConfigError naming the key."""
     data = read_toml(path, "`privfl hfl run-local` writes one in its run directory")
     try:
-        parties = {n: HflParty(name=n, **spec) for n, spec in data.get("parties", {}).items()}
-        return HflJob(
-            session=str(data["session"]),
-            config=config_from_dict(dict(data.get("hfl", {}))),
-            parties=parties,
-            keys_dir=str(data.get("keys_dir", "keys")),
-            source=path.resolve(),
-        )
-    except (KeyError, TypeError) as exc:
-        raise ConfigError(f"invalid job file {path}: {exc}") from exc
+        return hfl_from_dict(data, path.resolve())
+    except ConfigError as exc:
+        raise ConfigError(f"job file {path}: {exc}") from exc
+
+
+def hfl_from_dict(data: dict[str, Any], source: Path | None = None) -> HflJob:
+    """An HflJob from a job file's tables (:func:`to_dict`'s inverse)."""
+    check_keys(data, JOB_KEYS, "")
+    for key in ("session", "keys_dir"):
+        if key in data:
+            convert(data[key], str, key)
+    if "session" not in data:
+        raise ConfigError("session is missing; the job file must set it")
+    parties = {
+        str(name): build(HflParty, spec, f"parties.{name}", name=str(name))
+        for name, spec in require_table(data.get("parties", {}), "parties").items()
+    }
+    return HflJob(
+        session=data["session"],
+        config=config_from_dict(data.get("hfl", {})),
+        parties=parties,
+        keys_dir=data.get("keys_dir", "keys"),
+        source=source,
+    )
 
 
 def with_settings(config: HflConfig, **changes: Any) -> HflConfig:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from privfl.config.core import JobFile, canonical, read_toml, write_toml
+from privfl.config.schema import build, require_table
 from privfl.errors import ConfigError
 
 ROLES = ("server", "host", "guest")
@@ -116,6 +117,20 @@ class ModelConfig:
     sigmoid: str = "auto"
 
 
+# SecureBoost's hyper-parameters in [model], with the help `init vfl` and `run-local` show
+# (their defaults come from ModelConfig itself).
+BOOST_HELP = {
+    "trees": "Number of trees.",
+    "depth": "Depth of each tree.",
+    "learning_rate": "Shrinkage of each tree's leaf weights.",
+    "bins": "Quantile bins per feature (candidate thresholds).",
+    "l2": "L2 penalty λ on leaf weights.",
+    "gamma": "Least gain a split must bring.",
+    "min_child_weight": "Least Σh (hessian sum) in a child.",
+    "subsample": "Fraction of rows per tree.",
+    "colsample": "Fraction of each party's features per tree.",
+    "early_stopping_rounds": "Stop after this many trees without improvement; 0 = train all.",
+}
 # ModelConfig keys left out of the job file (and its fingerprint) while at their default.
 MODEL_OPTIONAL_KEYS = ("label_low", "label_high", "exposure", "sigmoid")
 SIGMOIDS = ("auto", "taylor", "separable")
@@ -183,9 +198,9 @@ class JobConfig(JobFile[PartySpec]):
     def guests(self) -> list[str]:
         return self.names("guest")
 
-    def canonical(self) -> bytes:
-        """:func:`canonical_job`, whose SHA-256 every party's Hello carries."""
-        return canonical_job(self)
+    def canonical_data(self) -> dict[str, Any]:
+        """:func:`canonical_data`: what :func:`canonical_job` encodes."""
+        return canonical_data(self)
 
 
 def canonical_job(job: JobConfig) -> bytes:
@@ -197,6 +212,11 @@ def canonical_job(job: JobConfig) -> bytes:
     alike); ±∞ (only
     ``label_dp.epsilon`` may be ∞) becomes the string ``"inf"`` / ``"-inf"``.
     """
+    return canonical(canonical_data(job))
+
+
+def canonical_data(job: JobConfig) -> dict[str, Any]:
+    """The job's data :func:`canonical_job` encodes: defaults filled, site-local keys dropped."""
     data = to_dict(job)
     for key in LOCAL_JOB_KEYS:
         data.pop(key, None)
@@ -205,7 +225,7 @@ def canonical_job(job: JobConfig) -> bytes:
             spec.pop(key, None)
         if spec["role"] != "server":  # the Server trains no weights
             spec.setdefault("feature_count", 0)
-    return canonical(data)
+    return data
 
 
 def check_key_bits(bits: int, allow_weak: bool) -> None:
@@ -337,7 +357,11 @@ def validate_model(model: ModelConfig) -> None:
 
 
 def to_dict(job: JobConfig) -> dict[str, Any]:
-    """The job as plain TOML-ready data (without its source path)."""
+    """The job as plain TOML-ready data (without its source path).
+
+    A SecureBoost job has no ``[training]`` table: trees take every setting from
+    ``[model]``, so the table is neither written nor fingerprinted.
+    """
     extra: dict[str, Any] = (
         {}
         if job.max_buffered_mib == DEFAULT_BUFFERED_MIB
@@ -360,7 +384,7 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         "seed": job.seed,
         "keys_dir": job.keys_dir,
         "obfuscation": job.obfuscation,
-        "training": asdict(job.training),
+        **({} if job.model.kind == "secureboost" else {"training": asdict(job.training)}),
         "label_dp": asdict(job.label_dp),
         "data": asdict(job.data),
         "parties": {n: party_dict(p) for n, p in job.parties.items()},
@@ -385,35 +409,40 @@ def party_dict(spec: PartySpec) -> dict[str, Any]:
     return table
 
 
+TABLES: dict[str, type] = {
+    "training": TrainingConfig,
+    "model": ModelConfig,
+    "label_dp": LabelDPConfig,
+    "data": DataConfig,
+}
+"""The job's tables besides ``[parties]``, each read into its dataclass by config/schema.py."""
+
+
 def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
-    """Build a validated JobConfig; unknown or mistyped keys raise ConfigError."""
-    data = dict(data)
+    """Build a validated JobConfig; a mistake is a one-line ConfigError naming the key."""
     try:
-        parties = {
-            name: PartySpec(
-                name=name,
-                role=str(spec["role"]),
-                endpoint=str(spec["endpoint"]),
-                columns=tuple(int(c) for c in spec.get("columns", ())),
-                data=str(spec.get("data", "")),
-                id_column=str(spec.get("id_column", "")),
-                label_column=str(spec.get("label_column", "")),
-                features=tuple(str(f) for f in spec.get("features", ())),
-                feature_count=int(spec.get("feature_count", 0)),
-                max_ids=int(spec.get("max_ids", DEFAULT_MAX_IDS)),
-            )
-            for name, spec in data.pop("parties", {}).items()
-        }
-        sections: dict[str, Any] = {
-            "training": TrainingConfig(**data.pop("training", {})),
-            "label_dp": LabelDPConfig(**data.pop("label_dp", {})),
-            "data": DataConfig(**data.pop("data", {})),
-            "model": ModelConfig(**data.pop("model", {})),
-        }
-        return JobConfig(parties=parties, source=source, **sections, **data)
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:  # e.g. `parties = 3`
-        where = f" in {source}" if source else ""
-        raise ConfigError(f"invalid job file{where}: {exc}") from exc
+        return _from_dict(data, source)
+    except ConfigError as exc:
+        where = f"job file {source}: " if source else ""
+        raise ConfigError(f"{where}{exc}") from exc
+
+
+def _from_dict(data: dict[str, Any], source: Path | None) -> JobConfig:
+    """:func:`from_dict` without the file name in its errors."""
+    data = dict(require_table(data, "the job"))
+    if "parties" not in data:
+        raise ConfigError(
+            "the [parties] table is missing: add one [parties.NAME] table per party "
+            "(role and endpoint), or write a kit with `privfl init vfl`"
+        )
+    parties = {
+        str(name): build(PartySpec, spec, f"parties.{name}", name=str(name))
+        for name, spec in require_table(data.pop("parties"), "parties").items()
+    }
+    sections: dict[str, Any] = {
+        key: build(cls, data.pop(key, {}), key) for key, cls in TABLES.items()
+    }
+    return build(JobConfig, data, "", parties=parties, source=source, **sections)
 
 
 def load_job(path: Path) -> JobConfig:

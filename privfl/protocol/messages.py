@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,6 +113,10 @@ def _is_sha256_hex(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
+# One ``name=digest`` pair of ``Hello.job_sections``: a job key or ``parties.<party>``.
+_SECTION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}=[0-9a-f]{16}")
+
+
 @dataclass(frozen=True, slots=True)
 class Hello:
     """A party announces itself to the Server and the Host and proves it runs the same job.
@@ -126,10 +131,19 @@ class Hello:
     features: int
     rows_digest: str = ""  # issue 13: commitment to the ordered row ids ("" = none)
     train_rows: int = 0  # the agreed training rows (0 = the job's own split of ``rows``)
+    # A digest per job section (config/core.py: section_digests), so that a receiver
+    # whose fingerprint differs can name the sections; "" = not sent (older peers).
+    job_sections: str = ""
 
     def __post_init__(self) -> None:
         _require(self.role in ("server", "host", "guest"), f"unknown role {self.role!r}")
         text(self.job_fingerprint, "job_fingerprint", 128)
+        text(self.job_sections, "job_sections")
+        _require(
+            all(_SECTION.fullmatch(item) for item in self.job_sections.split(",") if item)
+            and not self.job_sections.endswith(","),
+            "job_sections is comma-separated name=16-hex-digit pairs",
+        )
         count(self.rows, "rows")
         count(self.features, "features")
         count(self.train_rows, "train_rows", 0, self.rows)

@@ -71,19 +71,17 @@ def start_parties(
     """Spawn one ``privfl vfl <role>`` process per party (Server first, so it listens early).
 
     ``extra`` appends arguments per party name (e.g. ``--data`` for the benchmark).
+    A party not resuming gets ``--overwrite``: its folder holds the console log spawn
+    opened, and the caller has already claimed ``out`` (runs/outdir.py).
     """
     order = sorted(job.parties.values(), key=lambda p: ("server", "host", "guest").index(p.role))
-    return [
-        spawn(
-            "vfl",
-            spec.role,
-            job_path,
-            spec.name,
-            out / spec.name,
-            ["--no-progress", *(extra or {}).get(spec.name, [])],
-        )
-        for spec in order
-    ]
+    started = []
+    for spec in order:
+        args = ["--no-progress", *(extra or {}).get(spec.name, [])]
+        if "--resume" not in args:
+            args.append("--overwrite")
+        started.append(spawn("vfl", spec.role, job_path, spec.name, out / spec.name, args))
+    return started
 
 
 def start_hfl_parties(job: HflJob, job_path: Path, out: Path) -> list[PartyProcess]:
@@ -96,14 +94,17 @@ def start_hfl_parties(job: HflJob, job_path: Path, out: Path) -> list[PartyProce
             job_path,
             AGGREGATOR,
             out / AGGREGATOR,
-            ["--no-progress"],
+            ["--no-progress", "--overwrite"],
             one_thread,
         )
     ]
+    fresh = ["--overwrite"]  # the folder holds the console log spawn opened
     if SHUFFLER in job.parties:
-        started.append(spawn("hfl", "shuffler", job_path, SHUFFLER, out / SHUFFLER, [], one_thread))
+        started.append(
+            spawn("hfl", "shuffler", job_path, SHUFFLER, out / SHUFFLER, fresh, one_thread)
+        )
     for name in job.names("clients"):
-        started.append(spawn("hfl", "client", job_path, name, out / name, [], one_thread))
+        started.append(spawn("hfl", "client", job_path, name, out / name, fresh, one_thread))
     return started
 
 

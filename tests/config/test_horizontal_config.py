@@ -101,5 +101,5 @@ def test_missing_or_broken_job_files_are_one_clear_error(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_hfl_job(tmp_path / "bad.toml")
     (tmp_path / "unknown.toml").write_text('session = "s"\n[hfl]\nnope = 1\n')
-    with pytest.raises(ConfigError, match=r"unknown hfl setting.*nope"):
+    with pytest.raises(ConfigError, match=r"unknown key hfl\.nope"):
         load_hfl_job(tmp_path / "unknown.toml")

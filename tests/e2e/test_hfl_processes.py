@@ -196,7 +196,8 @@ def test_bad_job_file_is_one_line_error(tmp_path: Path) -> None:
     bad.write_text("session = 'x'\n[hfl]\nmechanism = 'magic'\n")
     result = privfl("hfl", "client", "--job", str(bad), "--party", "clients-1")
     assert result.returncode == 1
-    assert result.stderr.strip().startswith("privfl: error: invalid hfl setting: mechanism")
+    line = result.stderr.strip()
+    assert line.startswith(f"privfl: error: job file {bad}: invalid hfl setting: mechanism"), line
     missing = privfl("hfl", "run-local", "--job", str(tmp_path / "none.toml"))
     assert missing.returncode == 1 and "not found" in missing.stderr
     no_files = privfl("hfl", "run-local", "--dataset", "mnist", "--out", str(tmp_path / "r"))

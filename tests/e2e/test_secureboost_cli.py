@@ -8,20 +8,52 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import tomli_w
 from processes import WEAK, privfl, spawn_predict
 from sklearn.datasets import load_breast_cancer
 
 
 def boost_kit(tmp_path: Path, trees: int = 2) -> Path:
     kit = tmp_path / "kit"
-    made = privfl("init", "vfl", "--out", str(kit), *WEAK)
+    made = privfl(
+        "init", "vfl", "--out", str(kit), *WEAK,
+        "--model", "secureboost", "--trees", str(trees), "--depth", "3", "--bins", "16",
+    )  # fmt: skip
     assert made.returncode == 0, made.stderr
     job = kit / "job.toml"
     data = tomllib.loads(job.read_text())
-    data["model"] = {"kind": "secureboost", "trees": trees, "depth": 3, "bins": 16}
-    job.write_text(tomli_w.dumps(data))
+    assert data["model"]["trees"] == trees and data["model"]["bins"] == 16
+    assert "training" not in data and "label_dp" in data  # trees read no [training]
     return job
+
+
+def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["vfl", "run-local", "--model", "secureboost", "--trees", "3", "--depth", "2"]
+    args += ["--bins", "8", *WEAK, "--out", str(out), "--no-progress"]
+
+    first = privfl(*args)
+    again = privfl(*args)
+    replaced = privfl(*args, "--overwrite")
+
+    assert first.returncode == 0, first.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["model"]["trees"] == 3 and summary["model"]["depth"] == 2
+    assert again.returncode == 1 and "Traceback" not in again.stderr
+    assert (
+        again.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "pass --resume to continue it or --overwrite to replace it, or choose an empty folder"
+        )
+    )
+    assert replaced.returncode == 0, replaced.stderr
+    metrics = (out / "host" / "metrics.jsonl").read_text().splitlines()
+    assert len(metrics) == summary["trees"]  # one record per tree of the new run only
+
+
+def test_tree_options_on_a_glm_are_a_usage_error() -> None:
+    result = privfl("vfl", "run-local", "--trees", "3", *WEAK)
+    assert result.returncode == 2 and "add --model secureboost" in result.stderr
 
 
 def test_run_local_then_predict(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from privfl.config.core import decode_sections, differing, encode_sections
 from privfl.crypto.paillier import PublicKey
 from privfl.data.alignment import row_commitment
 from privfl.errors import ConfigError, ProtocolError
@@ -17,6 +18,7 @@ from privfl.parties.session import PartyContext
 from privfl.protocol.messages import BigInts, Hello, PublicKeyMessage
 
 log = logging.getLogger("privfl.party")
+TABLE_KEYS = ("training", "model", "label_dp", "data")  # shown as [table] in errors
 
 
 def big(values: Sequence[int]) -> BigInts:
@@ -41,6 +43,7 @@ def announce(
         features=features,
         rows_digest=rows_digest,
         train_rows=train_rows,
+        job_sections=encode_sections(ctx.job.sections()),
     )
     ctx.channel.broadcast(to, hello)
 
@@ -65,13 +68,24 @@ def check_hello(ctx: PartyContext, sender: str, hello: Hello) -> None:
     """Refuse a peer that runs another job file or claims another role."""
     ours = ctx.job.fingerprint()
     if hello.job_fingerprint != ours:
-        raise ConfigError(
-            f"party {sender} runs a different job file (fingerprint {hello.job_fingerprint}, "
-            f"ours {ours}); give every party the same job.toml"
-        )
+        raise ConfigError(f"party {sender} runs a different job file{job_difference(ctx, hello)}")
     expected = ctx.job.party(sender).role
     if hello.role != expected:
         raise ProtocolError(f"party {sender} says it is a {hello.role}, the job says {expected}")
+
+
+def job_difference(ctx: PartyContext, hello: Hello) -> str:
+    """``: it differs in [training], …; give every party …``: what a refused Hello's job
+    changes, by section where the peer sent its section digests, else by fingerprint."""
+    theirs = decode_sections(hello.job_sections)
+    names = differing(ctx.job.sections(), theirs) if theirs else []
+    if not names:  # an older peer, or sections that agree while the whole does not
+        return (
+            f" (fingerprint {hello.job_fingerprint}, ours {ctx.job.fingerprint()}); "
+            "give every party the same job.toml"
+        )
+    shown = ", ".join(f"[{n}]" if "." in n or n in TABLE_KEYS else n for n in names)
+    return f": it differs in {shown}; give every party the same job.toml"
 
 
 def receive_public_key(ctx: PartyContext) -> PublicKey:

@@ -21,6 +21,7 @@ import subprocess
 
 import numpy as np
 
+from privfl.config.core import encode_sections
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode
@@ -113,6 +114,12 @@ class GuestRun:
                 hello.job_fingerprint == job.fingerprint() and hello.role == "guest",
                 f"{hello.role}, fingerprint {hello.job_fingerprint}, expected {job.fingerprint()}",
             )
+            if hello.job_sections:  # optional (§2.1): when sent, they are the job's own
+                report.check(
+                    f"Hello to {peer.name} carries the job's section digests",
+                    hello.job_sections == encode_sections(job.sections()),
+                    f"job_sections {hello.job_sections}",
+                )
         self._check_rows(digests)
         key = PublicKeyMessage(n=self.key.n, bits=self.key.bits, h_s=self.key.h_s)
         self.key_sender.channel.send(party, key)

@@ -32,6 +32,7 @@ from helpers import (
 from scipy import stats
 
 import privfl.crypto.paillier as paillier
+import privfl.parties.vertical.handshake as handshake
 import privfl.parties.vertical.host_steps as host_steps
 import privfl.parties.vertical.server as server_steps
 from privfl.config.vertical import JobConfig, with_overrides
@@ -534,6 +535,26 @@ def test_a_guest_with_another_job_file_is_refused(tmp_path: Path) -> None:
     assert_refused_by_server_and_host(run.results, "guest-1 runs a different job file")
     assert isinstance(run.results["guest-1"], PeerAborted)
     assert took < 5
+    # The refusal names the differing table, not two 64-digit fingerprints.
+    refusal = str(run.results["server"])
+    assert "it differs in [training];" in refusal and job.fingerprint() not in refusal, refusal
+
+
+def test_a_peer_without_section_digests_is_refused_by_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: Hellos as an older peer sends them, without job_sections.
+    monkeypatch.setattr(handshake, "encode_sections", lambda _digests: "")
+    job = memory_job(1, timeout=10)
+    other = with_overrides(job, learning_rate=0.5)
+
+    # Act
+    run = run_job(job, tmp_path, jobs={"guest-1": other}, join_timeout=20)
+
+    # Assert: still refused, naming both fingerprints as before.
+    assert_refused_by_server_and_host(run.results, "guest-1 runs a different job file")
+    refusal = str(run.results["server"])
+    assert job.fingerprint() in refusal and other.fingerprint() in refusal, refusal
 
 
 def assert_refused_by_server_and_host(results: dict[str, Any], reason: str) -> None:

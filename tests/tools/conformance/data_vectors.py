@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from privfl.config.core import encode_sections
 from privfl.config.vertical import canonical_job, load_job
 from privfl.data.alignment import row_commitment
 from privfl.data.tables import held_out_mask
@@ -24,12 +25,13 @@ SESSION = "conformance-example"
 
 
 def job_vector() -> dict[str, Any]:
-    """The example job file's canonical bytes and fingerprint."""
+    """The example job file's canonical bytes, fingerprint and Hello's section digests."""
     job = load_job(DIR / "job-example.toml")
     return {
         "file": "job-example.toml",
         "canonical": canonical_job(job).decode("utf-8"),
         "fingerprint": job.fingerprint(),
+        "job_sections": encode_sections(job.sections()),
     }
 
 

@@ -15,6 +15,7 @@ import struct
 from dataclasses import replace
 
 import pytest
+import rfc8785
 from data_vectors import job_vector, rows_vector
 
 from privfl.config.vertical import LabelDPConfig, canonical_job, load_job
@@ -33,6 +34,24 @@ def test_the_example_job_has_the_shipped_canonical_form_and_fingerprint() -> Non
     assert job.fingerprint() == JOB["fingerprint"]
     assert hashlib.sha256(JOB["canonical"].encode("utf-8")).hexdigest() == JOB["fingerprint"]
     assert job_vector() == JOB
+
+
+def test_the_section_digests_follow_their_definition() -> None:
+    """Each is sha256 of the canonical {key: value} (a party: {"parties": {name: …}}), 16 hex."""
+    # Prepare
+    data = json.loads(JOB["canonical"])
+    sections = {key: {key: value} for key, value in data.items() if key != "parties"}
+    for name, table in data["parties"].items():
+        sections[f"parties.{name}"] = {"parties": {name: table}}
+
+    # Act
+    expected = ",".join(
+        f"{name}={hashlib.sha256(rfc8785.dumps(part)).hexdigest()[:16]}"
+        for name, part in sorted(sections.items())
+    )
+
+    # Assert
+    assert JOB["job_sections"] == expected
 
 
 def test_the_canonical_form_is_sorted_compact_json_without_local_keys() -> None:

@@ -86,6 +86,7 @@ REPORT_KEY = bytes(range(32, 64))
 SEALED = bytes((7 * i) % 256 for i in range(108))
 SEALED_2 = bytes((11 * i + 5) % 256 for i in range(108))
 ROWS_DIGEST = "3f" * 32  # any 64 lowercase hex digits
+SECTIONS = "data=0123456789abcdef,parties.host=fedcba9876543210,training=00112233aabbccdd"
 
 
 def _messages() -> list[tuple[str, str, str, int, Message]]:
@@ -191,6 +192,14 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
             BoostDecisions(
                 0, "test", np.array([[0, 0], [0, 2]], np.int64), np.array([[1, 0], [0, 1]], bool)
             ),
+        ),
+        # first hour (job-file errors): a Hello with its job's section digests, appended
+        (
+            "hello_sections",
+            "guest-1",
+            "host",
+            0,
+            Hello("guest", "5e55", 569, 15, ROWS_DIGEST, 426, SECTIONS),
         ),
     ]
 
