@@ -442,6 +442,13 @@ def party_command(role: str) -> click.Command:
         help="Continue from the last epoch every party has a checkpoint of (in each --out); "
         "start every party with it.",
     )
+    @click.option(
+        "--redraw-labels",
+        is_flag=True,
+        help="Host only: draw the label noise anew instead of reusing this job's draw saved "
+        "in --out (start over without --resume). Spends label ε again: summary.json books "
+        "the sum over all draws.",
+    )
     @friendly_errors
     def command(
         job_file: Path,
@@ -455,6 +462,7 @@ def party_command(role: str) -> click.Command:
         workers: int,
         verbose: bool,
         resume: bool,
+        redraw_labels: bool,
     ) -> None:
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.parties.vertical.inputs import parse_features, party_inputs
@@ -464,6 +472,8 @@ def party_command(role: str) -> click.Command:
         spec = job.party(party)
         if spec.role != role:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
+        if redraw_labels and role != "host":
+            raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
         out = out or run_dir_default() / party
         setup_logging(out, party, verbose)
         data, table = party_inputs(
@@ -489,6 +499,7 @@ def party_command(role: str) -> click.Command:
                 table=table,
                 resume=resume,
                 observer=observer,
+                redraw_labels=redraw_labels,
             )
         finally:
             if close:

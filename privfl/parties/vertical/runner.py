@@ -73,6 +73,7 @@ def run_party(
     observer: Observer | None = None,
     resume: bool = False,
     label_rng: np.random.Generator | None = None,
+    redraw_labels: bool = False,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
@@ -81,6 +82,8 @@ def run_party(
     which makes the run reproducible and **not private**; None draws them from the OS CSPRNG.
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
     ``resume``: continue after the last epoch every party has a checkpoint of.
+    ``redraw_labels`` (GLM Host): draw the label noise anew instead of reusing the job's
+    saved draw; the extra ε is booked.
     """
     role = job.party(name).role
     if role != "server" and data is None and table is None:
@@ -114,7 +117,14 @@ def run_party(
             result = run_boost_party(ctx, data, workers)
             return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
         if role == "host":
-            result = run_host(ctx, data, on_epoch, workers=workers, label_rng=label_rng)
+            result = run_host(
+                ctx,
+                data,
+                on_epoch,
+                workers=workers,
+                label_rng=label_rng,
+                redraw_labels=redraw_labels,
+            )
             return psi_stage.recorded(ctx, table, data, result)
         return run_guest(ctx, data, workers)
 
