@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from privfl.parties.files import save_figure
+
 
 def binary_metrics(labels: np.ndarray, probabilities: np.ndarray) -> dict[str, float]:
     """Accuracy, precision, recall, F1 (threshold ½) and AUC of predicted probabilities.
@@ -148,7 +150,7 @@ def plot_history(
         right.legend()
         fig.suptitle(title)
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path, dpi=110)
         plt.close(fig)
         return
     right.plot(epochs, [r["bottom_host_accuracy"] for r in records], ls="--", label="host bottom")
@@ -161,5 +163,5 @@ def plot_history(
     right.legend(loc="lower right")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

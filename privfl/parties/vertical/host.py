@@ -22,7 +22,7 @@ from privfl.learning import glm as glms
 from privfl.learning.metrics import binary_metrics, glm_metrics, plot_history
 from privfl.learning.taylor import batch_plan, batch_sizes, learning_rate, sigmoid
 from privfl.parties import checkpoint, label_draws
-from privfl.parties.files import append_jsonl, write_json
+from privfl.parties.files import append_jsonl, open_private, write_json
 from privfl.parties.label_draws import LabelDraw
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical import host_steps as steps
@@ -322,7 +322,8 @@ def resume_host(
     state.flipped_back = int(saved["flipped_back"])
     rng.bit_generator.state = saved["rng"]
     records: list[dict[str, Any]] = saved["records"]
-    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with open_private(metrics) as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in records))
     return records
 
 

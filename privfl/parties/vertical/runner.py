@@ -13,6 +13,7 @@ from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
 from privfl.parties.audit import FILE_NAME as AUDIT_FILE
 from privfl.parties.audit import AuditLog
+from privfl.parties.files import private_dir
 from privfl.parties.progress import Observer
 from privfl.parties.session import PartyContext, keyring, run_role
 from privfl.parties.vertical import psi as psi_stage
@@ -88,7 +89,7 @@ def run_party(
     role = job.party(name).role
     if role != "server" and data is None and table is None:
         data = load_data(job, name, None, None)
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)
     transport = transport or open_transport(job, name)
     audit = AuditLog(out / AUDIT_FILE)
 
