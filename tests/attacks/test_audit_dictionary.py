@@ -21,7 +21,8 @@ import pytest
 from privfl.parties import audit
 from privfl.parties.audit import FILE_NAME, AuditLog, verify
 from privfl.protocol import codec
-from privfl.protocol.messages import PROTOCOL, VERSION, BoostSplit, Header, Kind
+from privfl.protocol.boost_messages import BoostSplit
+from privfl.protocol.messages import PROTOCOL, VERSION, Header, Kind
 
 SECRET = BoostSplit(tree=2, node=5, feature=17, bin=23)
 TREES, NODES, FEATURES, BINS = 4, 16, 30, 32  # the attacker's candidate space

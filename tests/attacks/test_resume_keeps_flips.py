@@ -135,7 +135,7 @@ def attack(job: JobConfig, out: Path, keys_seen: list[paillier.PrivateKey]) -> l
 
 def majority(reads: list[np.ndarray]) -> np.ndarray:
     """Per row, the label most sessions showed (ties: 1)."""
-    return (np.mean(reads, axis=0) >= 0.5).astype(np.int64)
+    return np.asarray(np.mean(reads, axis=0) >= 0.5, dtype=np.int64)
 
 
 @pytest.mark.parametrize("persisted", [True, False], ids=["defended", "leaky"])
@@ -177,7 +177,9 @@ def test_restarts_the_operator_chooses_train_on_the_same_draw(
         session = Session(job, tmp_path, (), redraw=False)
         session.private = list(keys_seen)
         assert not failures(session.results), session.results
-        reads.append(session.flipped_labels(job.guests[0]))
+        read = session.flipped_labels(job.guests[0])
+        assert read is not None
+        reads.append(read)
 
     assert all(np.array_equal(reads[0], read) for read in reads[1:])
     assert read_summary(tmp_path)["label_epsilon"] == EPSILON

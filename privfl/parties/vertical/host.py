@@ -277,7 +277,8 @@ def finish(
         data.scale,
         bias=state.theta[-1],
     )
-    plot_history(records, ctx.out / "training.png", title=title_of(ctx.job), kind=state.glm.kind)
+    with open_private(ctx.out / "training.png", "wb") as handle:
+        plot_history(records, handle, title=title_of(ctx.job), kind=state.glm.kind)
     summary = steps.summary_of(ctx.job, state, records, round(wall, 3), reason)
     write_json(ctx.out / "summary.json", summary)
     return summary
