@@ -95,4 +95,4 @@ def test_without_label_dp_nothing_is_saved(tmp_path: Path) -> None:
     )
 
     assert not (tmp_path / FILE_NAME).exists()
-    assert np.array_equal(drawn.labels, data.y_train)
+    assert data.y_train is not None and np.array_equal(drawn.labels, data.y_train)
