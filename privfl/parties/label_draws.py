@@ -99,9 +99,9 @@ def check_agreement(drawn: LabelDraw, resume: bool, completed: int) -> None:
     if resume and completed == 0 and drawn.reused:
         raise ConfigError(
             "no checkpoint is common to all parties, so --resume would start this job over "
-            "on labels its guests have already trained on; start without --resume to train "
-            "again from epoch 1 on the same label draw, or add --redraw-labels to draw new "
-            "labels (spends label ε again)"
+            "on the label draw an earlier start saved; start without --resume to train again "
+            "from epoch 1 on that same draw, or add --redraw-labels to draw new labels "
+            "(spends label ε again)"
         )
 
 

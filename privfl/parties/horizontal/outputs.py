@@ -11,7 +11,13 @@ from typing import Any
 import torch
 
 from privfl.config.horizontal import HflConfig, config_dict
-from privfl.parties.files import append_jsonl, private_dir, save_figure, write_json
+from privfl.parties.files import (
+    append_jsonl,
+    open_private,
+    private_dir,
+    save_figure,
+    write_json,
+)
 from privfl.parties.horizontal.ledger import PrivacyLedger
 
 
@@ -34,10 +40,11 @@ class Recorder:
         if self.out is None:
             return
         append_jsonl(self.out / "metrics.jsonl", record)
-        torch.save(
-            {"round": record["round"], "weights": weights.cpu(), "ledger": ledger.state()},
-            self.out / "checkpoint.pt",
-        )
+        with open_private(self.out / "checkpoint.pt", "wb") as handle:
+            torch.save(
+                {"round": record["round"], "weights": weights.cpu(), "ledger": ledger.state()},
+                handle,
+            )
 
     def summary(
         self, ledger: PrivacyLedger, stop_reason: str, extra: dict[str, Any]
