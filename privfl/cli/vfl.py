@@ -457,6 +457,13 @@ def party_command(role: str) -> click.Command:
         "start every party with it.",
     )
     @overwrite_option
+    @click.option(
+        "--redraw-labels",
+        is_flag=True,
+        help="Host only: draw the label noise anew instead of reusing this job's draw saved "
+        "in --out (start over without --resume). Spends label ε again: summary.json books "
+        "the sum over all draws.",
+    )
     @friendly_errors
     def command(
         job_file: Path,
@@ -471,6 +478,7 @@ def party_command(role: str) -> click.Command:
         verbose: bool,
         resume: bool,
         overwrite: bool,
+        redraw_labels: bool,
     ) -> None:
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.parties.vertical.inputs import parse_features, party_inputs
@@ -481,6 +489,8 @@ def party_command(role: str) -> click.Command:
         spec = job.party(party)
         if spec.role != role:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
+        if redraw_labels and role != "host":
+            raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
         out = out or run_dir_default() / party
         claim(out, resume=resume, overwrite=overwrite)
         setup_logging(out, party, verbose)
@@ -507,6 +517,7 @@ def party_command(role: str) -> click.Command:
                 table=table,
                 resume=resume,
                 observer=observer,
+                redraw_labels=redraw_labels,
             )
         finally:
             if close:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -123,10 +123,10 @@ def glm_metrics(kind: str, labels: np.ndarray, prediction: np.ndarray) -> dict[s
 
 
 def plot_history(
-    records: Sequence[dict[str, Any]], path: Path, title: str, kind: str = "logistic"
+    records: Sequence[dict[str, Any]], path: Path | IO[bytes], title: str, kind: str = "logistic"
 ) -> None:
     """Loss and the headline metric per epoch, as in seed 004's figures (with the bottom
-    models for logistic regression)."""
+    models for logistic regression). ``path``: a file name or an open binary file (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,7 +148,7 @@ def plot_history(
         right.legend()
         fig.suptitle(title)
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, format="png", dpi=110)
         plt.close(fig)
         return
     right.plot(epochs, [r["bottom_host_accuracy"] for r in records], ls="--", label="host bottom")
@@ -161,5 +161,5 @@ def plot_history(
     right.legend(loc="lower right")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, format="png", dpi=110)
     plt.close(fig)

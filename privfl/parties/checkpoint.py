@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,8 +119,16 @@ def _remove(ctx: PartyContext, completed: int) -> None:
         path.unlink(missing_ok=True)
 
 
-def agree(ctx: PartyContext, offered: list[int] | None = None) -> int:
-    """Agree with every party on the epochs to resume after (0 = from scratch); see module doc."""
+def agree(
+    ctx: PartyContext,
+    offered: list[int] | None = None,
+    check: Callable[[int], None] | None = None,
+) -> int:
+    """Agree with every party on the epochs to resume after (0 = from scratch); see module doc.
+
+    ``check`` (Host): sees the agreed epoch before it is broadcast; raising there ends
+    the session with every party's checkpoints kept.
+    """
     if offered is None:
         offered = available(ctx) if ctx.resume else []
     offered = offered[-64:]
@@ -130,6 +139,8 @@ def agree(ctx: PartyContext, offered: list[int] | None = None) -> int:
         for offer in offers.values():
             common &= set(offer.completed.tolist())
         completed = max(common, default=0)
+        if check is not None:
+            check(completed)
         ctx.channel.broadcast(ctx.peers, Resume(completed=completed))
     else:
         ctx.channel.send(job.host, Checkpoints(completed=np.array(offered, dtype=np.int64)))

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from privfl.config.core import JobFile
 from privfl.config.vertical import JobConfig
+from privfl.parties.files import open_private
 from privfl.protocol.channel import Channel
 from privfl.protocol.keys import PUBLIC_SUFFIX, SECRET_SUFFIX, KeyRing
 
@@ -91,8 +92,8 @@ def run_role(
 
 def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:
     """INFO and up to ``out/party.log``; warnings (or INFO with verbose) to stderr."""
-    out.mkdir(parents=True, exist_ok=True)
     path = out / "party.log"
+    open_private(path, "a").close()  # 0600 before the handler opens it (files.py)
     root = logging.getLogger()
     root.setLevel(logging.INFO)
     for handler in list(root.handlers):

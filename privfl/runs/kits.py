@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from privfl.config.vertical import (
     save_job,
 )
 from privfl.data.views import demo_columns
+from privfl.parties.files import FILE_MODE, private_dir
 from privfl.protocol.keys import generate_keypair
 from privfl.protocol.transport import free_tcp_endpoints
 
@@ -98,8 +100,7 @@ def local_hfl_job(config: HflConfig, client_processes: int = 2, host: str = "127
 
 def write_kit(job: JobConfig | HflJob, directory: Path) -> Path:
     """Write ``job.toml`` and ``keys/<name>.key[_secret]`` under ``directory``; return the job."""
-    keys = directory / job.keys_dir
-    keys.mkdir(parents=True, exist_ok=True)
+    keys = private_dir(directory / job.keys_dir)  # new folders 0700, the run's own among them
     for name in job.parties:
         generate_keypair(keys, name, overwrite=True)
     path = directory / "job.toml"
@@ -107,4 +108,5 @@ def write_kit(job: JobConfig | HflJob, directory: Path) -> Path:
         save_hfl_job(job, path)
     else:
         save_job(job, path)
+    os.chmod(path, FILE_MODE)  # endpoints and the session: the sites' business only
     return path

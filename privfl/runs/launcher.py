@@ -24,7 +24,7 @@ from tqdm import tqdm
 from privfl.config.horizontal import HflConfig, HflJob
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError, PrivflError
-from privfl.parties.files import write_json
+from privfl.parties.files import open_private, private_dir, write_json
 from privfl.runs.kits import AGGREGATOR, SHUFFLER, write_kit
 
 POLL_SECONDS = 0.2
@@ -51,9 +51,9 @@ def spawn(
     env: dict[str, str] | None = None,
 ) -> PartyProcess:
     """Start ``privfl <mode> <role> --job … --party NAME --out folder [extra]``."""
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     console = folder / "console.log"
-    handle = console.open("wb")
+    handle = open_private(console, "wb")
     command = [sys.executable, "-m", "privfl", mode, role, "--job", str(job_path), "--party", name]
     command += ["--out", str(folder), *extra]
     process = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""The audit log: every message sent and received, as JSON lines with digests, never the payload."""
+"""The audit log: every message sent and received, as JSON lines with keyed digests only."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from typing import Any
 
 from helpers import failures, memory_job, run_in_threads
 
-from privfl.parties.audit import FILE_NAME, AuditLog
+from privfl.parties.audit import FILE_NAME, AuditLog, verify
 from privfl.protocol import codec
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind
 
-FIELDS = {"time", "direction", "peer", "kind", "session", "round", "msg_id", "size", "sha256"}
+FIELDS = {
+    "time", "direction", "peer", "kind", "session", "round", "msg_id", "size", "key_id",
+    "hmac_sha256",
+}  # fmt: skip
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -30,13 +33,16 @@ def test_every_message_is_audited_on_both_sides_without_its_payload(tmp_path: Pa
     assert not failures(results)
     audits = {name: lines(tmp_path / name / FILE_NAME) for name in job.parties}
     for sent in hub.sent:
-        digest = hashlib.sha256(sent.frames[-1]).hexdigest()
         header = codec.decode_header(sent.frames[0])
         size = sum(len(f) for f in sent.frames)
-        out = {"direction": "sent", "peer": sent.receiver, "sha256": digest, "size": size}
-        into = {"direction": "received", "peer": sent.sender, "sha256": digest, "size": size}
+        out = {"direction": "sent", "peer": sent.receiver, "msg_id": header.msg_id, "size": size}
+        into = {"direction": "received", "peer": sent.sender, "msg_id": header.msg_id, "size": size}
         for name, want in ((sent.sender, out), (sent.receiver, into)):
-            match = [r for r in audits[name] if r.items() >= want.items()]
+            match = [
+                r
+                for r in audits[name]
+                if r.items() >= want.items() and verify(tmp_path / name, r, sent.frames[-1])
+            ]
             assert len(match) == 1, (name, want)
             assert match[0]["kind"] == str(header.kind) and match[0]["round"] == header.round
     assert sum(len(a) for a in audits.values()) == 2 * len(hub.sent)
@@ -57,5 +63,7 @@ def test_refused_messages_are_audited_too(tmp_path: Path) -> None:
 
     refused, received = lines(tmp_path / FILE_NAME)
     assert refused["kind"] is None and refused["size"] == 9
-    assert refused["sha256"] == hashlib.sha256(b"\xff garbage").hexdigest()
+    assert verify(tmp_path, refused, b"\xff garbage")
+    assert not verify(tmp_path, refused, b"\xff garbagE")
+    assert refused["hmac_sha256"] != hashlib.sha256(b"\xff garbage").hexdigest()
     assert received["kind"] == "abort" and received["msg_id"] == 1

@@ -15,6 +15,7 @@ from privfl.crypto.sealing import seal
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
+from privfl.parties.files import private_dir
 from privfl.parties.horizontal.channels import expect_round, make_channel, open_outbound
 from privfl.parties.session import run_role
 from privfl.protocol.channel import body_as
@@ -51,7 +52,7 @@ def run_client_host(
     # One throw-away local step before joining: torch's first call is slow, and a
     # first round that runs late would miss the Shuffler's window for no reason.
     engine.local_train(setup, min(mine), get_flat(setup.model), 0, source)
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)
     targets = [aggregator] + ([shuffler] if shuffler else [])
     transport = open_outbound(job, name, targets)
     channel = make_channel(job, transport)

@@ -11,7 +11,13 @@ from typing import Any
 import torch
 
 from privfl.config.horizontal import HflConfig, config_dict
-from privfl.parties.files import append_jsonl, write_json
+from privfl.parties.files import (
+    append_jsonl,
+    open_private,
+    private_dir,
+    save_figure,
+    write_json,
+)
 from privfl.parties.horizontal.ledger import PrivacyLedger
 
 
@@ -26,7 +32,7 @@ class Recorder:
 
     def __post_init__(self) -> None:
         if self.out is not None:
-            self.out.mkdir(parents=True, exist_ok=True)
+            private_dir(self.out)
             (self.out / "metrics.jsonl").unlink(missing_ok=True)
 
     def round(self, record: dict[str, Any], weights: torch.Tensor, ledger: PrivacyLedger) -> None:
@@ -34,10 +40,11 @@ class Recorder:
         if self.out is None:
             return
         append_jsonl(self.out / "metrics.jsonl", record)
-        torch.save(
-            {"round": record["round"], "weights": weights.cpu(), "ledger": ledger.state()},
-            self.out / "checkpoint.pt",
-        )
+        with open_private(self.out / "checkpoint.pt", "wb") as handle:
+            torch.save(
+                {"round": record["round"], "weights": weights.cpu(), "ledger": ledger.state()},
+                handle,
+            )
 
     def summary(
         self, ledger: PrivacyLedger, stop_reason: str, extra: dict[str, Any]
@@ -88,7 +95,7 @@ def plot(history: list[dict[str, Any]], path: Path, title: str) -> None:
     loss_ax.set_ylabel("test cross-entropy")
     acc_ax.set_title(f"horizontal FL, mechanism {title}")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 

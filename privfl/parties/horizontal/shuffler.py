@@ -23,6 +23,7 @@ import numpy as np
 
 from privfl.config.horizontal import HflJob
 from privfl.crypto.sealing import seal, sealed_size
+from privfl.parties.files import private_dir
 from privfl.parties.horizontal.channels import expect_round, make_channel, open_listener, try_expect
 from privfl.parties.session import run_role
 from privfl.protocol.channel import Channel, body_as
@@ -155,7 +156,7 @@ def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[b
 
 def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
     """Forward one shuffled batch per round until the aggregator stops."""
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)
     aggregator = job.names("aggregator")[0]
     hosts = job.names("clients")
     transport = open_listener(job, name, hosts)

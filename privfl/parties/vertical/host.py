@@ -21,8 +21,9 @@ from privfl.errors import ConfigError, TrainingDiverged
 from privfl.learning import glm as glms
 from privfl.learning.metrics import binary_metrics, glm_metrics, plot_history
 from privfl.learning.taylor import batch_plan, batch_sizes, learning_rate, sigmoid
-from privfl.parties import checkpoint
-from privfl.parties.files import append_jsonl, write_json
+from privfl.parties import checkpoint, label_draws
+from privfl.parties.files import append_jsonl, open_private, write_json
+from privfl.parties.label_draws import LabelDraw
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical import host_steps as steps
 from privfl.parties.vertical.batches import check_batch, job_least_batch
@@ -60,25 +61,47 @@ def run_host(
     *,
     workers: int = 1,
     label_rng: np.random.Generator | None = None,
+    redraw_labels: bool = False,
 ) -> dict[str, Any]:
     """Train with every guest and the Server, evaluate each epoch, write the outputs.
 
     ``workers`` processes compute the Host's obfuscators ahead (0 = one per core).
     ``label_rng``: None (always, outside experiments) flips the labels with a generator
     seeded from the OS CSPRNG; a seeded one makes the run reproducible and not private.
-    The job's public ``seed`` chooses only the batch order.
+    The job's public ``seed`` chooses only the batch order. The labels are drawn once
+    per job and reused on every start; ``redraw_labels`` draws anew (and books the ε).
     """
     start = time.monotonic()
     job = ctx.job
+    drawn = draw_once(ctx, data, label_rng, redraw_labels)  # saved before our first message
     key, guests, least = handshake(ctx, data)
     noise = NoisePool(key.n, workers, key.h_s)
     try:
-        state = steps.init_state(data, key, guests, job, label_rng, noise)
+        state = steps.init_state(data, key, guests, job, noise=noise, drawn=drawn)
         state.least_batch = least
         noise.prefetch(first_epoch_obfuscations(state, job))
-        return train(ctx, state, on_epoch, start)
+        return train(ctx, state, on_epoch, start, drawn)
     finally:
         noise.close()
+
+
+def draw_once(
+    ctx: PartyContext, data: PartyData, label_rng: np.random.Generator | None, redraw: bool
+) -> LabelDraw:
+    """The job's one label draw: loaded from OUT, or drawn and saved now (label_draws.py)."""
+    if redraw and ctx.resume:
+        raise ConfigError(
+            "--redraw-labels starts the job over on new labels; drop --resume (or drop "
+            "--redraw-labels to continue on the labels already drawn)"
+        )
+    return label_draws.load_or_draw(
+        ctx.out,
+        ctx.job.fingerprint(),
+        ctx.job.label_dp.epsilon,
+        lambda: steps.draw_labels(data, ctx.job, label_rng),
+        rows=len(data.x_train),
+        redraw=redraw,
+    )
 
 
 def first_epoch_obfuscations(state: HostState, job: JobConfig) -> int:
@@ -90,13 +113,17 @@ def first_epoch_obfuscations(state: HostState, job: JobConfig) -> int:
 
 
 def train(
-    ctx: PartyContext, state: HostState, on_epoch: EpochHook | None, start: float
+    ctx: PartyContext,
+    state: HostState,
+    on_epoch: EpochHook | None,
+    start: float,
+    drawn: LabelDraw | None = None,
 ) -> dict[str, Any]:
     """The epoch loop (after the handshake and the flip), then Finish and the outputs."""
     job, guests = ctx.job, state.guests
     rng = np.random.default_rng(job.seed)  # public: batch order only
     metrics_path = ctx.out / "metrics.jsonl"
-    records = resume_host(ctx, state, rng)
+    records = resume_host(ctx, state, rng, drawn)
     reason = "max_epochs"
     for epoch in range(len(records), job.training.epochs):
         began = time.monotonic()
@@ -250,7 +277,8 @@ def finish(
         data.scale,
         bias=state.theta[-1],
     )
-    plot_history(records, ctx.out / "training.png", title=title_of(ctx.job), kind=state.glm.kind)
+    with open_private(ctx.out / "training.png", "wb") as handle:
+        plot_history(records, handle, title=title_of(ctx.job), kind=state.glm.kind)
     summary = steps.summary_of(ctx.job, state, records, round(wall, 3), reason)
     write_json(ctx.out / "summary.json", summary)
     return summary
@@ -266,10 +294,19 @@ def title_of(job: JobConfig) -> str:
 
 
 def resume_host(
-    ctx: PartyContext, state: HostState, rng: np.random.Generator
+    ctx: PartyContext, state: HostState, rng: np.random.Generator, drawn: LabelDraw | None = None
 ) -> list[dict[str, Any]]:
-    """Agree, restore the Host's state and its metrics so far; returns the epoch records."""
-    completed = checkpoint.agree(ctx)
+    """Agree, restore the Host's state and its metrics so far; returns the epoch records.
+
+    A ``--resume`` start that finds no common checkpoint for a job whose labels were
+    drawn before is refused before any peer hears where to resume (label_draws.py).
+    """
+
+    def check(completed: int) -> None:
+        if drawn is not None:
+            label_draws.check_agreement(drawn, ctx.resume, completed)
+
+    completed = checkpoint.agree(ctx, check=check)
     metrics = ctx.out / "metrics.jsonl"
     if not completed:
         metrics.unlink(missing_ok=True)
@@ -286,7 +323,8 @@ def resume_host(
     state.flipped_back = int(saved["flipped_back"])
     rng.bit_generator.state = saved["rng"]
     records: list[dict[str, Any]] = saved["records"]
-    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with open_private(metrics) as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in records))
     return records
 
 

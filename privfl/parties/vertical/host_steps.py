@@ -34,6 +34,7 @@ from privfl.mechanisms.label_dp import (
     private_generator,
     randomized_response,
 )
+from privfl.parties.label_draws import LabelDraw
 from privfl.parties.vertical.facts import run_facts
 from privfl.protocol import fresh
 from privfl.protocol.messages import (
@@ -64,6 +65,12 @@ class FlipReport:
     rows: int
     mechanism: str = "randomized response"  # or "laplace" (regression labels), "none"
     laplace_scale: float = 0.0
+    spent: tuple[float, ...] = ()  # ε of every label draw of this job (label_draws.py)
+
+    @property
+    def total_epsilon(self) -> float:
+        """The label ε the job has spent: the sum over its draws (sequential composition)."""
+        return math.fsum(self.spent) if self.spent else self.epsilon
 
 
 @dataclass
@@ -114,32 +121,52 @@ def init_state(
     job: JobConfig,
     label_rng: np.random.Generator | None = None,
     noise: NoisePool | None = None,
+    drawn: LabelDraw | None = None,
 ) -> HostState:
-    """Flip the labels once (ε-label-DP) and drop the true training labels.
+    """Take the job's one label draw (ε-label-DP) and drop the true training labels.
 
-    The flips come from ``label_rng``: by default a generator seeded from the OS
-    CSPRNG (never from the job's public ``seed``). A caller's seeded generator makes
-    the noise reproducible and the run not private; the summary says so. ``noise``:
-    the obfuscator pool (default: computed inline, no worker processes).
+    ``drawn``: the job's draw, saved and reused on every start (parties/label_draws.py);
+    without it the labels are drawn here, by :func:`draw_labels` with ``label_rng``.
+    ``noise``: the obfuscator pool (default: computed inline, no worker processes).
     """
     if data.y_train is None or data.y_test is None:
         raise ConfigError("the host needs the label column")
     glm = glms.glm_of(job)
-    seeded = label_rng is not None
-    rng = label_rng if label_rng is not None else private_generator()
-    check_labels(glm, data.y_train)
-    noisy, report = private_labels(glm, job, data.y_train, rng)
+    if drawn is None:
+        labels, info = draw_labels(data, job, label_rng)
+        drawn = LabelDraw(labels, info, (job.label_dp.epsilon,), reused=False)
+    info = dict(drawn.info)
+    seeded = bool(info.pop("seeded"))
     return HostState(
         data=replace(data, y_train=None),
         key=key,
         guests=guests,
-        labels=noisy,
-        flip=report,
+        labels=drawn.labels,
+        flip=replace(FlipReport(**info), spent=drawn.epsilons),
         l2=job.training.l2,
         noise=noise or NoisePool(key.n, 1, key.h_s),
         seeded_noise=seeded,
         glm=glm,
     )
+
+
+def draw_labels(
+    data: PartyData, job: JobConfig, label_rng: np.random.Generator | None = None
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """One draw of the training labels' noise and its report, as label_draws saves it.
+
+    The noise comes from ``label_rng``: by default a generator seeded from the OS
+    CSPRNG (never from the job's public ``seed``). A caller's seeded generator makes
+    the noise reproducible and the run not private; the report (and the summary) say so.
+    """
+    if data.y_train is None:
+        raise ConfigError("the host needs the label column")
+    glm = glms.glm_of(job)
+    rng = label_rng if label_rng is not None else private_generator()
+    check_labels(glm, data.y_train)
+    noisy, report = private_labels(glm, job, data.y_train, rng)
+    info = {k: v for k, v in asdict(report).items() if k != "spent"}
+    return noisy, {**info, "seeded": label_rng is not None}
 
 
 def check_labels(glm: Glm, labels: np.ndarray) -> None:
@@ -472,7 +499,6 @@ def summary_of(
 ) -> dict[str, Any]:
     """The run's summary.json (the final epoch's metrics, history, and the privacy ledger)."""
     last = records[-1]
-    eps = job.label_dp.epsilon
     glm = state.glm
     metrics: dict[str, Any] = {k: finite(v) for k, v in last.items() if k not in RECORD_KEYS}
     if glm.kind == "logistic":
@@ -487,7 +513,8 @@ def summary_of(
         "loss_history": [r["loss"] for r in records],
         "loss_note": LOSS_NOTE["separable" if glm.separable else glm.kind],
         "epoch_seconds": [r["seconds"] for r in records],
-        "label_epsilon": eps if math.isfinite(eps) else "inf",
+        "label_epsilon": finite_or_inf(state.flip.total_epsilon),
+        "label_draws": len(state.flip.spent) or 1,
         "flip": {
             "mechanism": state.flip.mechanism,
             "count": state.flip.flipped,
@@ -553,12 +580,19 @@ def model_summary(job: JobConfig) -> dict[str, Any]:
 
 def ledger(job: JobConfig, state: HostState) -> dict[str, Any]:
     """What the privacy guarantee is, for whom, and what each party learns."""
-    eps = job.label_dp.epsilon
+    draws = len(state.flip.spent) or 1
     return {
         "label_dp": {
             "mechanism": MECHANISM[state.glm.kind],
-            "epsilon": eps if math.isfinite(eps) else "inf",
+            "epsilon": finite_or_inf(state.flip.total_epsilon),
             "unit": "per training label, for the whole run, against the guests and the server",
+            "draws": draws,
+            "composition": (
+                "one label draw, saved and reused on every start of the job"
+                if draws == 1
+                else f"{draws} label draws of ε = {job.label_dp.epsilon:g} each "
+                "(--redraw-labels): ε is their sum (sequential composition)"
+            ),
             "flipback": "post-processing of the flipped labels and the model: no extra epsilon",
             "noise": NOISE_NOTE[state.seeded_noise],
         },
@@ -568,6 +602,11 @@ def ledger(job: JobConfig, state: HostState) -> dict[str, Any]:
         "host_sees": "the guests' summed partial scores on test rows each epoch and on "
         "training rows at flipback epochs (never a single guest's, with 2+ guests)",
     }
+
+
+def finite_or_inf(value: float) -> float | str:
+    """JSON-safe ε: infinity becomes "inf"."""
+    return value if math.isfinite(value) else "inf"
 
 
 def finite(value: float) -> float | None:

@@ -32,6 +32,7 @@ from privfl.data.alignment import positions
 from privfl.data.tables import IdTable, exposure_column_of, read_id_csv, standardise_with
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning.glm import Glm, glm_of, mean_of
+from privfl.parties.files import open_private
 from privfl.parties.session import PartyContext, run_role
 from privfl.parties.vertical import host_steps as host_steps
 from privfl.parties.vertical.handshake import (
@@ -247,8 +248,7 @@ def write_predictions(
     with ``exposure``, the expected count ``rate × exposure`` after the rate)."""
     values = np.asarray(prediction, dtype=np.float64).reshape(len(ids), -1)
     header, rows = prediction_columns(glm or Glm("logistic"), values, exposure)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
+    with open_private(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["id", *header])
         writer.writerows([i, *row] for i, row in zip(ids, rows, strict=True))

@@ -13,6 +13,7 @@ from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
 from privfl.parties.audit import FILE_NAME as AUDIT_FILE
 from privfl.parties.audit import AuditLog
+from privfl.parties.files import private_dir
 from privfl.parties.progress import Observer
 from privfl.parties.session import PartyContext, keyring, run_role
 from privfl.parties.vertical import psi as psi_stage
@@ -73,6 +74,7 @@ def run_party(
     observer: Observer | None = None,
     resume: bool = False,
     label_rng: np.random.Generator | None = None,
+    redraw_labels: bool = False,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
@@ -81,11 +83,13 @@ def run_party(
     which makes the run reproducible and **not private**; None draws them from the OS CSPRNG.
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
     ``resume``: continue after the last epoch every party has a checkpoint of.
+    ``redraw_labels`` (GLM Host): draw the label noise anew instead of reusing the job's
+    saved draw; the extra ε is booked.
     """
     role = job.party(name).role
     if role != "server" and data is None and table is None:
         data = load_data(job, name, None, None)
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)
     transport = transport or open_transport(job, name)
     audit = AuditLog(out / AUDIT_FILE)
 
@@ -114,7 +118,14 @@ def run_party(
             result = run_boost_party(ctx, data, workers)
             return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
         if role == "host":
-            result = run_host(ctx, data, on_epoch, workers=workers, label_rng=label_rng)
+            result = run_host(
+                ctx,
+                data,
+                on_epoch,
+                workers=workers,
+                label_rng=label_rng,
+                redraw_labels=redraw_labels,
+            )
             return psi_stage.recorded(ctx, table, data, result)
         return run_guest(ctx, data, workers)
 

@@ -32,7 +32,7 @@ from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.learning.taylor import sigmoid
 from privfl.parties import checkpoint
-from privfl.parties.files import append_jsonl, write_json
+from privfl.parties.files import append_jsonl, open_private, write_json
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.facts import run_facts
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
@@ -363,7 +363,8 @@ def resume_host(ctx: PartyContext, state: HostBoost) -> None:
     state.margin = np.array(saved["margin"], dtype=np.float64)
     state.test_margin = np.array(saved["test_margin"], dtype=np.float64)
     state.records = saved["records"]
-    metrics.write_text("".join(report.json_line(r) for r in state.records))
+    with open_private(metrics) as handle:  # 0600 like every run file (parties/files.py)
+        handle.write("".join(report.json_line(r) for r in state.records))
     for guest in state.guests:  # they continue from the same tree
         guest.layout = None
     log.info("resuming after %d trees", completed)

@@ -10,6 +10,7 @@ import numpy as np
 
 from privfl.data.views import PartyData
 from privfl.learning import secureboost as sb
+from privfl.parties.files import save_figure
 from privfl.parties.session import PartyContext
 
 
@@ -107,7 +108,7 @@ def plot(records: list[dict[str, Any]], gains: dict[str, dict[str, float]], out:
         right.legend(loc="lower right")
         fig.suptitle("privfl vertical SecureBoost (held-out split)")
         fig.tight_layout()
-        fig.savefig(out / "training.png", dpi=110)
+        save_figure(fig, out / "training.png", dpi=110)
         plt.close(fig)
     labels, values, colours = [], [], []
     for i, (party, columns) in enumerate(gains.items()):
@@ -123,7 +124,7 @@ def plot(records: list[dict[str, Any]], gains: dict[str, dict[str, float]], out:
     ax.set_xlabel("total split gain")
     ax.set_title("feature importance by gain, per party (top 10 each)")
     fig.tight_layout()
-    fig.savefig(out / "importance.png", dpi=110)
+    save_figure(fig, out / "importance.png", dpi=110)
     plt.close(fig)
 
 

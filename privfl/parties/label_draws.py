@@ -1,0 +1,139 @@
+"""One label draw per job: the noised training labels, kept on disk and reused on every start.
+
+Label DP spends ε each time the Host draws noise for its labels and lets the
+guests see training driven by them. A guest that could make the Host draw again
+(by offering no checkpoint, so a resumed run starts over) would see several
+independent noisings of the same labels and could majority-vote them. So the Host
+draws once, saves the noised labels *before its first message of the job* in
+``OUT/label-draw.json`` (mode 0600, written atomically and durably, bound to the
+job fingerprint and row count), and every later start of that job — fresh or
+``--resume`` — loads them instead of drawing.
+
+A new draw happens only when the operator asks for it (``--redraw-labels``); then
+the file lists every draw's ε and the run books their sum (sequential composition).
+A ``--resume`` start that finds no checkpoint common to all parties while a draw
+exists is refused (:func:`check_agreement`): starting over is the operator's call.
+
+Any role that noises its labels adopts this with one call to :func:`load_or_draw`,
+plus :func:`check_agreement` as its resume agreement's check.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfl.errors import ConfigError
+from privfl.parties.files import write_json
+
+log = logging.getLogger("privfl.labels")
+FILE_NAME = "label-draw.json"
+FORMAT = 1
+Drawer = Callable[[], tuple[np.ndarray, dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelDraw:
+    """The noised labels this job trains on, and every ε spent drawing labels for it."""
+
+    labels: np.ndarray
+    info: dict[str, Any]  # what the mechanism reported at the draw (JSON), kept with the labels
+    epsilons: tuple[float, ...]  # ε of each draw of this job, oldest first
+    reused: bool  # loaded from an earlier start of the job, not drawn now
+
+    @property
+    def draws(self) -> int:
+        """How many times the labels of this job were drawn."""
+        return len(self.epsilons)
+
+    @property
+    def epsilon(self) -> float:
+        """The label ε the job has spent: the sum over its draws (sequential composition)."""
+        return math.fsum(self.epsilons)
+
+
+def load_or_draw(
+    out: Path, fingerprint: str, epsilon: float, draw: Drawer, *, rows: int, redraw: bool = False
+) -> LabelDraw:
+    """This job's saved draw from ``out``, or a new one from ``draw()`` saved before use.
+
+    ``draw`` returns the noised labels and a JSON-able report of the draw; a saved draw
+    must hold ``rows`` labels (the party's training rows). ``redraw``
+    (the operator's ``--redraw-labels``) replaces a saved draw and adds its ε to the
+    job's total. An infinite ε noises nothing, so nothing is saved (the file would be
+    a copy of the true labels).
+    """
+    if not math.isfinite(epsilon):
+        labels, info = draw()
+        return LabelDraw(labels, info, (epsilon,), reused=False)
+    path = out / FILE_NAME
+    saved = _load(path, fingerprint, rows) if path.exists() else None
+    if saved is not None and not redraw:
+        log.info("label DP: reusing this job's label draw from %s (%d draws)", path, saved.draws)
+        return saved
+    spent = saved.epsilons if saved is not None else ()
+    labels, info = draw()
+    fresh = LabelDraw(labels, info, (*spent, epsilon), reused=False)
+    _save(path, fingerprint, fresh)
+    if spent:
+        log.warning(
+            "label DP: new label draw %d of this job; label ε spent so far %g",
+            fresh.draws,
+            fresh.epsilon,
+        )
+    return fresh
+
+
+def check_agreement(drawn: LabelDraw, resume: bool, completed: int) -> None:
+    """Refuse a ``--resume`` start that would train from epoch 1 on a draw already used.
+
+    Called by the label holder with the agreed epoch, before it tells the peers.
+    """
+    if resume and completed == 0 and drawn.reused:
+        raise ConfigError(
+            "no checkpoint is common to all parties, so --resume would start this job over "
+            "on the label draw an earlier start saved; start with --overwrite instead of --resume "
+            "to train again from epoch 1 on that same draw, or with --overwrite "
+            "--redraw-labels to draw new labels (spends label ε again)"
+        )
+
+
+def _load(path: Path, fingerprint: str, rows: int) -> LabelDraw:
+    """The draw saved at ``path``; refused if it is of another job, other rows or unreadable."""
+    try:
+        record = json.loads(path.read_text())
+        labels = np.asarray(record["labels"], dtype=record["dtype"])
+        epsilons = tuple(float(e) for e in record["epsilons"])
+        info = dict(record["info"])
+        ours = record["format"] == FORMAT and record["job"] == fingerprint
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"cannot read the label draw {path} ({exc}); use a new --out folder, or "
+            "--redraw-labels to draw new labels (spends label ε again)"
+        ) from exc
+    if not ours or len(labels) != rows:
+        raise ConfigError(
+            f"{path} holds the label draw of another job or other rows ({len(labels)} labels, "
+            f"this party has {rows} training rows); use a new --out folder for this job"
+        )
+    return LabelDraw(labels, info, epsilons, reused=True)
+
+
+def _save(path: Path, fingerprint: str, drawn: LabelDraw) -> None:
+    """Atomically, durably, mode 0600 (write_json), before the labels are used."""
+    record = {
+        "format": FORMAT,
+        "job": fingerprint,
+        "epsilons": list(drawn.epsilons),
+        "info": drawn.info,
+        "dtype": drawn.labels.dtype.str,
+        "labels": drawn.labels.tolist(),
+    }
+    write_json(path, record, compact=True, durable=True)

@@ -1,0 +1,58 @@
+"""Real processes: a forced restart is refused, --redraw-labels books a second draw.
+
+After a full run, the Host and the Server are restarted with ``--resume`` while the
+guest starts without (it offers no checkpoint): the Host refuses with one line and
+every party stops. The operator then restarts with ``--redraw-labels``: the run
+trains on new labels and summary.json books both draws' ε.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from processes import WEAK, privfl, spawn
+
+ROLES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
+
+
+def start(job: Path, runs: Path, logs: Path, extra: dict[str, list[str]]) -> dict[str, int]:
+    """Every party as its own process; their exit codes."""
+    procs: dict[str, subprocess.Popen[bytes]] = {
+        name: spawn(
+            "vfl", role, "--job", str(job), "--party", name, "--out", str(runs / name),
+            "--no-progress", *extra.get(name, []), log=logs / f"{name}.log",
+        )
+        for role, name in ROLES
+    }  # fmt: skip
+    return {name: p.wait(timeout=180) for name, p in procs.items()}
+
+
+@pytest.mark.slow
+def test_forced_restart_refused_and_redraw_booked(tmp_path: Path) -> None:
+    kit = tmp_path / "kit"
+    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "1", "--label-epsilon", "1")
+    assert made.returncode == 0, made.stderr
+    job, runs = kit / "job.toml", tmp_path / "runs"
+    for attempt in ("first", "forced", "redraw"):
+        (tmp_path / attempt).mkdir()
+
+    first = start(job, runs, tmp_path / "first", {})
+    forced = start(job, runs, tmp_path / "forced", {"server": ["--resume"], "host": ["--resume"]})
+    host_says = (tmp_path / "forced" / "host.log").read_text().strip().splitlines()
+    redraw = start(job, runs, tmp_path / "redraw", {"host": ["--redraw-labels"]})
+
+    assert first == {"server": 0, "host": 0, "guest-1": 0}, first
+    assert all(code != 0 for code in forced.values()), forced
+    assert len(host_says) == 1 and "--redraw-labels" in host_says[0], host_says
+    assert "Traceback" not in host_says[0]
+    assert redraw == {"server": 0, "host": 0, "guest-1": 0}, redraw
+    summary = json.loads((runs / "host" / "summary.json").read_text())
+    assert summary["label_epsilon"] == 2.0 and summary["label_draws"] == 2
+    draw = runs / "host" / "label-draw.json"
+    assert json.loads(draw.read_text())["epsilons"] == [1.0, 1.0]
+    assert stat.S_IMODE(draw.stat().st_mode) == 0o600
+    assert stat.S_IMODE((runs / "host").stat().st_mode) == 0o700
