@@ -1,8 +1,8 @@
 """Real processes: a forced restart is refused, --redraw-labels books a second draw.
 
 After a full run, the Host and the Server are restarted with ``--resume`` while the
-guest starts without (it offers no checkpoint): the Host refuses with one line and
-every party stops. The operator then restarts with ``--redraw-labels``: the run
+guest starts over with ``--overwrite`` (it offers no checkpoint): the Host refuses with one line and
+every party stops. The operators then start over (``--overwrite``), the Host with ``--redraw-labels``: the run
 trains on new labels and summary.json books both draws' ε.
 """
 
@@ -41,9 +41,19 @@ def test_forced_restart_refused_and_redraw_booked(tmp_path: Path) -> None:
         (tmp_path / attempt).mkdir()
 
     first = start(job, runs, tmp_path / "first", {})
-    forced = start(job, runs, tmp_path / "forced", {"server": ["--resume"], "host": ["--resume"]})
+    forced = start(
+        job,
+        runs,
+        tmp_path / "forced",
+        {"server": ["--resume"], "host": ["--resume"], "guest-1": ["--overwrite"]},
+    )
     host_says = (tmp_path / "forced" / "host.log").read_text().strip().splitlines()
-    redraw = start(job, runs, tmp_path / "redraw", {"host": ["--redraw-labels"]})
+    redraw = start(
+        job,
+        runs,
+        tmp_path / "redraw",
+        {name: ["--overwrite"] for _, name in ROLES} | {"host": ["--overwrite", "--redraw-labels"]},
+    )
 
     assert first == {"server": 0, "host": 0, "guest-1": 0}, first
     assert all(code != 0 for code in forced.values()), forced
