@@ -269,7 +269,8 @@ def run_local_cmd(
         job = relocate(build_job(base, **opts))
     out = out or run_dir_default()
     what = (
-        f"SecureBoost, up to {job.model.trees} trees of depth {job.model.depth}"
+        f"SecureBoost, label ε={job.label_dp.epsilon:g}, up to {job.model.trees} trees "
+        f"of depth {job.model.depth}"
         if job.model.kind == "secureboost"
         else f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs"
     )
