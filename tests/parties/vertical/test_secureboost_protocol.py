@@ -229,11 +229,13 @@ def test_a_resumed_run_keeps_the_flips_it_started_with(tmp_path: Path) -> None:
     assert failures(broken)
 
     # A fresh draw on resume would grow other trees (and spend ε twice).
-    resumed = run_resumable(job, tmp_path / "cut", resume=True, label_seed=6)
+    resumed = run_resumable(job, tmp_path / "cut", resume=True, label_seed=8)
 
     assert not failures(resumed), failures(resumed)
     assert federated_trees(tmp_path / "cut") == federated_trees(tmp_path / "whole")
     assert read_summary(tmp_path / "cut")["flip"] == read_summary(tmp_path / "whole")["flip"]
+    cut, whole = read_model(tmp_path / "cut", "host"), read_model(tmp_path / "whole", "host")
+    assert cut["base_margin"] == whole["base_margin"]
 
 
 def test_labels_other_than_0_and_1_are_refused() -> None:

@@ -389,6 +389,7 @@ def resume_host(ctx: PartyContext, state: HostBoost) -> None:
     if "labels" in saved:
         state.labels = np.array(saved["labels"], dtype=np.float64)
         state.flip = replace(state.flip, flipped=int(saved["flipped"]))
+        state.base = sb.base_margin(state.labels)  # model.json's, as the margins began
     metrics.write_text("".join(report.json_line(r) for r in state.records))
     for guest in state.guests:  # they continue from the same tree
         guest.layout = None
