@@ -451,7 +451,8 @@ def vfl_models(settings: Settings) -> ExperimentResult:
     columns += ["reference", "gap", "target", "met", "fixed_point_error", "epochs", "trees"]
     columns += ["key_bits", "seconds"]
     boost = [c for c in cases if c.model is not None]
-    trees = ", ".join(f"{c.dataset}: {c.model.trees}" for c in boost if c.model is not None)
+    counts = dict.fromkeys((c.dataset, c.model.trees) for c in boost if c.model is not None)
+    trees = ", ".join(f"{dataset}: {count}" for dataset, count in counts)  # the ε rows repeat
     boost_bits = sorted({c.key_bits for c in boost})
     return ExperimentResult(
         rows=rows,
