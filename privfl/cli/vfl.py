@@ -283,7 +283,8 @@ def run_local_cmd(
     out = out or run_dir_default()
     claim(out, resume=resume, overwrite=overwrite)
     what = (
-        f"SecureBoost, up to {job.model.trees} trees of depth {job.model.depth}"
+        f"SecureBoost, label ε={job.label_dp.epsilon:g}, up to {job.model.trees} trees "
+        f"of depth {job.model.depth}"
         if job.model.kind == "secureboost"
         else f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs"
     )

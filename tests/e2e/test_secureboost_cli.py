@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from processes import WEAK, privfl, spawn_predict
 from sklearn.datasets import load_breast_cancer
 
@@ -65,6 +67,14 @@ def test_run_local_then_predict(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["model"]["kind"] == "secureboost" and summary["model"]["trees"] == 2
     assert summary["trees"] == 2 and summary["auc"] > 0.95
+    # The default job's label DP (ε = 8) applies to trees; the outputs say so.
+    assert summary["label_epsilon"] == 8.0 == summary["privacy"]["label_dp"]["epsilon"]
+    assert summary["flip"]["probability"] == pytest.approx(1 / (1 + math.exp(8.0)))
+    assert summary["flip"]["rows"] == summary["train_rows"]
+    assert "OS CSPRNG" in summary["flip"]["noise"]
+    assert (
+        "label ε / flip prob. / flipped" in result.stdout and "8.0 / 0.0003354 / " in result.stdout
+    )
     assert (out / "host" / "importance.png").stat().st_size > 1000
     assert (out / "host" / "training.png").stat().st_size > 1000
     guest = json.loads((out / "guest-1" / "model.json").read_text())

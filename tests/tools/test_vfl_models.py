@@ -74,6 +74,23 @@ def test_secureboost_case_against_its_references() -> None:
     assert row["met"] == ("yes" if abs(row["gap"]) <= 0.01 else "no")
 
 
+def test_secureboost_label_dp_case_and_the_sweep() -> None:
+    # Arrange: two trees at label ε = 1 (seeded flips: the oracle grows from the same ones).
+    case = replace(
+        quick_case(boost_case("breast_cancer", epsilon=1.0)),
+        model=ModelConfig(kind="secureboost", trees=2, depth=3, learning_rate=0.3, bins=32),
+    )
+
+    # Act
+    (row,) = run_cases((case,), epochs=0, seed=0)
+
+    # Assert: the row states ε and the flips; the encrypted run is its oracle exactly.
+    assert row["label_epsilon"] == 1.0 and 60 < row["flipped"] < 170  # p = 0.27 of 426
+    assert row["encrypted"] == row["plain_oracle"] and row["fixed_point_error"] == 0.0
+    sweep = [c.epsilon for c in CASES if c.kind == "secureboost" and c.dataset == "breast_cancer"]
+    assert sweep == [math.inf, 8.0, 4.0, 2.0, 1.0]
+
+
 def test_without_xgboost_the_reference_is_sklearn(monkeypatch: pytest.MonkeyPatch) -> None:
     # Arrange: xgboost cannot be imported (it is not a privfl dependency).
     monkeypatch.setitem(sys.modules, "xgboost", None)

@@ -115,7 +115,7 @@ def run_party(
         assert data is not None
         check_feature_count(job, name, data)
         if boost:
-            result = run_boost_party(ctx, data, workers)
+            result = run_boost_party(ctx, data, workers, label_rng)
             return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
         if role == "host":
             result = run_host(

@@ -21,7 +21,9 @@ from sklearn.metrics import roc_auc_score
 
 from privfl.config.vertical import JobConfig, ModelConfig
 from privfl.crypto.paillier import generate_keypair
+from privfl.errors import ConfigError
 from privfl.learning import secureboost as sb
+from privfl.mechanisms.label_dp import flip_probability, randomized_response
 from privfl.parties.vertical.secureboost import report
 from privfl.parties.vertical.secureboost.common import (
     Layout,
@@ -30,6 +32,7 @@ from privfl.parties.vertical.secureboost.common import (
     row_plaintexts,
     unpack_sums,
 )
+from privfl.parties.vertical.secureboost.labels import draw_noisy_labels
 from privfl.protocol.boost_messages import BoostGradients
 from privfl.protocol.memory import InMemoryHub
 
@@ -188,3 +191,55 @@ def test_histograms_on_worker_processes_equal_inline_ones() -> None:
     sums = unpack_sums(got[0], data.x_train.shape[1] * 8, layout).reshape(-1, 8, 3)
     binned = sb.bin_columns(data.x_train, sb.quantile_edges(data.x_train, 8))
     assert sums.tolist() == sb.histogram(binned, g, h, 8).tolist()
+
+
+def test_trees_grow_from_the_flipped_labels_and_metrics_use_the_true_ones(tmp_path: Path) -> None:
+    # Prepare: ε = 1 flips about a quarter of the labels; a seeded generator (not
+    # private, tests only) lets the test redraw the Host's flips.
+    job = replace(memory_job(1, timeout=60.0, epsilon=1.0), model=boost_job().model)
+    host = party_data(job)[job.host]
+    assert host.y_train is not None and host.y_test is not None
+    noisy = randomized_response(host.y_train, 1.0, np.random.default_rng(5))
+
+    # Act
+    results = run_resumable(job, tmp_path, label_seed=5)
+
+    # Assert: the trees are the plain booster's on the flipped labels, not the true ones
+    assert not failures(results), failures(results)
+    groups = [data.x_train for data in party_data(job).values()]
+    on_flips = sb.fit(groups, noisy.astype(float), params_of(job))
+    assert federated_trees(tmp_path) == on_flips.trees != reference(job).trees
+    summary = read_summary(tmp_path)
+    tests = [data.x_test for data in party_data(job).values()]
+    assert summary["auc"] == pytest.approx(
+        roc_auc_score(host.y_test, on_flips.predict_proba(tests)), abs=1e-12
+    )
+    assert summary["label_epsilon"] == 1.0
+    assert summary["flip"]["count"] == int((noisy != host.y_train).sum()) > 0
+    assert summary["flip"]["probability"] == pytest.approx(flip_probability(1.0))
+    assert summary["privacy"]["label_dp"]["epsilon"] == 1.0
+    assert "not private" in summary["privacy"]["label_dp"]["noise"]
+
+
+def test_a_resumed_run_keeps_the_flips_it_started_with(tmp_path: Path) -> None:
+    job = replace(memory_job(1, timeout=5.0, epsilon=1.0), model=boost_job(trees=4, depth=2).model)
+    whole = run_resumable(job, tmp_path / "whole", label_seed=5)
+    assert not failures(whole), failures(whole)
+    broken = run_resumable(job, tmp_path / "cut", die=(job.host, 30), label_seed=5)
+    assert failures(broken)
+
+    # A fresh draw on resume would grow other trees (and spend ε twice).
+    resumed = run_resumable(job, tmp_path / "cut", resume=True, label_seed=8)
+
+    assert not failures(resumed), failures(resumed)
+    assert federated_trees(tmp_path / "cut") == federated_trees(tmp_path / "whole")
+    assert read_summary(tmp_path / "cut")["flip"] == read_summary(tmp_path / "whole")["flip"]
+    cut, whole = read_model(tmp_path / "cut", "host"), read_model(tmp_path / "whole", "host")
+    assert cut["base_margin"] == whole["base_margin"]
+
+
+def test_labels_other_than_0_and_1_are_refused() -> None:
+    job = replace(memory_job(1, epsilon=1.0), model=boost_job().model)
+
+    with pytest.raises(ConfigError, match="0 and 1"):
+        draw_noisy_labels(job, np.array([0, 1, 2]))

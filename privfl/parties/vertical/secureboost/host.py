@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from privfl.parties.files import append_jsonl, open_private, write_json
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.facts import run_facts
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
+from privfl.parties.vertical.host_steps import FlipReport
 from privfl.parties.vertical.secureboost import report
 from privfl.parties.vertical.secureboost.common import (
     Layout,
@@ -44,6 +45,7 @@ from privfl.parties.vertical.secureboost.common import (
     row_plaintexts,
     unpack_sums,
 )
+from privfl.parties.vertical.secureboost.labels import draw_noisy_labels, label_facts, label_ledger
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
     BoostDecide,
@@ -166,8 +168,9 @@ def check_decisions(
 class HostBoost:
     """The Host's data, key, booster state and metrics."""
 
-    data: PartyData
+    data: PartyData  # y_train is None here: only the flipped labels below are kept
     labels: np.ndarray
+    flip: FlipReport
     params: sb.BoostParams
     key: PrivateKey
     noise: NoisePool
@@ -181,6 +184,7 @@ class HostBoost:
     trees: list[sb.Tree] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     encrypted: int = 0
+    seeded_noise: bool = False  # the flips came from a caller's seeded generator: not private
 
     def __post_init__(self) -> None:
         self.margin = np.full(len(self.labels), self.base)
@@ -212,8 +216,17 @@ def handshake(ctx: PartyContext, data: PartyData) -> PrivateKey:
     return private
 
 
-def run_boost_host(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str, Any]:
-    """Train every tree with the guests, evaluate after each, finish, write the outputs."""
+def run_boost_host(
+    ctx: PartyContext,
+    data: PartyData,
+    workers: int = 1,
+    label_rng: np.random.Generator | None = None,
+) -> dict[str, Any]:
+    """Train every tree with the guests, evaluate after each, finish, write the outputs.
+
+    ``label_rng``: None (always, outside tests and experiments) draws the label flips
+    from the OS CSPRNG; a seeded generator makes the run reproducible and not private.
+    """
     start = time.monotonic()
     job = ctx.job
     if data.y_train is None or data.y_test is None:
@@ -225,7 +238,7 @@ def run_boost_host(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict
     # levels instead of taking cores from the guest's sums and our own decryptions.
     noise = NoisePool(public.n, workers, public.h_s, primes=private_primes(key))
     try:
-        state = init_state(ctx, data, params, key, noise)
+        state = init_state(ctx, data, params, key, noise, label_rng)
         first = len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests)
         noise.prefetch(first, bulk=True)
         resume_host(ctx, state)
@@ -237,10 +250,16 @@ def run_boost_host(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict
 
 
 def init_state(
-    ctx: PartyContext, data: PartyData, params: sb.BoostParams, key: PrivateKey, noise: NoisePool
+    ctx: PartyContext,
+    data: PartyData,
+    params: sb.BoostParams,
+    key: PrivateKey,
+    noise: NoisePool,
+    label_rng: np.random.Generator | None = None,
 ) -> HostBoost:
+    """Flip the labels once (ε-label-DP, before the first gradient); drop the true ones."""
     assert data.y_train is not None
-    labels = data.y_train.astype(np.float64)
+    labels, flip = draw_noisy_labels(ctx.job, data.y_train, label_rng)
     edges = sb.quantile_edges(data.x_train, params.bins)
     floor = sb.node_floor(params.min_child_weight)
     guests = [
@@ -248,8 +267,10 @@ def init_state(
         for i, g in enumerate(ctx.job.guests)
     ]
     return HostBoost(
-        data=data,
+        data=replace(data, y_train=None),
         labels=labels,
+        flip=flip,
+        seeded_noise=label_rng is not None,
         params=params,
         key=key,
         noise=noise,
@@ -321,7 +342,7 @@ def evaluate(state: HostBoost, t: int, tree: sb.Tree) -> dict[str, Any]:
     y_test = state.data.y_test
     assert y_test is not None
     record: dict[str, Any] = {"tree": t}
-    record["train_logloss"] = sb.logloss(state.labels, state.margin)
+    record["train_logloss"] = sb.logloss(state.labels, state.margin)  # the flipped labels
     record["loss"] = record["train_logloss"]  # what the progress bars show
     record["valid_logloss"] = sb.logloss(y_test, state.test_margin)
     record.update(binary_metrics(y_test, sigmoid(state.test_margin)))
@@ -363,6 +384,12 @@ def resume_host(ctx: PartyContext, state: HostBoost) -> None:
     state.margin = np.array(saved["margin"], dtype=np.float64)
     state.test_margin = np.array(saved["test_margin"], dtype=np.float64)
     state.records = saved["records"]
+    # The flipped labels are the Host's own secret state: a resumed run continues with
+    # the same ones, never with a fresh draw (that would spend ε twice).
+    if "labels" in saved:
+        state.labels = np.array(saved["labels"], dtype=np.float64)
+        state.flip = replace(state.flip, flipped=int(saved["flipped"]))
+        state.base = sb.base_margin(state.labels)  # model.json's, as the margins began
     with open_private(metrics) as handle:  # 0600 like every run file (parties/files.py)
         handle.write("".join(report.json_line(r) for r in state.records))
     for guest in state.guests:  # they continue from the same tree
@@ -379,6 +406,8 @@ def save_host(ctx: PartyContext, state: HostBoost) -> None:
             "margin": state.margin.tolist(),
             "test_margin": state.test_margin.tolist(),
             "records": state.records,
+            "labels": state.labels.tolist(),
+            "flipped": state.flip.flipped,
         },
     )
 
@@ -404,10 +433,12 @@ def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dic
         "importance_by_party": {p: sum(v.values()) for p, v in gains.items()},
         "encryptions": state.encrypted,
         "decryptions": sum(g.decrypted for g in state.guests),
-        "label_dp": "not applied: the labels never leave the Host (gradients travel encrypted)",
+        **label_facts(job, state.flip, state.seeded_noise),
         "privacy": {
+            "label_dp": label_ledger(job, state.seeded_noise),
             "guests_see": "fresh encryptions of the Host's g/h, the row set of every node "
-            "(the instance space), and the bin of the splits they own",
+            "(the instance space), and the bin of the splits they own; all computed from "
+            "the flipped labels",
             "host_sees": "per-bin sums of its own g/h and row counts of every guest column "
             "at every node, the guests' split decisions on training and held-out rows",
             "server_sees": "Hello messages only",

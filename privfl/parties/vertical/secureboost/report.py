@@ -147,6 +147,7 @@ def results_table(summary: dict[str, Any], out: Path) -> str:
             f"{summary['trees']} kept of {summary['trees_grown']} ({summary['stop_reason']})",
         ),
         ("depth / learning rate / bins", f"{m['depth']} / {m['learning_rate']:g} / {m['bins']}"),
+        ("label ε / flip prob. / flipped", label_line(summary)),
         ("gain share by party", ", ".join(f"{p} {v / total:.0%}" for p, v in parties.items())),
         ("encryptions / decryptions", f"{summary['encryptions']} / {summary['decryptions']}"),
         ("wall time", f"{summary['wall_seconds']:.1f} s"),
@@ -154,3 +155,14 @@ def results_table(summary: dict[str, Any], out: Path) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def label_line(summary: dict[str, Any]) -> str:
+    """The run's label DP in one line (runs written before trees had label DP say none)."""
+    flip = summary.get("flip")
+    if flip is None:
+        return "none"
+    return (
+        f"{summary['label_epsilon']} / {flip['probability']:.4g} / "
+        f"{flip['count']} of {flip['rows']}"
+    )

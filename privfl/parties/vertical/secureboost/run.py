@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
+
 from privfl.data.views import PartyData
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import check_hello, check_rows
@@ -14,8 +16,17 @@ from privfl.protocol.messages import Finish, Hello
 log = logging.getLogger("privfl.server")
 
 
-def run_boost_party(ctx: PartyContext, data: PartyData | None, workers: int = 1) -> dict[str, Any]:
-    """Run this party's SecureBoost role to the end of the session."""
+def run_boost_party(
+    ctx: PartyContext,
+    data: PartyData | None,
+    workers: int = 1,
+    label_rng: np.random.Generator | None = None,
+) -> dict[str, Any]:
+    """Run this party's SecureBoost role to the end of the session.
+
+    ``label_rng`` (Host, tests and experiments only): a seeded generator for the label
+    flips, which makes the run reproducible and not private.
+    """
     role = ctx.job.party(ctx.name).role
     if role == "server":
         return run_boost_server(ctx)
@@ -23,7 +34,7 @@ def run_boost_party(ctx: PartyContext, data: PartyData | None, workers: int = 1)
     if role == "host":
         from privfl.parties.vertical.secureboost.host import run_boost_host
 
-        return run_boost_host(ctx, data, workers)
+        return run_boost_host(ctx, data, workers, label_rng)
     from privfl.parties.vertical.secureboost.guest import run_boost_guest
 
     return run_boost_guest(ctx, data, workers)
