@@ -91,6 +91,29 @@ def load_or_draw(
     return fresh
 
 
+def take(
+    out: Path,
+    fingerprint: str,
+    epsilon: float,
+    draw: Drawer,
+    *,
+    rows: int,
+    resume: bool,
+    redraw: bool,
+) -> LabelDraw:
+    """A label holder's start: the job's draw, with ``--redraw-labels`` refused on a resume.
+
+    Every role that noises labels (the GLM Host, the SecureBoost Host) calls this
+    before its first message.
+    """
+    if redraw and resume:
+        raise ConfigError(
+            "--redraw-labels starts the job over on new labels; drop --resume (or drop "
+            "--redraw-labels to continue on the labels already drawn)"
+        )
+    return load_or_draw(out, fingerprint, epsilon, draw, rows=rows, redraw=redraw)
+
+
 def check_agreement(drawn: LabelDraw, resume: bool, completed: int) -> None:
     """Refuse a ``--resume`` start that would train from epoch 1 on a draw already used.
 

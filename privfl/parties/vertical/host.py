@@ -89,17 +89,13 @@ def draw_once(
     ctx: PartyContext, data: PartyData, label_rng: np.random.Generator | None, redraw: bool
 ) -> LabelDraw:
     """The job's one label draw: loaded from OUT, or drawn and saved now (label_draws.py)."""
-    if redraw and ctx.resume:
-        raise ConfigError(
-            "--redraw-labels starts the job over on new labels; drop --resume (or drop "
-            "--redraw-labels to continue on the labels already drawn)"
-        )
-    return label_draws.load_or_draw(
+    return label_draws.take(
         ctx.out,
         ctx.job.fingerprint(),
         ctx.job.label_dp.epsilon,
         lambda: steps.draw_labels(data, ctx.job, label_rng),
         rows=len(data.x_train),
+        resume=ctx.resume,
         redraw=redraw,
     )
 

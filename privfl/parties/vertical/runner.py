@@ -83,7 +83,7 @@ def run_party(
     which makes the run reproducible and **not private**; None draws them from the OS CSPRNG.
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
     ``resume``: continue after the last epoch every party has a checkpoint of.
-    ``redraw_labels`` (GLM Host): draw the label noise anew instead of reusing the job's
+    ``redraw_labels`` (Host): draw the label noise anew instead of reusing the job's
     saved draw; the extra ε is booked.
     """
     role = job.party(name).role
@@ -115,7 +115,7 @@ def run_party(
         assert data is not None
         check_feature_count(job, name, data)
         if boost:
-            result = run_boost_party(ctx, data, workers, label_rng)
+            result = run_boost_party(ctx, data, workers, label_rng, redraw_labels)
             return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
         if role == "host":
             result = run_host(

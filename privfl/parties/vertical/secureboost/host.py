@@ -33,6 +33,7 @@ from privfl.learning import secureboost as sb
 from privfl.learning.taylor import sigmoid
 from privfl.parties import checkpoint
 from privfl.parties.files import append_jsonl, open_private, write_json
+from privfl.parties.label_draws import LabelDraw, check_agreement
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.facts import run_facts
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
@@ -45,7 +46,12 @@ from privfl.parties.vertical.secureboost.common import (
     row_plaintexts,
     unpack_sums,
 )
-from privfl.parties.vertical.secureboost.labels import draw_noisy_labels, label_facts, label_ledger
+from privfl.parties.vertical.secureboost.labels import (
+    flip_report,
+    label_facts,
+    label_ledger,
+    take_labels,
+)
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
     BoostDecide,
@@ -221,27 +227,31 @@ def run_boost_host(
     data: PartyData,
     workers: int = 1,
     label_rng: np.random.Generator | None = None,
+    redraw_labels: bool = False,
 ) -> dict[str, Any]:
     """Train every tree with the guests, evaluate after each, finish, write the outputs.
 
     ``label_rng``: None (always, outside tests and experiments) draws the label flips
     from the OS CSPRNG; a seeded generator makes the run reproducible and not private.
+    The flips are drawn once per job and reused on every start (parties/label_draws.py);
+    ``redraw_labels`` (the operator's ``--redraw-labels``) draws anew and books the ε.
     """
     start = time.monotonic()
     job = ctx.job
     if data.y_train is None or data.y_test is None:
         raise ConfigError("the host needs the label column")
     params = params_of(job)
+    drawn = take_labels(ctx, data.y_train, label_rng, redraw_labels)  # before any message
     key = handshake(ctx, data)
     public = key.public_key  # the Host's own workers: CRT obfuscators (docs/security.md)
     # Next tree's obfuscators are background work (niced): they fill the waits between
     # levels instead of taking cores from the guest's sums and our own decryptions.
     noise = NoisePool(public.n, workers, public.h_s, primes=private_primes(key))
     try:
-        state = init_state(ctx, data, params, key, noise, label_rng)
+        state = init_state(ctx, data, params, key, noise, drawn)
         first = len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests)
         noise.prefetch(first, bulk=True)
-        resume_host(ctx, state)
+        resume_host(ctx, state, drawn)
         reason = train(ctx, state)
     finally:
         noise.close()
@@ -255,11 +265,13 @@ def init_state(
     params: sb.BoostParams,
     key: PrivateKey,
     noise: NoisePool,
-    label_rng: np.random.Generator | None = None,
+    drawn: LabelDraw,
 ) -> HostBoost:
-    """Flip the labels once (ε-label-DP, before the first gradient); drop the true ones."""
-    assert data.y_train is not None
-    labels, flip = draw_noisy_labels(ctx.job, data.y_train, label_rng)
+    """Start from the job's one label draw (ε-label-DP, before the first gradient).
+
+    The true training labels are dropped: the state keeps only the flipped ones.
+    """
+    labels, flip, seeded = drawn.labels, flip_report(drawn), bool(drawn.info["seeded"])
     edges = sb.quantile_edges(data.x_train, params.bins)
     floor = sb.node_floor(params.min_child_weight)
     guests = [
@@ -270,7 +282,7 @@ def init_state(
         data=replace(data, y_train=None),
         labels=labels,
         flip=flip,
-        seeded_noise=label_rng is not None,
+        seeded_noise=seeded,
         params=params,
         key=key,
         noise=noise,
@@ -360,22 +372,27 @@ def stop_early(state: HostBoost) -> bool:
     return bool(rounds) and len(state.records) - best_trees(state) >= rounds
 
 
-def agree(ctx: PartyContext, offered: list[int]) -> int:
-    """The latest tree count every guest and we hold a checkpoint of (the Server keeps none)."""
+def agree(ctx: PartyContext, offered: list[int], drawn: LabelDraw) -> int:
+    """The latest tree count every guest and we hold a checkpoint of (the Server keeps none).
+
+    A ``--resume`` start with none in common would start over on the saved label draw:
+    refused (label_draws.check_agreement), every party keeping its checkpoints.
+    """
     guests = ctx.job.guests
     offers = ctx.channel.gather(Checkpoints, guests)
     common = set(offered)
     for offer in offers.values():
         common &= set(offer.completed.tolist())
     completed = max(common, default=0)
+    check_agreement(drawn, ctx.resume, completed)
     ctx.channel.broadcast(guests, Resume(completed=completed))
     return completed
 
 
-def resume_host(ctx: PartyContext, state: HostBoost) -> None:
+def resume_host(ctx: PartyContext, state: HostBoost, drawn: LabelDraw) -> None:
     """Agree with the guests; restore the trees, scores and metrics of the trees kept."""
     metrics = ctx.out / "metrics.jsonl"
-    completed = agree(ctx, checkpoint.available(ctx) if ctx.resume else [])
+    completed = agree(ctx, checkpoint.available(ctx) if ctx.resume else [], drawn)
     if not completed:
         metrics.unlink(missing_ok=True)
         return

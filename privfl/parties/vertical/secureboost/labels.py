@@ -11,6 +11,7 @@ at the default ε = 8 the trees meet their accuracy target without it.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,9 @@ from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
 from privfl.learning.glm import Glm
 from privfl.mechanisms.label_dp import private_generator
+from privfl.parties import label_draws
+from privfl.parties.label_draws import LabelDraw
+from privfl.parties.session import PartyContext
 from privfl.parties.vertical.host_steps import NOISE_NOTE, FlipReport, private_labels
 
 BINARY = Glm("logistic")
@@ -44,10 +48,47 @@ def draw_noisy_labels(
     return noisy.astype(np.float64), report
 
 
+def take_labels(
+    ctx: PartyContext,
+    labels: np.ndarray,
+    label_rng: np.random.Generator | None = None,
+    redraw: bool = False,
+) -> LabelDraw:
+    """The job's one draw (``OUT/label-draw.json``), taken before the Host's first message.
+
+    Drawn here on the first start of the job, reused on every later one: a guest that
+    forces a restart (no checkpoint offered) cannot make the Host flip again. The
+    operator's ``--redraw-labels`` draws anew and the report books every draw's ε.
+    """
+
+    def draw() -> tuple[np.ndarray, dict[str, Any]]:
+        noisy, report = draw_noisy_labels(ctx.job, labels, label_rng)
+        info = {k: v for k, v in asdict(report).items() if k != "spent"}
+        return noisy, {**info, "seeded": label_rng is not None}
+
+    return label_draws.take(
+        ctx.out,
+        ctx.job.fingerprint(),
+        ctx.job.label_dp.epsilon,
+        draw,
+        rows=len(labels),
+        resume=ctx.resume,
+        redraw=redraw,
+    )
+
+
+def flip_report(drawn: LabelDraw) -> FlipReport:
+    """The draw's report, with the ε of every draw of the job."""
+    info = {k: v for k, v in drawn.info.items() if k != "seeded"}
+    return replace(FlipReport(**info), spent=drawn.epsilons)
+
+
 def label_facts(job: JobConfig, flip: FlipReport, seeded: bool) -> dict[str, Any]:
     """summary.json's ``label_epsilon`` and ``flip``, as the GLM Host's summary writes them."""
+    total = flip.total_epsilon
     return {
-        "label_epsilon": epsilon_of(job),
+        "label_epsilon": total if math.isfinite(total) else "inf",
+        "label_draws": len(flip.spent) or 1,
         "flip": {
             "mechanism": flip.mechanism,
             "count": flip.flipped,

@@ -21,11 +21,13 @@ def run_boost_party(
     data: PartyData | None,
     workers: int = 1,
     label_rng: np.random.Generator | None = None,
+    redraw_labels: bool = False,
 ) -> dict[str, Any]:
     """Run this party's SecureBoost role to the end of the session.
 
     ``label_rng`` (Host, tests and experiments only): a seeded generator for the label
-    flips, which makes the run reproducible and not private.
+    flips, which makes the run reproducible and not private. ``redraw_labels`` (Host):
+    draw the flips anew instead of reusing the job's saved draw.
     """
     role = ctx.job.party(ctx.name).role
     if role == "server":
@@ -34,7 +36,7 @@ def run_boost_party(
     if role == "host":
         from privfl.parties.vertical.secureboost.host import run_boost_host
 
-        return run_boost_host(ctx, data, workers, label_rng)
+        return run_boost_host(ctx, data, workers, label_rng, redraw_labels)
     from privfl.parties.vertical.secureboost.guest import run_boost_guest
 
     return run_boost_guest(ctx, data, workers)
