@@ -68,6 +68,7 @@ def test_an_honest_sequence_is_answered() -> None:
 def test_a_node_the_partitions_never_defined_is_refused() -> None:
     state = guest_state()
     step(state, gradients(state))
+    step(state, nodes(0))  # the root is never partitioned: node 1 has no rows yet
     with pytest.raises(ProtocolError, match="not open"):
         step(state, nodes(1, level=1))
 
@@ -76,7 +77,7 @@ def test_the_same_node_twice_is_refused() -> None:
     state = guest_state()
     step(state, gradients(state))
     step(state, nodes(0))
-    with pytest.raises(ProtocolError, match="not open"):
+    with pytest.raises(ProtocolError, match="out of order"):
         step(state, nodes(0))
 
 
