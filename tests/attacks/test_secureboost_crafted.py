@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -110,13 +111,13 @@ def craft_node(att: Attacker, state: GuestBoost, t: TreeState, node: int) -> lis
     ref_inv = powmod(mpz(t.cts[at[plan.ref]]), -1, n2)
     base = [] if plan.other is None else [plan.other]
 
-    def diff(sigma: tuple[int, ...]) -> mpz:  # Π [[P_i]]/[[P_r]] over σ and the known row
+    def diff(sigma: tuple[int, ...]) -> Any:  # Π [[P_i]]/[[P_r]] over σ and the known row
         acc = mpz(1)
         for r in (*base, *sigma):
             acc = acc * mpz(t.cts[at[r]]) * ref_inv % n2
         return acc
 
-    def enc(m: int) -> mpz:
+    def enc(m: int) -> Any:
         return mpz((1 + m * n) % (n * n))
 
     hypotheses = sorted(
@@ -131,7 +132,7 @@ def craft_node(att: Attacker, state: GuestBoost, t: TreeState, node: int) -> lis
     nxt = 0  # the next hypothesis to place
     for column in range(width):
         count, sigma = len(plan.window) + 2, hypotheses[0]  # count: room for σ's negative g
-        cums: list[mpz] = []
+        cums: list[Any] = []
         for b in range(bins - 1):
             if nxt < len(hypotheses):
                 cand = hypotheses[nxt]
