@@ -244,4 +244,6 @@ def test_a_crafting_guest_reads_at_most_one_window_of_labels(
     expected = "histogram of node 0" if arm == "checked" else "partition of node 0"
     assert expected in str(host_error) and "guest-1" in str(host_error)
     assert isinstance(failures(results).get("guest-1"), PeerAborted)
+    audit = (tmp_path / "host" / "audit.jsonl").read_text()
+    assert '"direction": "sent", "peer": "server", "kind": "abort"' in audit  # peers told
     assert read <= (0 if arm == "checked" else WINDOW)

@@ -24,7 +24,7 @@ from privfl.errors import PeerAborted, PrivflError, ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.parties.vertical.secureboost import guest as guest_mod
 from privfl.parties.vertical.secureboost import host as host_mod
-from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts
+from privfl.parties.vertical.secureboost.common import Layout, params_of, row_plaintexts
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
@@ -224,7 +224,7 @@ def test_a_deviating_host_is_refused_and_the_session_stops(
         memory_job(1, timeout=30.0),
         model=ModelConfig(kind="secureboost", trees=2, depth=1, bins=8),
     )
-    honest = host_mod.params_of
+    honest = params_of
 
     def deviating(job: JobConfig) -> sb.BoostParams:  # the Host's own settings only
         params = honest(job)
