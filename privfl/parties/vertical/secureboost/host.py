@@ -130,8 +130,11 @@ class RemoteGuest:
         return dict(self.hists)
 
     def propose(self, tree: int, node: int, feature: int, bin_: int) -> None:
-        """Queue a won split; only one is out at a time, so a guest that crafted its
-        histograms is caught at that split's partition before it is told another."""
+        """Queue a won split and send it if none of this guest's is out.
+
+        One at a time: a guest that crafted its histograms is caught at that split's
+        partition (checks.check_partition) before it is told another winner.
+        """
         self.queued.append(BoostSplit(tree, node, feature, bin_))
         if len(self.queued) == 1:
             self.channel.send(self.name, self.queued[0], tree)
