@@ -221,7 +221,7 @@ def test_a_deviating_host_is_refused_and_the_session_stops(
     deviation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job = replace(
-        memory_job(1, timeout=30.0),
+        memory_job(1, timeout=60.0),
         model=ModelConfig(kind="secureboost", trees=2, depth=1, bins=8),
     )
     honest = params_of
