@@ -11,7 +11,7 @@ from privfl.cli.errors import friendly_errors
 from privfl.cli.options import job_option
 
 ROLES = ("guest", "host", "server")  # privfl.tools.conformance.SCRIPTS, without importing it
-ENDINGS = ("finish", "violation", "unknown-node", "repeated-node", "small-node")
+ENDINGS = ("finish", "violation", "unknown-node", "repeated-node", "small-node", "foreign-rows")
 
 
 @click.command("conformance", context_settings={"ignore_unknown_options": True})
@@ -23,7 +23,8 @@ ENDINGS = ("finish", "violation", "unknown-node", "repeated-node", "small-node")
     type=click.Choice(ENDINGS),
     default="finish",
     help="End with a Finish (party must exit 0) or a fatal violation (party must Abort);"
-    " a SecureBoost guest also: unknown-node (= violation), repeated-node, small-node.",
+    " a SecureBoost guest also: unknown-node (= violation), repeated-node, small-node,"
+    " foreign-rows.",
 )
 @click.argument("party_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 @friendly_errors

@@ -21,7 +21,9 @@ the kit's ρ = 1 inputs are re-randomised), every message be ACKed, and after
 ``finish`` the guest stays silent, closes its inbox and exits 0. The violation endings
 send one message the guest must refuse, and check it Aborts: a node no partition
 defined (``unknown-node``, also ``violation``), the root named again
-(``repeated-node``) and a partition leaving a child below the row floor (``small-node``).
+(``repeated-node``), a partition leaving a child below the row floor (``small-node``)
+and the next tree's gradients over rows other than the job seed's sample
+(``foreign-rows``).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from privfl.tools.conformance.peer import (
 )
 from privfl.tools.conformance.randomness import trivial
 
-VIOLATIONS = ("unknown-node", "repeated-node", "small-node")
+VIOLATIONS = ("unknown-node", "repeated-node", "small-node", "foreign-rows")
 TREE = 0
 
 
@@ -92,6 +94,14 @@ class BoostGuestRun(GuestRun):
             not declared or self.hello.features == declared,
             f"{self.hello.features}, the job declares {declared}",
         )
+
+    def foreign_gradients(self) -> BoostGradients:
+        """The next tree's gradients over its seed sample less its first row (a Host's choice)."""
+        assert self.hello is not None
+        train = self.hello.train_rows or self.hello.rows
+        rows = sb.tree_rows(self.params, TREE + 1, train)[1:]
+        plain = row_plaintexts(self.g[rows], self.h[rows], Layout(len(rows), self.key.bits))
+        return BoostGradients(TREE + 1, rows, BigInts(tuple(trivial(self.key, plain))))
 
     def gradients(self) -> np.ndarray:
         """Send the tree's ``[[g, h, 1]]`` (ρ = 1, known values); return the tree's rows."""
@@ -284,6 +294,9 @@ def _violation(run: BoostGuestRun, ending: str, rows: int) -> None:
         what = f"a partition leaving a child below the row floor ({run.floor}) makes it Abort"
         left = np.arange(rows) < run.floor - 1
         host.channel.send(party, BoostPartition(TREE, 0, left), TREE)
+    elif ending == "foreign-rows":
+        what = "the next tree's gradients over rows not the seed's sample make it Abort"
+        host.channel.send(party, run.foreign_gradients(), TREE + 1)
     else:
         what = "a node no partition defined makes it Abort"
         host.channel.send(party, BoostNodes(TREE, 1, np.array([1], np.int64)), TREE)

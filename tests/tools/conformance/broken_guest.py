@@ -86,6 +86,24 @@ def no_row_floor() -> None:
     GuestBoost.floor = property(lambda self: 1)  # type: ignore[method-assign,assignment]
 
 
+def any_row_sample() -> None:
+    """A SecureBoost guest that takes whatever rows the Host names as the tree's sample."""
+    from privfl.learning import secureboost as sb
+    from privfl.parties.vertical.secureboost import guest
+
+    honest = guest.on_gradients
+
+    def trusting(state: Any, msg: Any) -> None:
+        seeds = sb.tree_rows
+        sb.tree_rows = lambda params, tree, rows: msg.rows
+        try:
+            honest(state, msg)
+        finally:
+            sb.tree_rows = seeds
+
+    guest.on_gradients = trusting
+
+
 def extra_histogram() -> None:
     """A SecureBoost guest that sends one packed histogram ciphertext too many."""
     from privfl.parties.vertical.secureboost import guest as boost
@@ -129,6 +147,7 @@ BUGS: dict[str, Callable[[], None]] = {
     "no-rerandomise": no_rerandomise,
     "standard-in-djn": standard_in_djn,
     "no-row-floor": no_row_floor,
+    "any-row-sample": any_row_sample,
     "extra-histogram": extra_histogram,
     "split-off-by-one": split_off_by_one,
 }

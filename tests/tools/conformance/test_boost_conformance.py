@@ -44,6 +44,7 @@ def run_kit(kit: Path, out: Path, role: str, ending: str, party_cmd: list[str]) 
         ("guest", "unknown-node", "PASS  a node no partition defined makes it Abort"),
         ("guest", "repeated-node", "PASS  the root named again makes it Abort"),
         ("guest", "small-node", "PASS  a partition leaving a child below the row floor (4)"),
+        ("guest", "foreign-rows", "PASS  the next tree's gradients over rows not the seed's"),
         ("host", "finish", "PASS  host exits 0 after finish"),
         ("host", "violation", "PASS  a histogram with one ciphertext too many makes it Abort"),
     ],
@@ -80,6 +81,7 @@ def test_our_secureboost_guest_conforms_with_djn(tmp_path: Path) -> None:
     [
         ("guest", "no-rerandomise", "finish", "FAIL  every ciphertext has a non-trivial"),
         ("guest", "no-row-floor", "small-node", "FAIL  a partition leaving a child below"),
+        ("guest", "any-row-sample", "foreign-rows", "FAIL  the next tree's gradients over rows"),
         ("guest", "extra-histogram", "finish", "FAIL  level 0: the histogram is packed"),
         ("guest", "split-off-by-one", "finish", "FAIL  node 0's left rows are the histogram's"),
         ("host", "reused-noise", "finish", "FAIL  boost_gradients: no ciphertext repeats"),

@@ -4,7 +4,10 @@ What it never sends: a bin edge, a threshold, a value of its columns. What it re
 (each a ProtocolError that ends the session, tests/attacks/test_secureboost_refusals.py):
 a node it was not told of by the tree's own partitions, a node twice, a node or a
 split child below the row floor (``node_floor``), a split on a column it does not use
-in that tree, gradients of the wrong length or an out-of-order tree.
+in that tree, gradients of the wrong length or an out-of-order tree, a tree past the
+job's ``trees``, a row sample other than the job seed's, a level out of order, a split
+or partition of a node not of the level last asked, and any node of a tree after its
+decisions were asked (``closed``).
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ class TreeState:
     live: dict[int, np.ndarray]  # nodes the partitions define, not yet split: node -> rows
     sums: dict[int, list[int]] = field(default_factory=dict)  # histogrammed nodes' bin sums
     done: set[int] = field(default_factory=set)  # split nodes
+    level: int = -1  # the level last asked for
+    closed: bool = False  # the tree's decisions were asked: it has no more nodes
 
 
 @dataclass
@@ -109,12 +114,21 @@ def on_gradients(state: GuestBoost, msg: BoostGradients) -> None:
     """Start a tree: the Host's fresh ``[[g, h, 1]]`` for each of its rows."""
     if msg.tree != state.next_tree:
         raise ProtocolError(f"gradients for tree {msg.tree}, expected tree {state.next_tree}")
+    if msg.tree >= state.params.trees:
+        raise ProtocolError(
+            f"the host started tree {msg.tree + 1} of a job with {state.params.trees} trees"
+        )
     rows = msg.rows
     n_train = len(state.data.x_train)
     if len(rows) < state.floor or (len(rows) and rows[-1] >= n_train):
         raise ProtocolError(f"a tree needs {state.floor} to {n_train} training rows")
     if len(msg.values) != len(rows):
         raise ProtocolError(f"{len(msg.values)} gradient ciphertexts for {len(rows)} rows")
+    if not np.array_equal(rows, sb.tree_rows(state.params, msg.tree, n_train)):
+        raise ProtocolError(
+            f"the host's rows of tree {msg.tree} are not the job seed's row sample; "
+            f"check that both parties run the same job file"
+        )
     state.key.check_ciphertexts(msg.values.values)
     features = sb.tree_features(state.params, msg.tree, state.group, state.binned["train"].shape[1])
     state.current = TreeState(
@@ -137,6 +151,11 @@ def tree_of(state: GuestBoost, tree: int) -> TreeState:
 def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
     """Encrypted per-bin sums of the named nodes, packed, re-randomised (one answer per node)."""
     t = tree_of(state, msg.tree)
+    if t.closed or msg.level != t.level + 1:
+        raise ProtocolError(
+            f"nodes of level {msg.level} of tree {t.tree} are out of order (next: {t.level + 1})"
+        )
+    t.level = msg.level
     nodes = [int(v) for v in msg.nodes]
     for node in nodes:
         if node not in t.live or node in t.sums or level_of(node) != msg.level:
@@ -280,7 +299,8 @@ def on_partition(state: GuestBoost, msg: BoostPartition) -> None:
 
 
 def open_node(t: TreeState, node: int) -> None:
-    if node not in t.sums or node in t.done:
+    """Only a histogrammed, unsplit node of the level last asked, in a tree still open."""
+    if node not in t.sums or node in t.done or level_of(node) != t.level or t.closed:
         raise ProtocolError(f"node {node} of tree {t.tree} cannot be split now")
 
 
@@ -302,6 +322,8 @@ def on_decide(
         if msg.split == "rows" or msg.tree + msg.trees > state.next_tree:
             raise ProtocolError(f"decisions for trees {msg.tree}+{msg.trees} are not due")
         binned = state.binned[msg.split]
+        if state.current is not None and state.current.tree < msg.tree + msg.trees:
+            state.current.closed = True  # the Host has grown it: no more nodes
     keys = sorted(k for k in state.table if msg.tree <= k[0] < msg.tree + msg.trees)
     left = np.zeros((len(keys), len(binned)), dtype=np.bool_)
     for i, key in enumerate(keys):

@@ -39,6 +39,11 @@ from privfl.parties.vertical.facts import run_facts
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
 from privfl.parties.vertical.host_steps import FlipReport
 from privfl.parties.vertical.secureboost import report
+from privfl.parties.vertical.secureboost.checks import (
+    candidate_left,
+    check_histogram,
+    check_partition,
+)
 from privfl.parties.vertical.secureboost.common import (
     Layout,
     guest_features,
@@ -89,6 +94,11 @@ class RemoteGuest:
     layout: Layout | None = None
     asked: tuple[int, int, list[int]] | None = None  # tree, level, nodes
     decrypted: int = 0
+    g: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the tree's gradients
+    h: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    rows: dict[int, np.ndarray] = field(default_factory=dict)  # asked nodes -> their rows
+    hists: dict[int, sb.Histogram] = field(default_factory=dict)  # their decrypted histograms
+    queued: list[BoostSplit] = field(default_factory=list)  # proposed; the first is out
 
     def features(self, tree: int) -> np.ndarray:
         return sb.tree_features(self.params, tree, self.group, self.columns)
@@ -96,10 +106,15 @@ class RemoteGuest:
     def ask(self, tree: int, level: int, nodes: dict[int, np.ndarray]) -> None:
         ids = sorted(nodes)
         self.asked = (tree, level, ids)
+        self.rows = dict(nodes)
         self.channel.send(self.name, BoostNodes(tree, level, np.array(ids, np.int64)), tree)
 
     def histograms(self) -> dict[int, sb.Histogram]:
-        """Exactly one histogram per named node, of the size the job implies, decrypted once."""
+        """Exactly one histogram per named node, of the size the job implies, decrypted once.
+
+        Each is checked against the node's rows (checks.check_histogram) and kept for
+        the partition check of the node's split.
+        """
         assert self.asked is not None and self.layout is not None
         tree, level, ids = self.asked
         self.asked = None
@@ -117,10 +132,20 @@ class RemoteGuest:
         self.decrypted += len(plain)
         flat = unpack_sums(plain, sums, self.layout)
         hists = flat.reshape(len(ids), width, self.params.bins, 3)
-        return {node: hists[i] for i, node in enumerate(ids)}
+        self.hists = {node: hists[i] for i, node in enumerate(ids)}
+        for node, hist in self.hists.items():
+            check_histogram(self.name, node, hist, self.g, self.h, self.rows[node])
+        return dict(self.hists)
 
     def propose(self, tree: int, node: int, feature: int, bin_: int) -> None:
-        self.channel.send(self.name, BoostSplit(tree, node, feature, bin_), tree)
+        """Queue a won split and send it if none of this guest's is out.
+
+        One at a time: a guest that crafted its histograms is caught at that split's
+        partition (checks.check_partition) before it is told another winner.
+        """
+        self.queued.append(BoostSplit(tree, node, feature, bin_))
+        if len(self.queued) == 1:
+            self.channel.send(self.name, self.queued[0], tree)
 
     def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
         body = self.channel.expect_body(BoostPartition, {self.name})
@@ -129,6 +154,11 @@ class RemoteGuest:
         if min(int(body.left.sum()), int((~body.left).sum())) < self.floor:
             raise ProtocolError(f"{self.name}'s split leaves a child below {self.floor} rows")
         left: np.ndarray = body.left
+        won = candidate_left(self.hists[node], self.features(tree), feature, bin_)
+        check_partition(self.name, node, won, self.g, self.h, rows[left])
+        self.queued.pop(0)
+        if self.queued:
+            self.channel.send(self.name, self.queued[0], tree)
         return left
 
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
@@ -324,7 +354,7 @@ def grow(ctx: PartyContext, state: HostBoost, t: int) -> sb.Tree:
     layout = Layout(len(rows), state.public.bits)
     plain = row_plaintexts(g[rows], h[rows], layout)
     for guest in state.guests:
-        guest.layout = layout
+        guest.layout, guest.g, guest.h = layout, g, h
         values = fresh.encrypt(state.public, plain, state.noise.take(len(plain)))
         state.encrypted += len(plain)
         ctx.channel.send(guest.name, BoostGradients(t, rows, values), t)
