@@ -16,6 +16,7 @@ from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.horizontal.channels import expect_round, make_channel, open_outbound
+from privfl.parties.horizontal.integrity import round_digest
 from privfl.parties.session import run_role
 from privfl.protocol.channel import body_as
 from privfl.protocol.hfl_messages import (
@@ -88,13 +89,17 @@ def serve_round(
 ) -> int:
     """Train and randomize each selected logical client of ours; send its report.
 
-    Through a Shuffler, each report travels with its client's single-use token.
+    Through a Shuffler, each report travels with its client's single-use token and
+    the digest of the round this host was given, which the Shuffler checks.
     """
     cfg = job.config
     round_ = start.round
     weights = torch.from_numpy(start.weights.copy()).to(setup.device)
     indices = torch.from_numpy(start.indices.copy()).to(setup.device)
     sent = 0
+    digest = round_digest(
+        job.session, round_, start.token, start.report_key, start.weights, start.indices
+    )
     for i, client in enumerate(int(c) for c in start.selected):
         if client not in mine or not engine.joins(cfg, client, round_, source):
             continue
@@ -106,7 +111,7 @@ def serve_round(
             blob = seal(report, start.token, start.report_key, job.session, round_)
             tokens = start.client_tokens or b""
             token = tokens[i * TOKEN_BYTES : (i + 1) * TOKEN_BYTES] or None
-            channel.send(shuffler, Sealed(round_, blob, token), round_)
+            channel.send(shuffler, Sealed(round_, blob, token, digest), round_)
         else:
             channel.send(aggregator, Update(round_, client, report), round_)
         sent += 1

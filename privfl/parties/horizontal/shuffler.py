@@ -2,7 +2,9 @@
 
 It holds no key that opens a report: it sees ciphertexts of one fixed size. It
 admits a report only with an unused client token of the round (single use) and at
-most ``cap`` reports per client host, so one host cannot flood the window.
+most ``cap`` reports per client host, so one host cannot flood the window, and
+only if the host was given the round the aggregator committed to (round digest),
+so the aggregator cannot tag hosts.
 Window: initial deadline ``n·β·t_i``, extended by ``t_i`` per arrival, hard
 deadline ``n·t_i`` (all from the moment the aggregator opens the round); fewer
 than ``min_reports`` arrivals are padded with dummies (the previous global model
@@ -24,6 +26,7 @@ import numpy as np
 from privfl.config.horizontal import HflJob
 from privfl.crypto.sealing import seal, sealed_size
 from privfl.parties.horizontal.channels import expect_round, make_channel, open_listener, try_expect
+from privfl.parties.horizontal.integrity import check_round_digest
 from privfl.parties.session import run_role
 from privfl.protocol.channel import Channel, body_as
 from privfl.protocol.hfl_messages import (
@@ -126,7 +129,9 @@ def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[b
     """Sealed reports of this round that arrive before the window closes.
 
     Wrong rounds and sizes, reused or unknown tokens and reports over a host's cap
-    are dropped (and logged).
+    are dropped (and logged). A report whose round digest differs from the
+    aggregator's commitment stops the run (ProtocolError): the aggregator gave that
+    host another round than the others, which would let it link reports to hosts.
     """
     state = Window(window.expected, window.beta, window.slot_seconds)
     admission = Admission.of(window)
@@ -145,6 +150,7 @@ def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[b
                 len(sealed.blob),
             )
             continue
+        check_round_digest(window.round_digest, env.sender, sealed.round_digest, window.round)
         reason = admission.refuse(env.sender, sealed.token)
         if reason is not None:
             log.warning("refused a sealed report from %s: %s", env.sender, reason)
