@@ -76,6 +76,22 @@ def run_client_host(
     return {"party": name, "reports_sent": sent_total}
 
 
+def seal_report(session: str, start: RoundStart, index: int, report: np.ndarray) -> Sealed:
+    """The ``sealed`` message of the round's ``index``-th selected client.
+
+    Its report sealed for the aggregator under the round token, its single-use client
+    token, and the digest of the round this host was given (the Shuffler checks that
+    every host was given the same one).
+    """
+    blob = seal(report, start.token, start.report_key, session, start.round)
+    tokens = start.client_tokens or b""
+    token = tokens[index * TOKEN_BYTES : (index + 1) * TOKEN_BYTES] or None
+    digest = round_digest(
+        session, start.round, start.token, start.report_key, start.weights, start.indices
+    )
+    return Sealed(start.round, blob, token, digest)
+
+
 def serve_round(
     job: HflJob,
     setup: engine.Setup,
@@ -97,9 +113,6 @@ def serve_round(
     weights = torch.from_numpy(start.weights.copy()).to(setup.device)
     indices = torch.from_numpy(start.indices.copy()).to(setup.device)
     sent = 0
-    digest = round_digest(
-        job.session, round_, start.token, start.report_key, start.weights, start.indices
-    )
     for i, client in enumerate(int(c) for c in start.selected):
         if client not in mine or not engine.joins(cfg, client, round_, source):
             continue
@@ -108,10 +121,7 @@ def serve_round(
         if slow_seconds:
             time.sleep(slow_seconds)
         if shuffler is not None:
-            blob = seal(report, start.token, start.report_key, job.session, round_)
-            tokens = start.client_tokens or b""
-            token = tokens[i * TOKEN_BYTES : (i + 1) * TOKEN_BYTES] or None
-            channel.send(shuffler, Sealed(round_, blob, token, digest), round_)
+            channel.send(shuffler, seal_report(job.session, start, i, report), round_)
         else:
             channel.send(aggregator, Update(round_, client, report), round_)
         sent += 1

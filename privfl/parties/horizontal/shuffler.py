@@ -25,6 +25,7 @@ import numpy as np
 
 from privfl.config.horizontal import HflJob
 from privfl.crypto.sealing import seal, sealed_size
+from privfl.errors import ProtocolError
 from privfl.parties.horizontal.channels import expect_round, make_channel, open_listener, try_expect
 from privfl.parties.horizontal.integrity import check_round_digest
 from privfl.parties.session import run_role
@@ -170,38 +171,50 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
 
     upstream = open_outbound(job, name, [aggregator])
     inbox, outbox = make_channel(job, transport), make_channel(job, upstream)
-    rng = secrets.SystemRandom()
-    rounds = 0
-    with run_role(name, outbox, lambda: [aggregator], [transport, upstream]):
+    with run_role(name, outbox, lambda: [aggregator], [transport, upstream], linger_seconds=0.2):
         outbox.send(
             aggregator, JoinRequest(0, "shuffler", job.fingerprint(), np.zeros(0, np.int64)), 0
         )
-        while True:
-            env = expect_round(
-                outbox,
-                {Kind.SHUFFLE_WINDOW, Kind.ROUND_END},
-                {aggregator},
-                job.config.timeout_seconds + job.config.round_timeout,
-            )
-            if isinstance(env.body, RoundEnd):
-                if env.body.stop:
-                    break
-                continue
-            window = body_as(env.body, ShuffleWindow)
-            arrived = collect(inbox, hosts, window)
-            batch, padded = pad_and_permute(arrived, window, job.session, rng)
-            size = sealed_size(len(window.dummy))
-            outbox.send(
-                aggregator,
-                Shuffled(window.round, len(batch), size, b"".join(batch), padded),
-                window.round,
-            )
-            log.info(
-                "round %d: %d report(s) arrived, %d dummies, forwarded %d",
-                window.round,
-                len(arrived),
-                padded,
-                len(batch),
-            )
-            rounds += 1
+        try:
+            rounds = serve_windows(job, inbox, outbox, aggregator, hosts)
+        except ProtocolError as exc:
+            # the hosts too: an aggregator caught tagging them would not pass the abort on
+            inbox.abort(hosts, exc)
+            raise
     return {"party": name, "rounds": rounds}
+
+
+def serve_windows(
+    job: HflJob, inbox: Channel, outbox: Channel, aggregator: str, hosts: list[str]
+) -> int:
+    """One shuffled batch per window until the aggregator's stop; how many were forwarded."""
+    rng = secrets.SystemRandom()
+    rounds = 0
+    while True:
+        env = expect_round(
+            outbox,
+            {Kind.SHUFFLE_WINDOW, Kind.ROUND_END},
+            {aggregator},
+            job.config.timeout_seconds + job.config.round_timeout,
+        )
+        if isinstance(env.body, RoundEnd):
+            if env.body.stop:
+                return rounds
+            continue
+        window = body_as(env.body, ShuffleWindow)
+        arrived = collect(inbox, hosts, window)
+        batch, padded = pad_and_permute(arrived, window, job.session, rng)
+        size = sealed_size(len(window.dummy))
+        outbox.send(
+            aggregator,
+            Shuffled(window.round, len(batch), size, b"".join(batch), padded),
+            window.round,
+        )
+        log.info(
+            "round %d: %d report(s) arrived, %d dummies, forwarded %d",
+            window.round,
+            len(arrived),
+            padded,
+            len(batch),
+        )
+        rounds += 1
