@@ -7,7 +7,8 @@ attributes it to its host: 10 of 10 before this check. Now each host sends, with
 every sealed report, the digest of the ``round_start`` it was given; the
 aggregator commits to that digest in the Shuffler's window; the real Shuffler
 (``collect``, over an in-memory transport) stops the run on any difference. The
-leaky arm takes the check out and runs the attribution.
+leaky arm takes the check out and runs the attribution. The shuffle-model ε
+states that it rests on this (and on an honest Shuffler).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from privfl.config.horizontal import HflConfig
 from privfl.crypto.sealing import new_report_key, open_sealed
 from privfl.errors import ProtocolError
 from privfl.parties.horizontal import shuffler
 from privfl.parties.horizontal.aggregator import client_tokens
 from privfl.parties.horizontal.client import seal_report
 from privfl.parties.horizontal.integrity import round_digest
+from privfl.parties.horizontal.ledger import PrivacyLedger
 from privfl.protocol.channel import Channel
 from privfl.protocol.hfl_messages import TOKEN_BYTES, RoundStart, ShuffleWindow
 from privfl.protocol.memory import InMemoryHub
@@ -118,3 +121,14 @@ def test_leaky_without_the_check_every_report_is_attributed(
     starts, window, opener = _rounds(tag)
     batch = _shuffle(starts, window)
     assert _attribute(batch, opener) == 10  # 10 of 10 reports traced to their host
+
+
+def test_the_shuffle_model_epsilon_names_the_aggregator_among_its_assumptions() -> None:
+    config = HflConfig(mechanism="pnpm", epsilon=1.0, shuffler=True, participation=0.5)
+    ledger = PrivacyLedger(config, dims=10, k=1)
+    ledger.record([0, 1], None, 2)
+    why = ledger.snapshot()["epsilon_assumptions"]
+    for figure in ("epsilon_central_round", "epsilon_total"):
+        assert "an aggregator that does not tag client hosts" in why[figure], figure
+        assert "honest Shuffler" in why[figure], figure
+    assert any("does not tag client hosts" in line for line in ledger.lines())
