@@ -94,6 +94,7 @@ def check_model(round_: int, weights: torch.Tensor) -> None:
     """Stop the run rather than broadcast a global model with NaN or ±∞."""
     if not bool(torch.isfinite(weights).all()):
         raise ProtocolError(
-            f"round {round_}: the global model holds NaN or infinity; run stopped: lower lr "
-            "or check the mechanism's settings"
+            f"round {round_}: the global model holds NaN or infinity (training diverged, or "
+            "a report was averaged that should not have been); run stopped: lower lr or "
+            "check the mechanism's settings"
         )
