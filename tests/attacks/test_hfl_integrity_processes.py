@@ -23,11 +23,12 @@ WAIT = 300  # seconds for a whole run on a loaded machine (a bound, not a sleep)
 pytestmark = pytest.mark.slow
 
 
-def make_job(tmp_path: Path, **settings: object) -> Path:
-    """A kit of 2 client hosts × 2 clients with a Shuffler; ``settings`` edit its [hfl] table."""
+def make_job(tmp_path: Path, shuffler: bool = True, **settings: object) -> Path:
+    """A kit of 2 client hosts × 2 clients (and a Shuffler); ``settings`` edit its [hfl] table."""
     made = processes.privfl(
         "hfl", "init", "--out", str(tmp_path / "kit"), "--clients", "4",
-        "--client-processes", "2", "--shuffler", "--rounds", "2", "--local-epochs", "1",
+        "--client-processes", "2", *(["--shuffler"] if shuffler else []),
+        "--rounds", "2", "--local-epochs", "1",
         "--timeout", "120", "--round-timeout", "60",
         env=ONE_THREAD,
     )  # fmt: skip
@@ -79,11 +80,15 @@ def test_a_tagging_aggregator_is_stopped_and_every_party_says_why(tmp_path: Path
         assert "peer shuffler stopped" in last_line(tmp_path / out)
 
 
-def test_a_poisoning_host_is_refused_and_counted_and_the_run_goes_on(tmp_path: Path) -> None:
-    job = make_job(tmp_path)
+@pytest.mark.parametrize(("shuffler", "value"), [(True, "1e30"), (False, "nan")])
+def test_a_poisoning_host_is_refused_and_counted_and_the_run_goes_on(
+    tmp_path: Path, shuffler: bool, value: str
+) -> None:
+    job = make_job(tmp_path, shuffler)
     agg = start(job, "aggregator", "aggregator", tmp_path / "agg")
-    start(job, "shuffler", "shuffler", tmp_path / "shuf")
-    start(job, "client", "clients-1", tmp_path / "c1", "poison", "1e30")
+    if shuffler:
+        start(job, "shuffler", "shuffler", tmp_path / "shuf")
+    start(job, "client", "clients-1", tmp_path / "c1", "poison", value)
     start(job, "client", "clients-2", tmp_path / "c2")
     assert agg.wait(timeout=WAIT) == 0, (tmp_path / "agg.log").read_text()
     records = [

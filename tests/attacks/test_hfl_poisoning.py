@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,6 +23,9 @@ from privfl.config.horizontal import HflConfig
 from privfl.errors import ProtocolError
 from privfl.learning import fedavg as engine
 from privfl.parties.horizontal import rounds
+from privfl.protocol.channel import Channel
+from privfl.protocol.hfl_messages import Update
+from privfl.protocol.memory import InMemoryHub
 from privfl.runs.simulate import run_experiment
 
 CLEAN = HflConfig(clients=20, rounds=3, local_epochs=2, seed=3)
@@ -88,3 +92,14 @@ def test_too_few_valid_reports_stop_the_run_with_one_line(monkeypatch: pytest.Mo
     assert "\n" not in message
     assert "only 19 valid report(s) (1 refused as out of range)" in message
     assert "min_valid_reports = 20" in message and "lower min_valid_reports" in message
+
+
+def test_a_non_finite_update_reaches_the_range_check_instead_of_vanishing() -> None:
+    # Without a Shuffler: decoding lets NaN/±∞ through so the aggregator counts the refusal.
+    hub = InMemoryHub(record=False)
+    aggregator = Channel(hub.transport("aggregator"), session="s", timeout=30.0)
+    host = Channel(hub.transport("clients-1"), session="s", timeout=30.0)
+    poisoned = np.array([np.nan, np.inf, 1e30], np.float32)
+    host.send("aggregator", Update(1, 0, poisoned), 1)
+    got = aggregator.expect_body(Update, {"clients-1"})
+    assert np.array_equal(got.report, poisoned, equal_nan=True)
