@@ -15,12 +15,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
 
 from privfl.errors import ProtocolError
 from privfl.mechanisms.ranges import ReportRange
+from privfl.protocol.channel import Channel
 
 log = logging.getLogger("privfl.parties.horizontal.integrity")
 DIGEST_INFO = b"privfl hfl round v1"
@@ -62,6 +65,19 @@ def check_round_digest(
             "the aggregator announced to the Shuffler (an aggregator doing this can tell whose "
             "report is whose); run stopped: check the aggregator"
         )
+
+
+@contextmanager
+def tell_hosts_on_refusal(channel: Channel, hosts: list[str]) -> Iterator[None]:
+    """The Shuffler's refusal reaches the client hosts directly (abort), then re-raises.
+
+    An aggregator caught tagging hosts would not pass the Shuffler's abort on.
+    """
+    try:
+        yield
+    except ProtocolError as exc:
+        channel.abort(hosts, exc)
+        raise
 
 
 def screen(

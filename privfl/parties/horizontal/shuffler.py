@@ -25,9 +25,8 @@ import numpy as np
 
 from privfl.config.horizontal import HflJob
 from privfl.crypto.sealing import seal, sealed_size
-from privfl.errors import ProtocolError
 from privfl.parties.horizontal.channels import expect_round, make_channel, open_listener, try_expect
-from privfl.parties.horizontal.integrity import check_round_digest
+from privfl.parties.horizontal.integrity import check_round_digest, tell_hosts_on_refusal
 from privfl.parties.session import run_role
 from privfl.protocol.channel import Channel, body_as
 from privfl.protocol.hfl_messages import (
@@ -175,12 +174,8 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
         outbox.send(
             aggregator, JoinRequest(0, "shuffler", job.fingerprint(), np.zeros(0, np.int64)), 0
         )
-        try:
+        with tell_hosts_on_refusal(inbox, hosts):
             rounds = serve_windows(job, inbox, outbox, aggregator, hosts)
-        except ProtocolError as exc:
-            # the hosts too: an aggregator caught tagging them would not pass the abort on
-            inbox.abort(hosts, exc)
-            raise
     return {"party": name, "rounds": rounds}
 
 
