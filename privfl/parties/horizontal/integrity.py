@@ -17,13 +17,16 @@ import logging
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from privfl.errors import ProtocolError
 from privfl.mechanisms.ranges import ReportRange
-from privfl.protocol.channel import Channel
+
+if TYPE_CHECKING:  # the simulator imports this module: keep ZeroMQ out of it
+    from privfl.protocol.channel import Channel
 
 log = logging.getLogger("privfl.parties.horizontal.integrity")
 DIGEST_INFO = b"privfl hfl round v1"
