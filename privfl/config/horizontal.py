@@ -49,6 +49,8 @@ class HflConfig:
     epsilon_budget: float = math.inf  # stop before the total ε per client would exceed it
     shuffler: bool = False
     min_reports: int = 0  # Shuffler pads to this many reports with dummies (0 = n·β)
+    min_valid_reports: int = 1  # a round with fewer valid, in-range reports stops the run
+    weight_bound: float = 100.0  # none/pnpm: clients clip weights to [−b, b] (a known range)
     slot_seconds: float = 1.0  # t_i of the Shuffler's adaptive window
     round_timeout: float = 60.0  # a client that misses it is dropped for the round
     timeout_seconds: float = 60.0  # longest wait for a silent peer outside rounds
@@ -94,6 +96,11 @@ class HflConfig:
             self.local_dp == "none" or self.fedprox_mu == 0,
             "local_dp cannot be combined with fedprox_mu (the prox term is not clipped)",
         )
+        _check(
+            0 <= self.min_valid_reports <= max(1, round(self.fraction * self.clients)),
+            "min_valid_reports must lie in 0..round(fraction·clients) (the clients asked)",
+        )
+        _check(self.weight_bound > 0, "weight_bound must be > 0")
         _check(self.epsilon_budget > 0, "epsilon_budget must be > 0 (inf = no cap)")
         _check(
             self.slot_seconds > 0 and self.round_timeout > 0 and self.timeout_seconds > 0,

@@ -107,11 +107,11 @@ def randomize(
 ) -> torch.Tensor:
     """The report a client sends: perturbed weights, or the perturbed update on ``indices``."""
     mech, eps = config.mechanism, config.epsilon
-    if mech == "none":
-        return weights
+    if mech == "none":  # clipped so that every honest report lies in a known range
+        return weights.clamp(-config.weight_bound, config.weight_bound)
     w = _np(weights)
-    if mech == "pnpm":
-        out = pnpm(w, eps, source.rng)
+    if mech == "pnpm":  # likewise: |w|·t* ≤ b·C once |w| ≤ b
+        out = pnpm(np.clip(w, -config.weight_bound, config.weight_bound), eps, source.rng)
     elif mech in ("duchi", "pm"):
         out = _unit_ldp(mech, w, global_weights, config, slices, source)
     elif mech == "gaussian":

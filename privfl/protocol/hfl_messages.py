@@ -16,6 +16,7 @@ from privfl.protocol.bounds import count, text
 
 HFL_ROLES = ("clients", "shuffler")
 REPORT_KEY_BYTES = 32
+DIGEST_BYTES = 32  # round_digest: SHA-256
 
 
 def _require(condition: bool, what: str) -> None:
@@ -28,9 +29,13 @@ def _ids(values: np.ndarray, what: str) -> None:
     _require(bool((values >= 0).all()), f"{what} must be >= 0")
 
 
-def _vector(values: np.ndarray, what: str) -> None:
+def _vector(values: np.ndarray, what: str, *, finite: bool = True) -> None:
     _require(values.ndim == 1 and values.dtype == np.float32, f"{what} must be a 1-d float32 array")
-    _require(bool(np.isfinite(values).all()), f"{what} holds NaN or infinity")
+    _require(not finite or bool(np.isfinite(values).all()), f"{what} holds NaN or infinity")
+
+
+def _digest(value: bytes | None, what: str) -> None:
+    _require(value is None or len(value) == DIGEST_BYTES, f"{what} must be {DIGEST_BYTES} bytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +88,11 @@ class RoundStart:
 
 @dataclass(frozen=True, slots=True)
 class Update:
-    """One logical client's report, sent straight to the aggregator (no Shuffler)."""
+    """One logical client's report, sent straight to the aggregator (no Shuffler).
+
+    Non-finite values pass here: the aggregator refuses and counts every report
+    outside the mechanism's range (NaN and ±∞ included) in one place.
+    """
 
     round: int
     client: int
@@ -92,7 +101,7 @@ class Update:
     def __post_init__(self) -> None:
         count(self.round, "round")
         count(self.client, "client id")
-        _vector(self.report, "report")
+        _vector(self.report, "report", finite=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,16 +121,20 @@ class Sealed:
     """A report sealed for the aggregator (X25519, ChaCha20-Poly1305); opaque to the Shuffler.
 
     ``token`` is the client's single-use token of the round, which the Shuffler checks
-    against the digests the aggregator gave it and strips before forwarding.
+    against the digests the aggregator gave it and strips before forwarding;
+    ``round_digest`` is the digest of the ``round_start`` the host was given, which the
+    Shuffler compares with the aggregator's commitment (the aggregator tags no host).
     """
 
     round: int
     blob: bytes
     token: bytes | None = None
+    round_digest: bytes | None = None
 
     def __post_init__(self) -> None:
         count(self.round, "round")
         _require(self.token is None or len(self.token) == TOKEN_BYTES, "bad token length")
+        _digest(self.round_digest, "round_digest")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +142,8 @@ class ShuffleWindow:
     """The aggregator tells the Shuffler about a round: how many may report, the dummy.
 
     ``token_digests`` are the SHA-256 digests of the round's client tokens (each usable
-    once); ``host_caps`` is ``host:count,…``, the most reports each host may send.
+    once); ``host_caps`` is ``host:count,…``, the most reports each host may send;
+    ``round_digest`` commits to the ``round_start`` every host must have been given.
     """
 
     round: int
@@ -141,10 +155,12 @@ class ShuffleWindow:
     report_key: bytes
     token_digests: bytes | None = None
     host_caps: str = ""
+    round_digest: bytes | None = None
 
     def __post_init__(self) -> None:
         count(self.round, "round")
         count(self.expected, "expected")
+        _digest(self.round_digest, "round_digest")
         count(self.min_reports, "min_reports")
         _require(
             self.token_digests is None or len(self.token_digests) % TOKEN_BYTES == 0,

@@ -49,8 +49,9 @@ def run_experiment(
         # with a Shuffler the aggregator cannot tell who reported: book every asked client
         reported = None if config.shuffler else clients
         new, _ = close_round(
-            setup, weights, reports, round_, asked, reported, ledger, recorder, on_round, source
-        )
+            setup, weights, indices, reports, round_, asked, reported, ledger, recorder,
+            on_round, source,
+        )  # fmt: skip
         last_update, weights = new - weights, new
     return recorder.summary(
         ledger, stop_reason, {"device": str(setup.device), "transport": "in-process"}

@@ -26,6 +26,7 @@ from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.horizontal.channels import make_channel, open_listener, try_expect
+from privfl.parties.horizontal.integrity import round_digest
 from privfl.parties.horizontal.outputs import Recorder
 from privfl.parties.horizontal.rounds import RoundHook, close_round, make_ledger
 from privfl.parties.session import run_role
@@ -299,22 +300,19 @@ def train(
         w32 = weights.float().cpu().numpy()
         expected = sum(len(ids) for ids in asked.values())
         minimum = cfg.min_reports or max(1, round(expected * cfg.beta))
+        public = indices.cpu().numpy().astype(np.int64)
         if shuffler:
             dummy = np.zeros_like(w32) if cfg.mechanism in DELTA_REPORTS else w32
+            # the same round for every host, which the Shuffler holds each host's reports to
+            digest = round_digest(job.session, round_, token, report_key, w32, public)
             window = ShuffleWindow(
                 round_, expected, minimum, cfg.beta, cfg.slot_seconds, dummy, report_key,
-                digests, caps,
+                digests, caps, digest,
             )  # fmt: skip
             channel.send(shuffler, window, round_)
         for host, ids in list(asked.items()):
             start = RoundStart(
-                round_,
-                w32,
-                np.array(ids, np.int64),
-                indices.cpu().numpy().astype(np.int64),
-                token,
-                report_key,
-                tokens.get(host),
+                round_, w32, np.array(ids, np.int64), public, token, report_key, tokens.get(host)
             )
             try:
                 channel.send(host, start, round_)
@@ -337,6 +335,7 @@ def train(
         new, record = close_round(
             setup,
             weights,
+            indices,
             reports,
             round_,
             participants,
@@ -349,5 +348,8 @@ def train(
             hosts=len(roster.alive()),
         )
         last_update, weights = new - weights, new
-        log.info("round %d: %d report(s), accuracy %.4f", round_, len(reports), record["accuracy"])
+        log.info(
+            "round %d: %d valid report(s), %d refused, accuracy %.4f",
+            round_, record["reports"], record["refused_reports"], record["accuracy"],
+        )  # fmt: skip
     return "rounds"

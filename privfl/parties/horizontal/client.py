@@ -17,6 +17,7 @@ from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.files import private_dir
 from privfl.parties.horizontal.channels import expect_round, make_channel, open_outbound
+from privfl.parties.horizontal.integrity import round_digest
 from privfl.parties.session import run_role
 from privfl.protocol.channel import body_as
 from privfl.protocol.hfl_messages import (
@@ -76,6 +77,22 @@ def run_client_host(
     return {"party": name, "reports_sent": sent_total}
 
 
+def seal_report(session: str, start: RoundStart, index: int, report: np.ndarray) -> Sealed:
+    """The ``sealed`` message of the round's ``index``-th selected client.
+
+    Its report sealed for the aggregator under the round token, its single-use client
+    token, and the digest of the round this host was given (the Shuffler checks that
+    every host was given the same one).
+    """
+    blob = seal(report, start.token, start.report_key, session, start.round)
+    tokens = start.client_tokens or b""
+    token = tokens[index * TOKEN_BYTES : (index + 1) * TOKEN_BYTES] or None
+    digest = round_digest(
+        session, start.round, start.token, start.report_key, start.weights, start.indices
+    )
+    return Sealed(start.round, blob, token, digest)
+
+
 def serve_round(
     job: HflJob,
     setup: engine.Setup,
@@ -89,7 +106,8 @@ def serve_round(
 ) -> int:
     """Train and randomize each selected logical client of ours; send its report.
 
-    Through a Shuffler, each report travels with its client's single-use token.
+    Through a Shuffler, each report travels with its client's single-use token and
+    the digest of the round this host was given, which the Shuffler checks.
     """
     cfg = job.config
     round_ = start.round
@@ -104,10 +122,7 @@ def serve_round(
         if slow_seconds:
             time.sleep(slow_seconds)
         if shuffler is not None:
-            blob = seal(report, start.token, start.report_key, job.session, round_)
-            tokens = start.client_tokens or b""
-            token = tokens[i * TOKEN_BYTES : (i + 1) * TOKEN_BYTES] or None
-            channel.send(shuffler, Sealed(round_, blob, token), round_)
+            channel.send(shuffler, seal_report(job.session, start, i, report), round_)
         else:
             channel.send(aggregator, Update(round_, client, report), round_)
         sent += 1

@@ -30,6 +30,12 @@ from privfl.mechanisms.accountants import (
 from privfl.mechanisms.noise import PRIVATE_LABEL, SEEDED_LABEL
 
 GAUSSIAN = ("gaussian", "gaussian-topk")
+# What every shuffle-model figure rests on; the round digest lets the Shuffler check the second.
+SHUFFLE_TRUST = (
+    "an honest Shuffler that does not collude with the aggregator, and an aggregator that "
+    "does not tag client hosts (one round token, report key and model for all, which the "
+    "Shuffler checks)"
+)
 
 
 def local_epsilon_source(method: str) -> str:
@@ -156,7 +162,7 @@ class PrivacyLedger:
         elif self.amplified:
             total = (
                 f"amplified by each client's own secret coin β = {cfg.secret_rate:g}, valid only "
-                "while the Shuffler hides who reported (honest, non-colluding Shuffler); "
+                f"while the Shuffler hides who reported ({SHUFFLE_TRUST}); "
                 "composed over the rounds the worst client was asked in"
             )
         else:
@@ -174,8 +180,8 @@ class PrivacyLedger:
         if cfg.shuffler:
             out["epsilon_central_round"] = (
                 "per round, central (shuffle model, Feldman et al.), at δ = "
-                f"{cfg.delta:g}; assumes an honest Shuffler, one report per client and "
-                "every other report honest"
+                f"{cfg.delta:g}; assumes {SHUFFLE_TRUST}, one report per client and "
+                "every other valid report honest"
             )
         if cfg.local_dp != "none":
             out["epsilon_local_sample_level"] = (

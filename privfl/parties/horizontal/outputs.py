@@ -61,6 +61,7 @@ class Recorder:
             "accuracy_history": [r["accuracy"] for r in self.history],
             "loss_history": [r["loss"] for r in self.history],
             "reports_history": [r["reports"] for r in self.history],
+            "refused_history": [r.get("refused_reports", 0) for r in self.history],
             "stop_reason": stop_reason,
             "wall_seconds": round(time.monotonic() - self.started, 3),
             **ledger.snapshot(),

@@ -9,6 +9,8 @@ import torch
 
 from privfl.learning import fedavg as engine
 from privfl.mechanisms.noise import NoiseSource
+from privfl.mechanisms.ranges import report_range
+from privfl.parties.horizontal.integrity import check_model, check_round, screen
 from privfl.parties.horizontal.ledger import PrivacyLedger
 from privfl.parties.horizontal.outputs import Recorder
 
@@ -26,6 +28,7 @@ def make_ledger(setup: engine.Setup) -> PrivacyLedger:
 def close_round(
     setup: engine.Setup,
     weights: torch.Tensor,
+    indices: torch.Tensor,
     reports: list[torch.Tensor],
     round_: int,
     asked: list[int],
@@ -36,22 +39,31 @@ def close_round(
     source: NoiseSource,
     **extra: Any,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Aggregate a round's reports, evaluate, book it in the ledger and record it.
+    """Screen a round's reports, aggregate, evaluate, book it in the ledger and record it.
 
     The one end-of-round step of the in-process simulator and the networked aggregator
     (``extra`` adds the aggregator's transport figures to the round's record).
-    ``reported`` is None when the aggregator cannot know who reported (Shuffler): the
-    ledger then books a release for every asked client. Returns the new global
-    weights and the round's record.
+    ``weights`` and ``indices`` are what the clients were sent: reports outside the
+    range they imply are refused and counted (``refused_reports``). Too few valid
+    reports or a non-finite new model stop the run (ProtocolError). ``reported`` is
+    None when the aggregator cannot know who reported (Shuffler): the ledger then
+    books a release for every asked client. Returns the new weights and the record.
     """
+    cfg = setup.config
+    allowed = report_range(cfg, setup.calib, weights, setup.slices, indices)
+    reports, refused = screen(reports, allowed, round_)
+    check_round(round_, len(reports), refused, cfg.min_valid_reports)
     new = engine.aggregate(setup, weights, reports, round_, source)
+    check_model(round_, new)
     accuracy, loss = engine.evaluate(setup, new)
+    # the crowd of the central ε: valid reports only (a refused one hides nobody)
     entry = ledger.record(asked, reported, len(reports))
     record = {
         "round": round_,
         "accuracy": accuracy,
         "loss": loss,
         "reports": len(reports),
+        "refused_reports": refused,
         **extra,
         **entry,
     }

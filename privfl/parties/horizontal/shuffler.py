@@ -2,7 +2,9 @@
 
 It holds no key that opens a report: it sees ciphertexts of one fixed size. It
 admits a report only with an unused client token of the round (single use) and at
-most ``cap`` reports per client host, so one host cannot flood the window.
+most ``cap`` reports per client host, so one host cannot flood the window, and
+only if the host was given the round the aggregator committed to (round digest),
+so the aggregator cannot tag hosts.
 Window: initial deadline ``n·β·t_i``, extended by ``t_i`` per arrival, hard
 deadline ``n·t_i`` (all from the moment the aggregator opens the round); fewer
 than ``min_reports`` arrivals are padded with dummies (the previous global model
@@ -25,6 +27,7 @@ from privfl.config.horizontal import HflJob
 from privfl.crypto.sealing import seal, sealed_size
 from privfl.parties.files import private_dir
 from privfl.parties.horizontal.channels import expect_round, make_channel, open_listener, try_expect
+from privfl.parties.horizontal.integrity import check_round_digest, tell_hosts_on_refusal
 from privfl.parties.session import run_role
 from privfl.protocol.channel import Channel, body_as
 from privfl.protocol.hfl_messages import (
@@ -127,7 +130,9 @@ def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[b
     """Sealed reports of this round that arrive before the window closes.
 
     Wrong rounds and sizes, reused or unknown tokens and reports over a host's cap
-    are dropped (and logged).
+    are dropped (and logged). A report whose round digest differs from the
+    aggregator's commitment stops the run (ProtocolError): the aggregator gave that
+    host another round than the others, which would let it link reports to hosts.
     """
     state = Window(window.expected, window.beta, window.slot_seconds)
     admission = Admission.of(window)
@@ -146,6 +151,7 @@ def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[b
                 len(sealed.blob),
             )
             continue
+        check_round_digest(window.round_digest, env.sender, sealed.round_digest, window.round)
         reason = admission.refuse(env.sender, sealed.token)
         if reason is not None:
             log.warning("refused a sealed report from %s: %s", env.sender, reason)
@@ -165,38 +171,46 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
 
     upstream = open_outbound(job, name, [aggregator])
     inbox, outbox = make_channel(job, transport), make_channel(job, upstream)
-    rng = secrets.SystemRandom()
-    rounds = 0
-    with run_role(name, outbox, lambda: [aggregator], [transport, upstream]):
+    with run_role(name, outbox, lambda: [aggregator], [transport, upstream], linger_seconds=0.2):
         outbox.send(
             aggregator, JoinRequest(0, "shuffler", job.fingerprint(), np.zeros(0, np.int64)), 0
         )
-        while True:
-            env = expect_round(
-                outbox,
-                {Kind.SHUFFLE_WINDOW, Kind.ROUND_END},
-                {aggregator},
-                job.config.timeout_seconds + job.config.round_timeout,
-            )
-            if isinstance(env.body, RoundEnd):
-                if env.body.stop:
-                    break
-                continue
-            window = body_as(env.body, ShuffleWindow)
-            arrived = collect(inbox, hosts, window)
-            batch, padded = pad_and_permute(arrived, window, job.session, rng)
-            size = sealed_size(len(window.dummy))
-            outbox.send(
-                aggregator,
-                Shuffled(window.round, len(batch), size, b"".join(batch), padded),
-                window.round,
-            )
-            log.info(
-                "round %d: %d report(s) arrived, %d dummies, forwarded %d",
-                window.round,
-                len(arrived),
-                padded,
-                len(batch),
-            )
-            rounds += 1
+        with tell_hosts_on_refusal(inbox, hosts):
+            rounds = serve_windows(job, inbox, outbox, aggregator, hosts)
     return {"party": name, "rounds": rounds}
+
+
+def serve_windows(
+    job: HflJob, inbox: Channel, outbox: Channel, aggregator: str, hosts: list[str]
+) -> int:
+    """One shuffled batch per window until the aggregator's stop; how many were forwarded."""
+    rng = secrets.SystemRandom()
+    rounds = 0
+    while True:
+        env = expect_round(
+            outbox,
+            {Kind.SHUFFLE_WINDOW, Kind.ROUND_END},
+            {aggregator},
+            job.config.timeout_seconds + job.config.round_timeout,
+        )
+        if isinstance(env.body, RoundEnd):
+            if env.body.stop:
+                return rounds
+            continue
+        window = body_as(env.body, ShuffleWindow)
+        arrived = collect(inbox, hosts, window)
+        batch, padded = pad_and_permute(arrived, window, job.session, rng)
+        size = sealed_size(len(window.dummy))
+        outbox.send(
+            aggregator,
+            Shuffled(window.round, len(batch), size, b"".join(batch), padded),
+            window.round,
+        )
+        log.info(
+            "round %d: %d report(s) arrived, %d dummies, forwarded %d",
+            window.round,
+            len(arrived),
+            padded,
+            len(batch),
+        )
+        rounds += 1

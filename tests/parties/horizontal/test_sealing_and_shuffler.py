@@ -99,3 +99,35 @@ def test_a_host_is_dropped_after_two_missed_deadlines_in_a_row() -> None:
     assert "a" in roster.alive()
     roster.missed({"a"}, {"a", "b"})
     assert roster.alive().keys() == {"b"} and roster.dropped == {"a"}
+
+
+def test_the_round_digest_is_the_formula_of_protocol_md() -> None:
+    # docs/protocol.md §6.7, written out again from the text: an outside host must match it
+    import hashlib
+    import struct
+
+    from privfl.parties.horizontal.integrity import round_digest
+
+    token, key = bytes(range(32)), bytes(range(32, 64))
+    weights = np.array([0.5, -0.25, 0.0, 1.0], dtype=np.float32)
+    indices = np.array([1, 3], dtype=np.int64)
+    spec = hashlib.sha256(
+        b"privfl hfl round v1"
+        + struct.pack(">Q", len(SESSION))
+        + SESSION.encode()
+        + struct.pack(">Q", 7)
+        + token
+        + key
+        + hashlib.sha256(weights.astype("<f4").tobytes()).digest()
+        + hashlib.sha256(indices.astype("<i8").tobytes()).digest()
+    ).digest()
+    assert round_digest(SESSION, 7, token, key, weights, indices) == spec
+    # every part counts: another round, token, key, model or index set changes it
+    changed = [
+        round_digest(SESSION, 8, token, key, weights, indices),
+        round_digest(SESSION, 7, key, key, weights, indices),
+        round_digest(SESSION, 7, token, token, weights, indices),
+        round_digest(SESSION, 7, token, key, weights + np.float32(1e-3), indices),
+        round_digest(SESSION, 7, token, key, weights, indices[:1]),
+    ]
+    assert spec not in changed and len(set(changed)) == len(changed)

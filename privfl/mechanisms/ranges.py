@@ -1,0 +1,136 @@
+"""What an honest report can be: each local randomizer's output range, from public values only.
+
+The aggregator refuses a report outside its range (NaN and ±∞ included), so one
+client cannot move the average by more than the mechanism itself allows. Every
+bound is computed from what every client also holds (the job, the global model
+it was sent, the public top-k indices), so it never refuses an honest report,
+however far a previous round moved the model:
+
+- ``none`` / ``pnpm``: clients clip weights to ``[−b, b]`` (``weight_bound``), so a
+  report lies in ``[−b, b]`` (none) or ``[−b·C, b·C]`` (PNPM scales ``|w|`` by ≤ C).
+- ``duchi`` / ``pm``: per layer ``centre ± radius·B`` (Duchi) or ``± radius·(C + grid)`` (PM).
+- ``gaussian`` (NbAFL): no bounded support. The clipped weights have ``‖w‖ ≤ C``, the
+  rounding moves each by < one grid step, and discrete Gaussian noise is σ-subgaussian
+  (Canonne–Kamath–Steinke 2020), so by Hsu–Kakade–Zhang (2012)
+  ``P[‖noise‖² > σ²(d + 2√(dt) + 2t)] ≤ e^{−t}``: with ``t = TAIL`` an honest report is
+  refused with probability below ``e^{−40} ≈ 4·10^{−18}``.
+- ``laplace-topk``: per coordinate ``r·(1 + s·(ln 2k + TAIL))`` (discrete Laplace tail,
+  union bound over the k coordinates); ``gaussian-topk``: the same norm bound as above
+  on k coordinates. Off the public indices a report is zero (with private indices: at
+  most k non-zero coordinates).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from privfl.config.horizontal import HflConfig
+from privfl.mechanisms.ldp import duchi_bound, piecewise_c, pnpm_c
+from privfl.mechanisms.randomize import PM_GRID, Calibration, layer_ranges
+
+TAIL = 40.0  # an honest report is refused with probability ≤ e^{−TAIL} (tail-bounded kinds)
+SLACK = 1e-5  # relative: float32 transport and a client's other device round differently
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRange:
+    """Per-coordinate limits, an L2 limit around ``centre``, and how many may be non-zero."""
+
+    low: np.ndarray
+    high: np.ndarray
+    centre: np.ndarray
+    norm: float = math.inf
+    nonzero: int | None = None
+
+    def admits(self, report: np.ndarray) -> bool:
+        """True iff ``report`` is finite and within every limit."""
+        r = np.asarray(report, dtype=np.float64)
+        if r.shape != self.low.shape or not bool(np.isfinite(r).all()):
+            return False
+        if bool((r < self.low).any() or (r > self.high).any()):
+            return False
+        if self.nonzero is not None and int(np.count_nonzero(r)) > self.nonzero:
+            return False
+        if math.isinf(self.norm):
+            return True
+        return float(np.linalg.norm(r - self.centre)) <= self.norm
+
+
+def subgaussian_norm(sigma: float, dims: int) -> float:
+    """``σ·√(d + 2√(d·t) + 2t)``: a σ-subgaussian vector's norm exceeds it w.p. ≤ e^{−t}."""
+    return sigma * math.sqrt(dims + 2 * math.sqrt(dims * TAIL) + 2 * TAIL)
+
+
+def _box(limit: np.ndarray | float, dims: int, centre: np.ndarray | None = None) -> ReportRange:
+    mid = np.zeros(dims) if centre is None else centre
+    half = np.broadcast_to(np.asarray(limit, dtype=np.float64), (dims,))
+    pad = SLACK * (np.abs(mid) + half)
+    return ReportRange(mid - half - pad, mid + half + pad, mid)
+
+
+def _layers(
+    config: HflConfig, reference: torch.Tensor, slices: list[tuple[str, slice]], spread: float
+) -> ReportRange:
+    """Duchi / PM: each layer's public ``centre ± radius·spread``."""
+    dims = int(slices[-1][1].stop)
+    centre, half = np.zeros(dims), np.zeros(dims)
+    for sl, mid, radius in layer_ranges(reference, slices, config.range_radius):
+        centre[sl], half[sl] = mid, radius * spread
+    return _box(half, dims, centre)
+
+
+def _topk(
+    config: HflConfig,
+    calib: Calibration,
+    dims: int,
+    indices: np.ndarray | None,
+    per_coord: float,
+    norm: float,
+) -> ReportRange:
+    """*-topk: ``per_coord`` on the k coordinates (zero elsewhere when they are public)."""
+    limit = np.full(dims, per_coord * config.delta_radius)
+    if indices is not None:
+        mask = np.zeros(dims, dtype=bool)
+        mask[indices] = True
+        limit[~mask] = 0.0
+    box = _box(limit, dims)
+    nonzero = None if indices is not None else calib.k
+    return ReportRange(box.low, box.high, box.centre, norm * (1 + SLACK), nonzero)
+
+
+def report_range(
+    config: HflConfig,
+    calib: Calibration,
+    reference: torch.Tensor,
+    slices: list[tuple[str, slice]],
+    indices: torch.Tensor,
+) -> ReportRange:
+    """The range of an honest report given the global model ``reference`` the clients were sent.
+
+    ``indices`` are the round's public top-k coordinates (used with ``topk_public``).
+    """
+    mech, eps, dims = config.mechanism, config.epsilon, int(slices[-1][1].stop)
+    if mech == "none":
+        return _box(config.weight_bound, dims)
+    if mech == "pnpm":
+        return _box(config.weight_bound * pnpm_c(eps), dims)
+    if mech == "duchi":
+        return _layers(config, reference, slices, duchi_bound(eps))
+    if mech == "pm":
+        return _layers(config, reference, slices, piecewise_c(eps) + PM_GRID)
+    if mech == "gaussian":
+        norm = config.clip_norm + math.sqrt(dims) * calib.grid + subgaussian_norm(calib.sigma, dims)
+        box = _box(norm, dims)
+        return ReportRange(box.low, box.high, box.centre, norm * (1 + SLACK))
+    public = indices.cpu().numpy() if config.topk_public else None
+    k = calib.k
+    if mech == "laplace-topk":
+        scale = 2.0 * k / eps  # laplace_release's scale in the unit range
+        per_coord = 1 + scale * (math.log(2 * k) + TAIL)
+        return _topk(config, calib, dims, public, per_coord, math.inf)
+    norm = math.sqrt(k) + subgaussian_norm(calib.sigma_coord, k)  # gaussian-topk
+    return _topk(config, calib, dims, public, norm, norm * config.delta_radius)

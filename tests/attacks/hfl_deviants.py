@@ -1,0 +1,68 @@
+"""Deviating horizontal parties as real processes: the real CLI with one step replaced.
+
+Tests only:
+``python tests/attacks/hfl_deviants.py poison VALUE hfl client --job … --party clients-1``
+runs a client host whose first logical client sends VALUE in every coordinate;
+``python tests/attacks/hfl_deviants.py tag hfl aggregator --job …`` runs an aggregator
+that gives every client host but the first its own round token (to link reports to
+hosts after the shuffle) and, when caught, tells no one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from typing import Any
+
+import torch
+
+import privfl.parties.horizontal.aggregator as aggregator
+from privfl.cli import main
+from privfl.learning import fedavg as engine
+from privfl.protocol.hfl_messages import TOKEN_BYTES, RoundStart
+
+
+def poison(value: float) -> None:
+    """The lowest-numbered client this process asks about sends ``value`` everywhere."""
+    honest = engine.client_report
+    first: list[int] = []
+
+    def report(setup: engine.Setup, client: int, *args: Any) -> torch.Tensor:
+        real = honest(setup, client, *args)
+        first[:] = first or [client]
+        return torch.full_like(real, value) if client == first[0] else real
+
+    engine.client_report = report  # type: ignore[assignment]
+
+
+def tag() -> None:
+    """Each round's second and later round_start get a token of their own.
+
+    When caught, this aggregator tells nobody (its abort goes to no peer): the
+    client hosts must hear it from the Shuffler.
+    """
+    made: dict[int, int] = {}
+    quiet = aggregator.run_role
+
+    def run_role(name: str, channel: Any, peers: Any, *args: Any, **kwargs: Any) -> Any:
+        return quiet(name, channel, lambda: [], *args, **kwargs)
+
+    aggregator.run_role = run_role  # type: ignore[assignment]
+
+    def start(round_: int, *fields: Any) -> RoundStart:
+        made[round_] = made.get(round_, 0) + 1
+        token = fields[3] if made[round_] == 1 else secrets.token_bytes(TOKEN_BYTES)
+        return RoundStart(round_, *fields[:3], token, *fields[4:])
+
+    aggregator.RoundStart = start  # type: ignore[assignment, misc]
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "poison":
+        poison(float(sys.argv[2]))
+        rest = sys.argv[3:]
+    else:
+        tag()
+        rest = sys.argv[2:]
+    sys.argv = [sys.argv[0], *rest]
+    main()
