@@ -20,12 +20,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from privfl.errors import ProtocolError
-from privfl.mechanisms.ranges import ReportRange
 
-if TYPE_CHECKING:  # the simulator imports this module: keep ZeroMQ out of it
+if TYPE_CHECKING:
+    # the simulator imports this module: keep ZeroMQ out of it; the Shuffler imports
+    # it for the digest only: keep torch out of its process (tests/cli/test_startup.py)
+    import torch
+
+    from privfl.mechanisms.ranges import ReportRange
     from privfl.protocol.channel import Channel
 
 log = logging.getLogger("privfl.parties.horizontal.integrity")
@@ -111,6 +114,8 @@ def check_round(round_: int, valid: int, refused: int, minimum: int) -> None:
 
 def check_model(round_: int, weights: torch.Tensor) -> None:
     """Stop the run rather than broadcast a global model with NaN or ±∞."""
+    import torch
+
     if not bool(torch.isfinite(weights).all()):
         raise ProtocolError(
             f"round {round_}: the global model holds NaN or infinity (training diverged, or "
