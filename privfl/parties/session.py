@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from privfl.config.core import JobFile
 from privfl.config.vertical import JobConfig
 from privfl.parties.files import open_private
-from privfl.protocol.channel import Channel
+from privfl.protocol.channel import Channel, interrupted
 from privfl.protocol.keys import PUBLIC_SUFFIX, SECRET_SUFFIX, KeyRing
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -80,7 +80,7 @@ def run_role(
     try:
         yield
     except BaseException as exc:
-        log.error("%s stopped: %s", name, exc, extra=FILE_ONLY)
+        log_stop(name, exc)
         channel.abort(peers(), exc)
         raise
     finally:
@@ -88,6 +88,14 @@ def run_role(
             time.sleep(linger_seconds)
         for item in closing:
             item.close()
+
+
+def log_stop(name: str, error: BaseException) -> None:
+    """One line in the party log (the command line prints its own): why the party stopped."""
+    if isinstance(error, KeyboardInterrupt):
+        log.error("%s", interrupted(name), extra=FILE_ONLY)
+    else:
+        log.error("%s stopped: %s", name, error, extra=FILE_ONLY)
 
 
 def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:
