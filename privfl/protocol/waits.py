@@ -21,9 +21,7 @@ NOTICE_EVERY_SECONDS = 15.0
 
 def unconnected_of(transport: object) -> dict[str, str]:
     """Peers whose connection never came up, with their endpoints ({} if it cannot tell)."""
-    unconnected: Callable[[], dict[str, str]] | None = getattr(
-        transport, "unconnected_peers", None
-    )
+    unconnected: Callable[[], dict[str, str]] | None = getattr(transport, "unconnected_peers", None)
     return unconnected() if unconnected is not None else {}
 
 
