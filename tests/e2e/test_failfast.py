@@ -138,6 +138,7 @@ def test_a_party_that_fails_before_it_connects_is_named_by_the_others_at_once(
             f"{failed} never connected" in lines[0]
         )
         assert named, lines
+        assert "three" not in (tmp_path / f"{name}.log").read_text()  # the bad cell stays home
         assert ended[name] < FAST, (name, ended[name])
 
 

@@ -22,7 +22,7 @@ from privfl.parties.vertical.guest import run_guest
 from privfl.parties.vertical.host import EpochHook, run_host
 from privfl.parties.vertical.secureboost.run import run_boost_party
 from privfl.parties.vertical.server import run_server
-from privfl.parties.vertical.startup import telling_peers
+from privfl.parties.vertical.startup import DATA_FAILED, telling_peers
 from privfl.protocol.channel import Channel
 from privfl.protocol.messages import Header
 from privfl.protocol.reliable import ReliableTransport
@@ -91,10 +91,12 @@ def run_party(
     role = job.party(name).role
     private_dir(out)
     # Until our own transport is up, a failure reaches the peers over an outbound one.
-    with telling_peers(job, name, out) if transport is None else nullcontext():
-        if role != "server" and data is None and table is None:
+    if role != "server" and data is None and table is None:
+        with telling_peers(job, name, out, DATA_FAILED) if transport is None else nullcontext():
             data = load_data(job, name, None, None)
-        transport = transport or open_transport(job, name)
+    if transport is None:
+        with telling_peers(job, name, out):  # the endpoint and keys are the job's: no data
+            transport = open_transport(job, name)
     audit = AuditLog(out / AUDIT_FILE)
 
     def observe(direction: str, peer: str, header: Header | None, frames: list[bytes]) -> None:

@@ -33,14 +33,25 @@ REACH_SECONDS = 10.0  # how long a failed party tries to reach peers that are no
 POLL_SECONDS = 0.05
 
 
+DATA_FAILED = "could not read its data (its own terminal says why)"
+
+
 @contextmanager
-def telling_peers(job: JobConfig, name: str, out: Path | None) -> Iterator[None]:
-    """Run a start-up step; if it fails, log why, tell the peers we can reach, re-raise."""
+def telling_peers(
+    job: JobConfig, name: str, out: Path | None, reason: str | None = None
+) -> Iterator[None]:
+    """Run a start-up step; if it fails, log why, tell the peers we can reach, re-raise.
+
+    ``reason``: what the peers are told instead of the error's own text, for a step
+    whose errors quote local data (a CSV cell must not leave the site in an Abort).
+    Ctrl-C is told as such.
+    """
     try:
         yield
     except BaseException as exc:
         log_stop(name, exc)
-        abort_outbound(job, name, exc, out)
+        told = exc if reason is None or isinstance(exc, KeyboardInterrupt) else PrivflError(reason)
+        abort_outbound(job, name, told, out)
         raise
 
 
