@@ -6,6 +6,8 @@ a secret key that does not match its public half — and every other party must 
 within 15 s of its exit, naming it. A party that can bind no port still connects
 out and sends its Abort; one whose key pair is broken can send nothing anyone would
 believe, so there the job's 20 s timeout ends the wait, and the error still names it.
+Ctrl-C, to one party or to `run-local` (every process of the terminal's group), stops
+each party with one line, exit status 130 and no leaked worker semaphores.
 """
 
 from __future__ import annotations
@@ -142,6 +144,32 @@ def test_a_party_that_fails_before_it_connects_is_named_by_the_others_at_once(
         assert ended[name] < FAST, (name, ended[name])
 
 
+def in_own_group(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """``privfl ARGS`` as a terminal's foreground job: its own process group, Ctrl-C live.
+
+    A background process may inherit SIGINT ignored (a shell does that to background
+    jobs); the terminal's foreground job never has it ignored.
+    """
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "privfl", *args],
+            stdout=handle,
+            stderr=handle,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    STARTED.append(process)
+    return process
+
+
+def wait_for_epochs(metrics: Path, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Wait until the Host has logged its first epoch."""
+    deadline = time.monotonic() + START
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 1):
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_a_party_cleanly_and_its_peers_hear_why(tmp_path: Path) -> None:
     # Prepare: a small real run; the Host has worker processes, in its own process
@@ -150,19 +178,8 @@ def test_ctrl_c_stops_a_party_cleanly_and_its_peers_hear_why(tmp_path: Path) -> 
     runs = tmp_path / "runs"
     others = {n: start(tmp_path, job, n) for n in ("server", "guest-1")}
     log = tmp_path / "host.log"
-    with log.open("wb") as handle:
-        host = subprocess.Popen(
-            [sys.executable, "-m", "privfl", *party_args(job, "host", runs), "--no-progress"],
-            stdout=handle,
-            stderr=handle,
-            start_new_session=True,
-        )
-    STARTED.append(host)
-    metrics = runs / "host" / "metrics.jsonl"
-    deadline = time.monotonic() + START
-    while not (metrics.exists() and metrics.read_text().count("\n") >= 1):
-        assert host.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.1)
+    host = in_own_group([*party_args(job, "host", runs), "--no-progress"], log)
+    wait_for_epochs(runs / "host" / "metrics.jsonl", host, log)
 
     # Act: Ctrl-C, as the terminal sends it.
     os.killpg(host.pid, signal.SIGINT)
@@ -181,3 +198,25 @@ def test_ctrl_c_stops_a_party_cleanly_and_its_peers_hear_why(tmp_path: Path) -> 
         lines = error_lines(tmp_path / f"{name}.log")
         assert codes[name] == 1 and len(lines) == 1, lines
         assert "host was interrupted by its operator" in lines[0], lines
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_run_local_stops_every_party_cleanly(tmp_path: Path) -> None:
+    # Prepare: a small run-local run; Ctrl-C reaches the launcher and every party.
+    out = tmp_path / "run"
+    log = tmp_path / "run-local.log"
+    args = ["vfl", "run-local", *WEAK, "--epochs", "50", "--out", str(out), "--no-progress"]
+    launcher = in_own_group(args, log)
+    wait_for_epochs(out / "host" / "metrics.jsonl", launcher, log)
+
+    # Act
+    os.killpg(launcher.pid, signal.SIGINT)
+    code = launcher.wait(timeout=60)
+
+    # Assert: one line everywhere; each party stopped on its own, with nothing leaked.
+    assert code == 130 and log.read_text().strip().endswith("privfl: interrupted"), log.read_text()
+    for name in PARTIES:
+        console = (out / name / "console.log").read_text()
+        assert console.strip() == "privfl: interrupted", (name, console)
+        party_log = (out / name / "party.log").read_text()
+        assert f"{name} was interrupted by its operator" in party_log, party_log
