@@ -69,7 +69,7 @@ def test_the_terminal_hears_of_an_unconnected_peer_while_we_wait(
 
     # Act
     with caplog.at_level(logging.WARNING), pytest.raises(PeerUnavailable):
-        channel.expect({Kind.HELLO}, {"guest-1"}, timeout=0.6)
+        channel.expect({Kind.HELLO}, {"guest-1"}, timeout=1.6)  # polls every 0.5 s
 
     # Assert: warnings (the console shows them), repeated, naming the peer and where.
     notices = [r.getMessage() for r in caplog.records if "no connection yet" in r.getMessage()]
