@@ -132,9 +132,11 @@ def test_a_party_that_fails_before_it_connects_is_named_by_the_others_at_once(
     ended = {}
     for name, other in others.items():
         other.wait(timeout=failed_at + limit + 30 - time.monotonic())
-        ended[name] = time.monotonic() - failed_at
+        ended[name] = round(time.monotonic() - failed_at, 2)
     if squatter is not None:
         squatter.close()
+
+    print(f"{cause}: the others ended {ended} s after {failed} exited")  # shown with -s
 
     # Assert: one line from the failed party; the others end fast, naming it.
     errors = error_lines(tmp_path / f"{failed}.log")
