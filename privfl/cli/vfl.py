@@ -484,6 +484,7 @@ def party_command(role: str) -> click.Command:
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.parties.vertical.inputs import parse_features, party_inputs
         from privfl.parties.vertical.runner import run_party
+        from privfl.parties.vertical.startup import DATA_FAILED, telling_peers
         from privfl.runs.outdir import claim
 
         job = load_job(job_file)
@@ -495,9 +496,10 @@ def party_command(role: str) -> click.Command:
         out = out or run_dir_default() / party
         claim(out, resume=resume, overwrite=overwrite)
         setup_logging(out, party, verbose)
-        data, table = party_inputs(
-            job, party, data_file, id_column, label_column, parse_features(features)
-        )
+        with telling_peers(job, party, out, DATA_FAILED):  # peers hear of it, not its cells
+            data, table = party_inputs(
+                job, party, data_file, id_column, label_column, parse_features(features)
+            )
         hook = observer = None
         close = None
         if role == "host" and not no_progress:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections import deque
@@ -34,7 +35,11 @@ def _exit_with_parent(parent: int, nice: int = 0) -> None:
 
     A party killed with SIGKILL cannot shut its pool down; without this watch its
     workers would wait for work forever. ``nice`` lowers the worker's priority.
+    Ctrl-C reaches every process of the terminal's group: the party handles it and
+    shuts its pool down, so a worker ignores it rather than die with a traceback
+    and leave the pool's semaphores behind.
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if nice:
         os.nice(nice)
 

@@ -18,9 +18,16 @@ from typing import Any, Protocol
 
 from privfl.config.core import JobFile
 from privfl.config.vertical import JobConfig
+from privfl.errors import ConfigError
 from privfl.parties.files import open_private
-from privfl.protocol.channel import Channel
-from privfl.protocol.keys import PUBLIC_SUFFIX, SECRET_SUFFIX, KeyRing
+from privfl.protocol.channel import Channel, interrupted
+from privfl.protocol.keys import (
+    PUBLIC_SUFFIX,
+    SECRET_SUFFIX,
+    KeyRing,
+    fingerprint,
+    load_public_key,
+)
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FILE_ONLY = {"file_only": True}  # a log record the console leaves to the party log
@@ -46,11 +53,27 @@ class PartyContext:
 def keyring(job: JobFile[Any], name: str, peers: Collection[str]) -> KeyRing:
     """Our CURVE key pair and the public keys of ``peers``, from the job's key folder."""
     folder = job.keys_path()
-    return KeyRing.from_files(
+    ring = KeyRing.from_files(
         name,
         folder / f"{name}{SECRET_SUFFIX}",
         {peer: folder / f"{peer}{PUBLIC_SUFFIX}" for peer in peers},
     )
+    check_own_public(folder / f"{name}{PUBLIC_SUFFIX}", ring)
+    return ring
+
+
+def check_own_public(path: Path, ring: KeyRing) -> None:
+    """Refuse a secret key that does not go with our own public ``.key`` (kits hold it).
+
+    The peers were given that ``.key``: with any other pair we could never complete a
+    CURVE handshake, and they would only see us never connect.
+    """
+    if path.exists() and load_public_key(path) != ring.public:
+        raise ConfigError(
+            f"{path} ({fingerprint(load_public_key(path))}) does not match our secret key "
+            f"({fingerprint(ring.public)}); the peers know us by that .key: restore the "
+            "secret key that goes with it, or give every peer the .key of the new pair"
+        )
 
 
 class Aborts(Protocol):
@@ -80,7 +103,7 @@ def run_role(
     try:
         yield
     except BaseException as exc:
-        log.error("%s stopped: %s", name, exc, extra=FILE_ONLY)
+        log_stop(name, exc)
         channel.abort(peers(), exc)
         raise
     finally:
@@ -88,6 +111,14 @@ def run_role(
             time.sleep(linger_seconds)
         for item in closing:
             item.close()
+
+
+def log_stop(name: str, error: BaseException) -> None:
+    """One line in the party log (the command line prints its own): why the party stopped."""
+    if isinstance(error, KeyboardInterrupt):
+        log.error("%s", interrupted(name), extra=FILE_ONLY)
+    else:
+        log.error("%s stopped: %s", name, error, extra=FILE_ONLY)
 
 
 def setup_logging(out: Path, name: str, verbose: bool = False) -> Path:

@@ -34,6 +34,7 @@ from privfl.protocol.messages import (
     kind_of,
 )
 from privfl.protocol.transport import Transport
+from privfl.protocol.waits import UnconnectedNotices, never_connected_message, unconnected_of
 
 MAX_PENDING = 10_000
 MAX_PENDING_BYTES = 256 * 1024 * 1024  # per peer: a few of the largest legal messages
@@ -121,6 +122,7 @@ class Channel:
         began = time.monotonic()
         note = began + 1.0  # a peer starting a moment after us is not worth a log line
         connected: Callable[[str], bool] | None = getattr(self.transport, "connected", None)
+        notices = UnconnectedNotices(self.transport, self.timeout)
         while True:
             if connected is None or connected(peer):
                 try:
@@ -145,6 +147,7 @@ class Channel:
                     waited,
                     self.timeout,
                 )
+            notices.tick()
             self._hold_incoming(min(1.0, self.timeout - waited))
 
     def _post(self, peer: str, body: Message, round_: int, *, wait: bool = True) -> None:
@@ -226,11 +229,13 @@ class Channel:
         began = time.monotonic()
         deadline = began + (self.timeout if timeout is None else timeout)
         note = began + WAIT_NOTE_SECONDS
+        notices = UnconnectedNotices(self.transport, deadline - began)
         while (left := deadline - time.monotonic()) > 0:
             slice_ = min(left, LIVENESS_POLL_SECONDS, max(note - time.monotonic(), 0.01))
             got = self._receive(slice_)
             if got is None:
                 self._check_links()
+                notices.tick()
                 if time.monotonic() >= note:
                     note = time.monotonic() + WAIT_NOTE_SECONDS
                     self._note_wait(kinds, senders, time.monotonic() - began, deadline - began)
@@ -238,10 +243,19 @@ class Channel:
             if got.header.kind in kinds and got.sender in senders:
                 return got
             self._keep(got)
+        raise self._gave_up(kinds, senders, self.timeout if timeout is None else timeout)
+
+    def _gave_up(
+        self, kinds: Collection[Kind], senders: Collection[str], waited: float
+    ) -> PeerUnavailable:
+        """The error of a wait that timed out: it names the peers that never connected, if
+        any (they are why nothing came), else the peers that were awaited."""
+        unconnected = unconnected_of(self.transport)
+        if unconnected:
+            return PeerUnavailable(never_connected_message(self.name, unconnected, waited))
         wanted = "/".join(sorted(str(k) for k in kinds))
         who = ", ".join(sorted(senders))
-        waited = self.timeout if timeout is None else timeout
-        raise PeerUnavailable(
+        return PeerUnavailable(
             f"no {wanted} from {who} within {waited:g} s; "
             f"check that {who} is running and reachable (see its log){self._silence(waited)}"
         )
@@ -319,10 +333,10 @@ class Channel:
 
     def abort(self, peers: Iterable[str], error: BaseException) -> None:
         """Tell peers we stopped, so they fail fast instead of waiting out their timeout."""
-        reason = str(error) if isinstance(error, PrivflError) else type(error).__name__
+        reason = abort_reason(self.name, error)
         for peer in peers:
             try:
-                self._post(peer, Abort(reason=f"{self.name}: {reason}"), 0, wait=False)
+                self._post(peer, Abort(reason=reason), 0, wait=False)
             except Exception:  # best effort: the peer may be gone already
                 log.debug("could not tell %s about the abort", peer)
 
@@ -365,6 +379,18 @@ class Channel:
             raise ProtocolError(f"envelope round {header.round} differs from the body's epoch")
         self._seen.add((sender, header.msg_id))
         return Envelope(sender=sender, header=header, body=body, frames=tuple(frames))
+
+
+def abort_reason(name: str, error: BaseException) -> str:
+    """The reason our Abort gives: our error's line (its type if it is not ours), or Ctrl-C."""
+    if isinstance(error, KeyboardInterrupt):
+        return interrupted(name)
+    return f"{name}: {error if isinstance(error, PrivflError) else type(error).__name__}"
+
+
+def interrupted(name: str) -> str:
+    """What a party stopped with Ctrl-C logs, and what its peers are told."""
+    return f"{name} was interrupted by its operator"
 
 
 def should_log(count: int) -> bool:

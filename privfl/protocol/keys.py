@@ -87,6 +87,14 @@ def load_secret_keypair(path: Path) -> tuple[bytes, bytes]:
             f"pass the {SECRET_SUFFIX} file or {_HINT}"
         )
     _check_z85_key(secret, path)
+    if zmq.curve_public(secret) != public:
+        # Peers know us by the public half: with another secret we could never
+        # complete a CURVE handshake, and they would only see us never connect.
+        raise ConfigError(
+            f"key file {path} holds a secret key that does not match its public half "
+            f"({fingerprint(public)}); restore the pair the peers know, or make a new one "
+            "with `privfl keys gen` and give every peer the new .key file"
+        )
     _warn_if_exposed(path)
     return public, secret
 

@@ -96,6 +96,11 @@ class LinkWatch:
                 lost[peer] = age
         return lost
 
+    def never_up(self) -> list[str]:
+        """Peers whose connection has not come up once yet: not started, or failed to start."""
+        self._drain()
+        return sorted(peer for peer, link in self._links.items() if not link.ever_up)
+
     def close(self) -> None:
         """Stop monitoring (before the sockets and the context close)."""
         for sock, monitor in self._watched.values():

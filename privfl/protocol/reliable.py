@@ -218,6 +218,11 @@ class ReliableTransport(Closeable):
         lost = getattr(self._inner, "lost_peers", None)
         return lost() if lost is not None else {}
 
+    def unconnected_peers(self) -> dict[str, str]:
+        """Peers whose connection never came up, with their endpoints (if the inner can tell)."""
+        unconnected = getattr(self._inner, "unconnected_peers", None)
+        return unconnected() if unconnected is not None else {}
+
     def connected(self, peer: str) -> bool:
         """Whether the inner transport has a connection to ``peer`` (True if it cannot tell)."""
         connected = getattr(self._inner, "connected", None)

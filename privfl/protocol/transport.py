@@ -303,6 +303,18 @@ class _Dealers(_Endpoint):
         self._check_open()
         return self._links.lost()
 
+    def unconnected_peers(self) -> dict[str, str]:
+        """Watched peers whose connection never came up, and the endpoint we try them at."""
+        self._check_open()
+        return {peer: self._endpoints[peer] for peer in self._links.never_up()}
+
+    def connected(self, peer: str) -> bool:
+        """Whether a message to `peer` can be queued now (its authenticated connection is up)."""
+        self._check_open()
+        dealer = self._dealers.get(peer)
+        # With IMMEDIATE, a DEALER is writable exactly when a handshake has completed.
+        return dealer is not None and bool(dealer.poll(0, zmq.POLLOUT))
+
     @property
     def grace(self) -> float:
         """Seconds a lost connection may take to come back before its peer counts as lost."""
@@ -375,13 +387,6 @@ class ZmqTransport(_Dealers):
     @property
     def _auth(self) -> AllowListAuthenticator | None:
         return self._sockets.auth
-
-    def connected(self, peer: str) -> bool:
-        """Whether a message to `peer` can be queued now (its authenticated connection is up)."""
-        self._check_open()
-        dealer = self._dealers.get(peer)
-        # With IMMEDIATE, a DEALER is writable exactly when a handshake has completed.
-        return dealer is not None and bool(dealer.poll(0, zmq.POLLOUT))
 
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         """Return (sender, frames) of the next authentic message, or None after `timeout` s.

@@ -182,10 +182,12 @@ def supervise(
                 break
             time.sleep(POLL_SECONDS)
         progress.update()
-        others = [p for p in parties if p not in essential]
-        deadline = time.monotonic() + grace
-        while any(p.process.poll() is None for p in others) and time.monotonic() < deadline:
-            time.sleep(POLL_SECONDS)
+        wait_for_exit([p for p in parties if p not in essential], grace)
+    except KeyboardInterrupt:
+        # The terminal's Ctrl-C reached every party too: each stops cleanly on its own
+        # (tells its peers, shuts its workers down), which a SIGTERM now would cut short.
+        wait_for_exit(parties, grace)
+        raise
     finally:
         stop_all(parties)
         progress.close()
@@ -194,6 +196,13 @@ def supervise(
         raise PrivflError(
             f"party {failed.name} failed: {last_error(failed.console)} (log: {failed.console})"
         )
+
+
+def wait_for_exit(parties: list[PartyProcess], seconds: float) -> None:
+    """Wait up to ``seconds`` for the ``parties`` to exit on their own."""
+    deadline = time.monotonic() + seconds
+    while any(p.process.poll() is None for p in parties) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
 
 
 def stop_all(parties: list[PartyProcess]) -> None:

@@ -128,3 +128,20 @@ def test_an_abort_to_a_peer_still_connecting_is_delivered_before_close(
     # Assert: it could not go at once, and arrived all the same.
     assert not sent_at_once
     assert got == ("alice", [b"abort"])
+
+
+def test_a_peer_that_never_connected_is_reported_until_it_does(
+    make: MakeTransport, keys: Keys
+) -> None:
+    # Prepare: alice knows bob's endpoint; nobody listens there yet.
+    a_ep, b_ep = free_tcp_endpoints(2)
+    alice = make("alice", a_ep, {"bob": b_ep}, grace=GRACE)
+
+    # Act / Assert: bob is unconnected until his inbox is up, and not lost meanwhile.
+    assert alice.unconnected_peers() == {"bob": b_ep}
+    assert alice.lost_peers() == {}
+    bob = ZmqTransport("bob", b_ep, {"alice": a_ep}, ring(keys, "bob", ["alice"]), linger_ms=0)
+    try:
+        wait_until(lambda: alice.unconnected_peers() == {}, 5.0)
+    finally:
+        bob.close()

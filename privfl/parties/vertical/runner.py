@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from privfl.parties.vertical.guest import run_guest
 from privfl.parties.vertical.host import EpochHook, run_host
 from privfl.parties.vertical.secureboost.run import run_boost_party
 from privfl.parties.vertical.server import run_server
+from privfl.parties.vertical.startup import DATA_FAILED, telling_peers
 from privfl.protocol.channel import Channel
 from privfl.protocol.messages import Header
 from privfl.protocol.reliable import ReliableTransport
@@ -87,10 +89,14 @@ def run_party(
     saved draw; the extra ε is booked.
     """
     role = job.party(name).role
-    if role != "server" and data is None and table is None:
-        data = load_data(job, name, None, None)
     private_dir(out)
-    transport = transport or open_transport(job, name)
+    # Until our own transport is up, a failure reaches the peers over an outbound one.
+    if role != "server" and data is None and table is None:
+        with telling_peers(job, name, out, DATA_FAILED) if transport is None else nullcontext():
+            data = load_data(job, name, None, None)
+    if transport is None:
+        with telling_peers(job, name, out):  # the endpoint and keys are the job's: no data
+            transport = open_transport(job, name)
     audit = AuditLog(out / AUDIT_FILE)
 
     def observe(direction: str, peer: str, header: Header | None, frames: list[bytes]) -> None:

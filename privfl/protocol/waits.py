@@ -1,0 +1,61 @@
+"""What a waiting party says about peers whose connection never came up.
+
+A peer that failed before it could connect (bad data, its port taken, a key that
+does not match) and could not tell us so is, to us, only a connection that never
+came up. While we wait for anything, the terminal hears which peers those are,
+within seconds and then every so often; when the wait gives up, its error names
+them, not the connected peers that were merely waiting too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("privfl.channel")
+
+NOTICE_FIRST_SECONDS = 5.0  # a peer starting a moment after us is not worth a notice
+NOTICE_EVERY_SECONDS = 15.0
+
+
+def unconnected_of(transport: object) -> dict[str, str]:
+    """Peers whose connection never came up, with their endpoints ({} if it cannot tell)."""
+    unconnected: Callable[[], dict[str, str]] | None = getattr(transport, "unconnected_peers", None)
+    return unconnected() if unconnected is not None else {}
+
+
+class UnconnectedNotices:
+    """Warns (on the terminal too) about each never-connected peer during one wait."""
+
+    def __init__(self, transport: object, limit: float) -> None:
+        self._transport = transport
+        self._limit = limit
+        self._began = time.monotonic()
+        self._next = self._began + NOTICE_FIRST_SECONDS
+
+    def tick(self) -> None:
+        """Say which peers have no connection yet, if a notice is due."""
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + NOTICE_EVERY_SECONDS
+        for peer, endpoint in sorted(unconnected_of(self._transport).items()):
+            log.warning(
+                "waiting for %s at %s: no connection yet (%.0f s; giving up after %.0f s)",
+                peer,
+                endpoint,
+                now - self._began,
+                self._limit,
+            )
+
+
+def never_connected_message(owner: str, unconnected: dict[str, str], waited: float) -> str:
+    """The one-line error of a wait that ended with peers that never connected."""
+    names = ", ".join(sorted(unconnected))
+    where = ", ".join(f"{peer} at {endpoint}" for peer, endpoint in sorted(unconnected.items()))
+    return (
+        f"{owner} gave up after {waited:g} s: {names} never connected (no connection to "
+        f"{where} came up); check that it is running (its own terminal says why it "
+        "stopped), that its endpoint is right and that it allow-lists our public key"
+    )
