@@ -16,12 +16,13 @@ joint epoch) for comparison. Fractions of labels right; majority class about 0.6
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
 from privfl.config.vertical import TrainingConfig
-from privfl.data.views import demo_columns, demo_table, split_view
+from privfl.data.views import PartyData, demo_columns, demo_table, split_view
 from privfl.learning import start as starts
 from privfl.learning.glm import Glm, mean_of, reference_train
 from privfl.learning.metrics import glm_metrics
@@ -36,7 +37,7 @@ CASES = [  # model, dataset, batch size, metric
 ]
 
 
-def split(dataset: str):  # type: ignore[no-untyped-def]
+def split(dataset: str) -> tuple[PartyData, PartyData]:
     """The demo's Host and guest views (one guest), standardised, 75/25."""
     cols = demo_columns(1, dataset)
     host = split_view(demo_table(dataset, cols["host"], True), 0.25, 0)
@@ -47,6 +48,7 @@ def split(dataset: str):  # type: ignore[no-untyped-def]
 def accuracy(draws: int, warmup: bool) -> None:
     for glm, dataset, batch, metric in CASES:
         host, guest = split(dataset)
+        assert host.y_train is not None and host.y_test is not None
         x_h = np.hstack([host.x_train, np.ones((len(host.x_train), 1))])
         pen = [np.r_[np.ones(host.x_train.shape[1]), 0.0], np.ones(guest.x_train.shape[1])]
         cfg = TrainingConfig(epochs=30, batch_size=batch)
@@ -98,11 +100,12 @@ def attack(trials: int, b: int, features: list[int]) -> None:
     host, guest = split("breast_cancer")
     x_h = np.hstack([host.x_train, np.ones((len(host.x_train), 1))])
     y = host.y_train
+    assert y is not None
     pen = np.r_[np.ones(host.x_train.shape[1]), 0.0]
     glm, cfg = Glm("logistic"), TrainingConfig()
     joint, _ = reference_train([x_h, guest.x_train], y, replace(cfg, epochs=1, batch_size=64),
                                np.random.default_rng(0), glm)  # fmt: skip
-    arms = {
+    arms: dict[str, Callable[[np.random.Generator], np.ndarray]] = {
         "zero start": lambda rng: np.zeros((x_h.shape[1], 1)),
         "draw only": lambda rng: starts.draw(glm, x_h.shape[1], rng),
         "draw + warm-up": lambda rng: starts.host_start(

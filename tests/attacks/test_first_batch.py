@@ -34,6 +34,7 @@ from privfl.config.vertical import JobConfig, ModelConfig
 from privfl.crypto.encoding import DATA_BITS, to_exponents
 from privfl.learning import start as starts
 from privfl.parties.vertical import guest as guest_party
+from privfl.parties.vertical.host_steps import unflatten
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch
 
@@ -69,10 +70,9 @@ def meet_in_the_middle(x: np.ndarray, target: np.ndarray) -> list[np.ndarray]:
 def first_gradient(job: JobConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """Run the job; the guest's decrypted first gradient ``(features, k)`` and that batch's rows."""
     seen: list[np.ndarray] = []
-    real = guest_party.unflatten
 
     def recording(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        out = real(values, shape)
+        out = unflatten(values, shape)  # the guest's own decoding, recorded
         seen.append(out.copy())
         return out
 
