@@ -33,6 +33,7 @@ from privfl.protocol import codec
 from privfl.protocol.channel import Channel
 from privfl.protocol.memory import InMemoryHub, InMemoryTransport
 from privfl.protocol.messages import Header, Hello, Kind, Message, PublicKeyMessage, Resume
+from privfl.tools.experiments import vfl_models
 
 TEST_KEY_BITS = 512
 
@@ -170,7 +171,8 @@ def run_resumable(
     """Every party in a thread over a fresh hub; returns results or exceptions.
 
     ``die``: that party's transport fails on its k-th send. ``label_seed``: the Host
-    flips its labels with a seeded generator (not private), so two runs flip alike.
+    flips its labels and draws its initial weights with a seeded generator (not
+    private), so two runs flip and start alike.
     ``tables``: a party's id table. Fails the test if a party hangs.
     """
     hub = hub or InMemoryHub(record=False)
@@ -294,6 +296,19 @@ def decoded_traffic(hub: InMemoryHub) -> list[tuple[str, str, Header, Message]]:
 def read_model(out: Path, name: str) -> dict[str, Any]:
     """A party's saved model.json."""
     return dict(json.loads((out / name / "model.json").read_text()))
+
+
+def host_start(out: Path, host: str = "host") -> np.ndarray:
+    """The Host's private initial weights of a run, ``(features + 1, k)``, bias row last.
+
+    Read from the Host's own model.json: the centralised twin starts where the Host did.
+    """
+    return vfl_models.host_start(out / host / "model.json")
+
+
+def zero_start(glm: Any, x: np.ndarray, *_: Any, **__: Any) -> np.ndarray:
+    """A stand-in for ``learning.start.host_start``: the Host at zero, as it once started."""
+    return np.zeros((x.shape[1], glm.outputs))
 
 
 def read_summary(out: Path) -> dict[str, Any]:

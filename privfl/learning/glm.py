@@ -186,15 +186,20 @@ def reference_train(
     offset: np.ndarray | None = None,
     penalised: Sequence[np.ndarray] | None = None,
     min_rows: int = 1,
+    start: np.ndarray | None = None,
 ) -> tuple[list[np.ndarray], list[float]]:
     """Train every party's ``(features, k)`` block in the clear exactly as the protocol does.
 
     ``parts[0]`` is the Host's matrix (bias column included), the rest the guests'.
+    ``start``: the Host's initial ``(features + 1, k)`` block (``learning.start``, private
+    to the Host, so the caller passes the one the run drew); None = zeros. Guests start at 0.
     Returns the weights per part and the mean loss per epoch (before each epoch's
     updates, as the Server reports it). No early stopping.
     """
     k = glm.outputs
     thetas = [np.zeros((p.shape[1], k)) for p in parts]
+    if start is not None:
+        thetas[0] = np.array(start, dtype=np.float64).reshape(thetas[0].shape)
     masks = list(penalised) if penalised is not None else [np.ones(p.shape[1]) for p in parts]
     y_all = targets(glm, labels)
     losses: list[float] = []

@@ -5,7 +5,7 @@ protocol keeps its own Forward ciphertexts ``F_g`` and receives ``[[4d]]`` and, 
 several guests, ``others = [[Σ_{h≠g} z_h]]``. It computes ``q = [[4d]] / (F_g · others)``
 row by row: without fresh randomness from the Host, ``q = 1 + n·offset`` — a trivial
 encryption, ``(q − 1) % n == 0`` — and ``offset = z_H − 4ỹ + 2`` is read in the clear
-(at epoch 0, with the Host's weights at zero, the labels themselves).
+(at epoch 0, the labels plus the Host's private starting scores).
 
 The observer below is that guest: it records every Forward it sent and every Residual
 it received (from the in-memory hub, or as a party's channel observer over real
@@ -23,11 +23,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import decoded_traffic, failures, memory_job, party_data, run_in_threads
+from helpers import (
+    decoded_traffic,
+    failures,
+    host_start,
+    memory_job,
+    party_data,
+    run_in_threads,
+    zero_start,
+)
 from processes import WEAK, privfl, spawn
 
 from privfl.config.vertical import JobConfig, ModelConfig, load_job
 from privfl.crypto.encoding import VALUE_BITS, decode
+from privfl.learning import start as starts
 from privfl.parties.vertical import guest as guest_party
 from privfl.parties.vertical.runner import run_party
 from privfl.protocol import codec, fresh
@@ -137,13 +146,16 @@ def test_the_attack_reads_every_label_without_rerandomisation(
     # Act
     observers = run(job, tmp_path)
 
-    # Assert: at epoch 0 (θ_H = 0) the offset is 2 − 4y: every label, for every guest.
+    # Assert: at epoch 0 the offset is z_H + 2 − 4y, z_H from the Host's private start:
+    # every row's offset is read exactly, for every guest.
+    host = party_data(job)[job.host]
+    z_host = np.hstack([host.x_train, np.ones((len(y), 1))]) @ host_start(tmp_path)[:, 0]
     for guest in observers.values():
         tried, read = guest.read()
         assert tried == len(y) and len(read) == 1
         epoch, batch, offset = read[0]
         assert (epoch, batch) == (0, 0) and len(offset) == len(y)
-        assert np.array_equal(np.rint((2.0 - offset) / 4.0).astype(np.int64), y)
+        np.testing.assert_allclose(offset, z_host + 2.0 - 4.0 * y, atol=1e-3)
 
 
 @pytest.mark.slow
@@ -203,6 +215,9 @@ def test_separable_residual_hides_labels_from_a_guest_that_fixes_its_randomness(
     unless the Host re-randomises each one."""
     # Prepare: no label noise; the deviating guest reuses one obfuscator.
     monkeypatch.setattr(guest_party, "take", same_noise)
+    # The Host at zero, as before its private start: then every row's scores are equal
+    # and only the re-randomisation stands between the guest and the labels.
+    monkeypatch.setattr(starts, "host_start", zero_start)
     if leaky:
         monkeypatch.setattr(fresh, "rerandomize", leaky_rerandomize)
     model = ModelConfig(kind="multiclass", classes=3)

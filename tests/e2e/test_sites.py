@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import tomli_w
+from helpers import host_start
 from processes import WEAK, privfl, spawn
 from sites import Sites, make_sites
 
@@ -73,8 +74,9 @@ def train(job: Path, sites: Sites, runs: Path, guests: int) -> None:
     run_all(commands, runs / "console")
 
 
-def shared_reference(sites: Sites, epochs: int) -> tuple[float, list[float]]:
-    """Plain Taylor LR on the shared rows only: test accuracy and loss per epoch."""
+def shared_reference(sites: Sites, epochs: int, start: np.ndarray) -> tuple[float, list[float]]:
+    """Plain Taylor LR on the shared rows only, from the Host's private ``start``: test
+    accuracy and loss per epoch."""
     views = []
     for name, path in sites.files.items():
         label = "diagnosis" if name == "host" else None
@@ -87,7 +89,12 @@ def shared_reference(sites: Sites, epochs: int) -> tuple[float, list[float]]:
     parts = [np.hstack([host.x_train, ones])] + [g.x_train for g in guests]
     assert host.y_train is not None and host.y_test is not None
     blocks, losses = reference_train(
-        parts, host.y_train, TrainingConfig(epochs=epochs), np.random.default_rng(0), LOGISTIC
+        parts,
+        host.y_train,
+        TrainingConfig(epochs=epochs),
+        np.random.default_rng(0),
+        LOGISTIC,
+        start=start,
     )
     thetas = [t.ravel() for t in blocks]
     z = np.hstack([host.x_test, np.ones((host.x_test.shape[0], 1))]) @ thetas[0]
@@ -118,7 +125,7 @@ def test_two_sites_train_on_exactly_the_shared_rows(tmp_path: Path) -> None:
     summary = json.loads((runs / "host" / "summary.json").read_text())
     assert summary["intersection_size"] == len(sites.shared)
     assert summary["train_rows"] + summary["test_rows"] == len(sites.shared)
-    accuracy, losses = shared_reference(sites, epochs=4)
+    accuracy, losses = shared_reference(sites, epochs=4, start=host_start(runs))
     assert summary["accuracy"] == pytest.approx(accuracy, abs=1.01 / summary["test_rows"])
     assert summary["loss_history"] == pytest.approx(losses, abs=1e-4)
     # No output, log or console of a site names an id only another site held.

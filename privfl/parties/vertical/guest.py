@@ -20,6 +20,7 @@ from privfl.learning.glm import EXP_BITS, Glm
 from privfl.learning.taylor import learning_rate
 from privfl.parties import checkpoint
 from privfl.parties.session import PartyContext
+from privfl.parties.vertical.batches import job_least_batch
 from privfl.parties.vertical.handshake import announce, receive_public_key, rows_digest, save_model
 from privfl.parties.vertical.host_steps import class_matvec, unflatten
 from privfl.protocol import fresh
@@ -72,6 +73,7 @@ class GuestState:
     batch: Batch | None = None
     z: np.ndarray | None = None
     masks: list[int] = field(default_factory=list)
+    least_batch: int = 1  # the fewest rows a Batch may have (batches.job_least_batch)
 
     def __post_init__(self) -> None:
         self.x_exp = to_exponents(self.data.x_train, DATA_BITS)
@@ -88,10 +90,9 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     Separable multiclass: the K blocks of ``learning.separable.guest_basis`` at EXP_BITS,
     each ``rows·k`` long, the last ``[[clip(z_g, ±12)]]``.
     """
+    check_indices(msg, len(state.x_exp), state.least_batch)
     state.batch = msg
     rows = state.rows()
-    if msg.indices is not None and (msg.indices.min() < 0 or msg.indices.max() >= len(state.x_exp)):
-        raise ProtocolError("batch indices outside the training rows")
     z = (state.data.x_train[rows] @ state.theta).ravel()
     state.z = z
     n = state.key.n
@@ -105,6 +106,31 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     squares = encrypt(state, encode([float(z @ z)], LOSS_BITS, n))
     state.stage = Stage.AWAIT_RESIDUAL
     return Forward(epoch=msg.epoch, batch=msg.batch, scores=scores, sum_squares=squares)
+
+
+def check_indices(msg: Batch, rows: int, least: int) -> None:
+    """Refuse a Batch before encrypting anything for it (docs/protocol.md §6.2).
+
+    Every index a distinct training row: a repeated index would make us encrypt one
+    ciphertext per copy (8 KiB of indices, 1,000 encryptions). At least ``least`` rows
+    (``batches.job_least_batch``): a smaller batch lets the Host solve its own gradient
+    for our scores.
+    """
+    if msg.indices is None:
+        return
+    idx = msg.indices
+    if len(idx) and (idx.min() < 0 or idx.max() >= rows):
+        raise ProtocolError(f"batch indices outside the {rows} training rows: refused")
+    if len(np.unique(idx)) != len(idx):
+        raise ProtocolError(
+            f"a Batch of {len(idx)} indices repeats {len(idx) - len(np.unique(idx))} of them; "
+            "every index must be a distinct training row: refused"
+        )
+    if len(idx) < least:
+        raise ProtocolError(
+            f"a Batch of {len(idx)} rows is under the job's least batch of {least} rows "
+            "(docs/protocol.md §6.2): the host could solve its gradient for our scores; refused"
+        )
 
 
 def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTerm | None]:
@@ -192,6 +218,7 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
         l2=job.training.l2,
         noise=noise,
         glm=glm,
+        least_batch=job_least_batch(job, len(data.x_train)),
     )
     try:
         resume_guest(ctx, state)

@@ -116,11 +116,13 @@ def save_model(
     mean: np.ndarray,
     scale: np.ndarray,
     bias: Any = None,
+    extra: dict[str, Any] | None = None,
 ) -> Path:
     """Save this party's own weights by feature name, with the standardisation it used.
 
     ``weights`` of shape ``(features,)`` or ``(features, k)``: one weight per feature, or
-    a list of k (multiclass, one per class); the bias likewise.
+    a list of k (multiclass, one per class); the bias likewise. ``extra``: further keys
+    (the Host's private initial weights, so its centralised twin can start from them).
     """
     weights = np.asarray(weights)
     if weights.ndim == 2 and weights.shape[1] == 1:
@@ -142,6 +144,7 @@ def save_model(
     }
     if bias is not None:
         model["bias"] = _plain(bias)
+    model.update(extra or {})
     path = ctx.out / "model.json"
     write_json(path, model)
     return path

@@ -77,7 +77,7 @@ def run_host(
     key, guests, least = handshake(ctx, data)
     noise = NoisePool(key.n, workers, key.h_s)
     try:
-        state = steps.init_state(data, key, guests, job, noise=noise, drawn=drawn)
+        state = steps.init_state(data, key, guests, job, label_rng, noise, drawn)
         state.least_batch = least
         noise.prefetch(first_epoch_obfuscations(state, job))
         return train(ctx, state, on_epoch, start, drawn)
@@ -272,6 +272,7 @@ def finish(
         data.mean,
         data.scale,
         bias=state.theta[-1],
+        extra={"start": {"weights": state.start[:-1].tolist(), "bias": state.start[-1].tolist()}},
     )
     with open_private(ctx.out / "training.png", "wb") as handle:
         plot_history(records, handle, title=title_of(ctx.job), kind=state.glm.kind)
@@ -309,6 +310,7 @@ def resume_host(
         return []
     saved = checkpoint.load(ctx, completed)
     state.theta = np.array(saved["theta"], dtype=np.float64).reshape(state.theta.shape)
+    state.start = np.array(saved["start"], dtype=np.float64).reshape(state.start.shape)
     # The flipped labels are the Host's own secret state: a resumed run continues with
     # the same noisy labels, never with a fresh draw (that would spend ε twice).
     state.labels = np.array(saved["labels"], dtype=state.labels.dtype)
@@ -333,6 +335,7 @@ def save_host(
         len(records),
         {
             "theta": state.theta.tolist(),
+            "start": state.start.tolist(),
             "labels": state.labels.tolist(),
             "flip": {"flipped": state.flip.flipped, "rows": state.flip.rows},
             "zh_cache": state.zh_cache.tolist(),

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import InitVar, asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from privfl.config.vertical import JobConfig, sigmoid_of
+from privfl.config.vertical import JobConfig, TrainingConfig, sigmoid_of
 from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.paillier import PublicKey, unmask
@@ -25,6 +25,7 @@ from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import glm as glms
 from privfl.learning import separable
+from privfl.learning import start as starts
 from privfl.learning.glm import Glm
 from privfl.learning.taylor import LOG2, sigmoid
 from privfl.mechanisms.label_dp import (
@@ -88,6 +89,7 @@ class HostState:
     least_batch: int = 1  # fewest rows a batch may have (parties/batches.py)
     glm: Glm = field(default_factory=lambda: Glm("logistic"))
     theta: np.ndarray = field(init=False)  # (features + bias, k)
+    start: np.ndarray = field(init=False)  # the private initial θ (learning/start.py)
     x_train: np.ndarray = field(init=False)
     x_test: np.ndarray = field(init=False)
     x_exp: np.ndarray = field(init=False)
@@ -95,13 +97,16 @@ class HostState:
     z_cache: list[int] = field(init=False)  # latest [[Σ_g z_g]] per training row
     zh_cache: np.ndarray = field(init=False)  # z_H of the same forward pass
     flipped_back: int = 0
+    start_rng: InitVar[np.random.Generator | None] = None  # None: the OS CSPRNG
+    training: InitVar[TrainingConfig | None] = None  # the warm-up's rate and λ
 
-    def __post_init__(self) -> None:
+    def __post_init__(
+        self, start_rng: np.random.Generator | None, training: TrainingConfig | None
+    ) -> None:
         ones = np.ones((self.data.x_train.shape[0], 1))
         self.x_train = np.hstack([self.data.x_train, ones])
         self.x_test = np.hstack([self.data.x_test, np.ones((self.data.x_test.shape[0], 1))])
         self.x_exp = to_exponents(self.x_train, DATA_BITS)
-        self.theta = np.zeros((self.x_train.shape[1], self.glm.outputs))
         self.penalised = np.r_[np.ones(self.data.x_train.shape[1]), 0.0]  # no L2 on the bias
         self.z_cache = [0] * len(self.labels)
         self.zh_cache = np.zeros(len(self.labels))
@@ -112,6 +117,18 @@ class HostState:
         self.offset_test = (
             np.zeros(len(self.x_test)) if self.data.offset_test is None else self.data.offset_test
         )
+        # A start no guest knows: from zero the first residual is 2 − 4y, and a guest
+        # solves its first gradient for the batch's labels (learning/start.py).
+        self.start = starts.host_start(
+            self.glm,
+            self.x_train,
+            self.labels,
+            offset=self.offset_train,
+            penalised=self.penalised,
+            training=training or TrainingConfig(),
+            rng=start_rng if start_rng is not None else private_generator(),
+        )
+        self.theta = self.start.copy()
 
 
 def init_state(
@@ -127,6 +144,9 @@ def init_state(
 
     ``drawn``: the job's draw, saved and reused on every start (parties/label_draws.py);
     without it the labels are drawn here, by :func:`draw_labels` with ``label_rng``.
+    The Host's initial weights (learning/start.py) come from ``label_rng`` too: by
+    default a generator seeded from the OS CSPRNG, never from the job's public ``seed``;
+    a caller's seeded one makes them reproducible and the run not private.
     ``noise``: the obfuscator pool (default: computed inline, no worker processes).
     """
     if data.y_train is None or data.y_test is None:
@@ -147,6 +167,8 @@ def init_state(
         noise=noise or NoisePool(key.n, 1, key.h_s),
         seeded_noise=seeded,
         glm=glm,
+        start_rng=label_rng,  # seeded: the start too is reproducible (and not private)
+        training=job.training,
     )
 
 

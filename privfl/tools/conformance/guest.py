@@ -29,6 +29,7 @@ from privfl.data.alignment import row_commitment
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, CryptoError
 from privfl.learning.taylor import gradient, learning_rate
+from privfl.parties.vertical.batches import job_least_batch
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
     Batch,
@@ -258,7 +259,8 @@ def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | 
     if request is None:
         return
     run.answer(request, 0)
-    idx = np.random.default_rng(13).permutation(rows)[:SECOND_BATCH].astype(np.int64)
+    second_rows = max(SECOND_BATCH, job_least_batch(run.job, rows))  # a guest refuses fewer
+    idx = np.random.default_rng(13).permutation(rows)[:second_rows].astype(np.int64)
     z = run.forward(1, idx)
     if z is None:
         return

@@ -201,6 +201,7 @@ def _serve_host(
     shapes = rules.shapes
     zero = [0]
     losses: list[tuple[float, int]] = []
+    first = np.zeros(0)  # the first residual, decrypted: its loss is checked against it
     epochs = 0
     finished: set[str] = set()
     deadline = time.monotonic() + job.timeout_seconds * (job.training.epochs + 3)
@@ -232,9 +233,10 @@ def _serve_host(
             elif isinstance(body, Residual):
                 rules.residual(peer.name, epoch, body, key)
                 if epoch == 0 and body.batch == 0:
-                    four_d = decode(private.decrypt(body.residual.values), VALUE_BITS, n)
-                    ok = bool(np.all(np.isin(four_d, (-2.0, 2.0))))
-                    report.check("first residual is 4d = −4ỹ + 2 ∈ {−2, 2}", ok, str(four_d[:4]))
+                    first = decode(private.decrypt(body.residual.values), VALUE_BITS, n)
+                    ok = not np.all(np.isin(first, (-2.0, 2.0)))  # z_H = 0 would give ±2
+                    what = "first residual 4d = z_H − 4ỹ + 2 is not ±2: the host starts private"
+                    report.check(what, ok, str(first[:4]))
                 if body.others is not None:
                     value = fresh.encrypt(key, zero)
                     peer.channel.send(party, CrossTerm(epoch, body.batch, value), epoch)
@@ -258,8 +260,11 @@ def _serve_host(
                 rows_in_batch = body.denominator // 8  # the Host sends [[8·b·L]]
                 losses.append((loss * rows_in_batch, rows_in_batch))
                 if (epoch, body.batch) == (0, 0):  # θ_H moves after each batch; θ_g stays 0
-                    ok = abs(loss - math.log(2)) < 1e-6
-                    report.check("first batch's Taylor loss is log 2 (z = 0)", ok, str(loss))
+                    # With z_g = 0 each row's Taylor loss is log 2 + (4d)²/8 − 1/2, whatever ỹ.
+                    want = math.log(2) + float(np.mean(first**2)) / 8 - 0.5
+                    ok = abs(loss - want) < 1e-6
+                    what = "first batch's Taylor loss is mean(log 2 + (4d)²/8 − 1/2) (z_g = 0)"
+                    report.check(what, ok, f"{loss} vs {want}")
                 if body.batch + 1 == body.n_batches:
                     mean = sum(v for v, _ in losses) / sum(r for _, r in losses)
                     losses.clear()

@@ -165,6 +165,13 @@ def case_job(case: Case, epochs: int, seed: int) -> JobConfig:
     )
 
 
+def host_start(model: Path) -> np.ndarray:
+    """The Host's private initial weights, ``(features + 1, k)``, from its model.json."""
+    start = json.loads(model.read_text())["start"]
+    rows = [np.atleast_1d(w) for w in start["weights"]] + [np.atleast_1d(start["bias"])]
+    return np.array(rows, dtype=np.float64)
+
+
 def run_threads(
     job: JobConfig,
     out: Path,
@@ -233,8 +240,11 @@ def sklearn_reference(case: Case, data: PartyData, l2: float) -> dict[str, Any]:
     return glm_metrics("multiclass", data.y_test, model.predict_proba(data.x_test))
 
 
-def plain_oracle(job: JobConfig) -> dict[str, Any]:
-    """The protocol's steps in floating point on the parties' own rows: test metrics."""
+def plain_oracle(job: JobConfig, start: np.ndarray | None = None) -> dict[str, Any]:
+    """The protocol's steps in floating point on the parties' own rows: test metrics.
+
+    ``start``: the Host's private initial weights of the run compared (None: zeros).
+    """
     glm = glm_of(job)
     data = {n: load_data(job, n, None, None) for n in [job.host, *job.guests]}
     host = data[job.host]
@@ -245,7 +255,7 @@ def plain_oracle(job: JobConfig) -> dict[str, Any]:
     penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
     rng = np.random.default_rng(job.seed)
     thetas, _ = reference_train(
-        parts, host.y_train, job.training, rng, glm, host.offset_train, penalised
+        parts, host.y_train, job.training, rng, glm, host.offset_train, penalised, start=start
     )
     tests = [np.hstack([host.x_test, np.ones((len(host.x_test), 1))])]
     tests += [data[g].x_test for g in job.guests]
@@ -259,9 +269,10 @@ def run_glm(case: Case, epochs: int, seed: int) -> dict[str, Any]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         summary = run_threads(job, Path(tmp))
+        start = host_start(Path(tmp) / job.host / "model.json")
     seconds = time.monotonic() - started
     ours = float(summary[case.metric])
-    oracle = float(plain_oracle(job)[case.metric])
+    oracle = float(plain_oracle(job, start)[case.metric])
     reference = float(
         sklearn_reference(case, pooled(case.dataset, job), job.training.l2)[case.metric]
     )

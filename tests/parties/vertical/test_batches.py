@@ -1,4 +1,5 @@
-"""The mini-batch refusal rule (FATE issue 3691): a batch a guest could solve is refused.
+"""The mini-batch refusal rule (FATE issue 3691): a batch a guest or the Host could solve
+is refused.
 
 Every batch actually sent counts: the configured size, the full batch, and the last
 batch of an epoch (a too-small remainder is folded into the batch before it).
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 from helpers import failures, memory_job, run_in_threads
 
-from privfl.config.vertical import with_overrides
+from privfl.config.vertical import JobConfig, with_overrides
 from privfl.errors import ConfigError
 from privfl.learning.taylor import batch_plan, batch_sizes
 from privfl.parties.vertical.batches import check_batch, job_least_batch, least_batch
@@ -69,15 +70,49 @@ def test_the_send_time_guard_refuses_a_batch_under_the_least_size() -> None:
 
 
 def test_the_refusal_stops_every_party_before_training(tmp_path: Path) -> None:
-    # Two guests with 10 features each: a batch of 10 is refused, naming the first guest.
+    # Two guests with 10 features each, the Host 10 and its bias: a batch of 10 is refused,
+    # naming the Host, whose 11 gradient entries are the most any party reads.
     job = memory_job(2, batch_size=10, timeout=10)
 
     results = run_in_threads(job, InMemoryHub(), tmp_path)
 
     failed = failures(results)
     assert set(failed) == set(job.parties)
-    assert "batch size 10" in str(failed["host"]) and "guest-" in str(failed["host"])
+    assert "batch size 10" in str(failed["host"]) and "host's 11 gradient" in str(failed["host"])
     assert not (tmp_path / "host" / "summary.json").exists()
+
+
+def with_features(job: JobConfig, **counts: int) -> JobConfig:
+    """The job with these declared feature counts (``guest_1`` for ``guest-1``)."""
+    parties = dict(job.parties)
+    for name, count in counts.items():
+        party = name.replace("_", "-")
+        parties[party] = replace(parties[party], feature_count=count, columns=())
+    return replace(job, parties=parties)
+
+
+@pytest.mark.parametrize("size", [16, 21, 22])
+def test_a_batch_not_larger_than_the_hosts_gradient_entries_is_refused(size: int) -> None:
+    # The Host with 21 features and its bias reads 22 equations in the batch's guest scores.
+    job = with_features(memory_job(1, batch_size=size), host=21, guest_1=10)
+
+    with pytest.raises(ConfigError) as caught:
+        job_least_batch(job, 426)
+
+    message = str(caught.value)
+    assert "host's 22 gradient entries (21 features and the bias)" in message
+    assert "guests' scores" in message and "allow_small_batches" in message
+    assert job_least_batch(with_overrides(job, allow_small_batches=True), 426) == 1
+
+
+def test_the_least_batch_counts_whichever_party_reads_more() -> None:
+    host_wider = with_features(memory_job(1, batch_size=23), host=21, guest_1=10)
+    guest_wider = with_features(memory_job(1, batch_size=23), host=10, guest_1=21)
+
+    assert job_least_batch(host_wider, 426) == 23  # 21 features + bias, + 1
+    assert job_least_batch(guest_wider, 426) == 22  # 21 features, + 1
+    with pytest.raises(ConfigError, match="the 22 training rows"):
+        job_least_batch(host_wider, 22)  # even the full batch
 
 
 def test_the_server_derives_the_hosts_folded_batch_plan_from_the_job() -> None:

@@ -19,6 +19,7 @@ import pytest
 from helpers import (
     Crash,
     failures,
+    host_start,
     memory_job,
     party_data,
     read_model,
@@ -68,8 +69,10 @@ def glm_job(
     )
 
 
-def oracle(job: JobConfig, data: dict[str, PartyData]) -> tuple[list[np.ndarray], list[float]]:
-    """The plaintext protocol, the Host's batch order (ε = ∞: no label noise)."""
+def oracle(
+    job: JobConfig, data: dict[str, PartyData], start: np.ndarray
+) -> tuple[list[np.ndarray], list[float]]:
+    """The plaintext protocol from the Host's private start, its batch order (ε = ∞)."""
     host = data[job.host]
     assert host.y_train is not None
     x_host = np.hstack([host.x_train, np.ones((host.x_train.shape[0], 1))])
@@ -79,7 +82,7 @@ def oracle(job: JobConfig, data: dict[str, PartyData]) -> tuple[list[np.ndarray]
     rng = np.random.default_rng(job.seed)
     glm = glm_of(job)
     return reference_train(
-        parts, host.y_train, job.training, rng, glm, host.offset_train, penalised
+        parts, host.y_train, job.training, rng, glm, host.offset_train, penalised, start=start
     )
 
 
@@ -126,10 +129,10 @@ def test_encrypted_glm_equals_the_plaintext_oracle(
     # Prepare
     job = glm_job(kind, dataset, guests=guests, classes=classes, batch_size=batch)
     data = party_data(job)
-    want_weights, want_losses = oracle(job, data)
 
     # Act
     run(job, tmp_path)
+    want_weights, want_losses = oracle(job, data, host_start(tmp_path))
 
     # Assert: same weights and per-epoch losses as the plaintext protocol.
     summary = read_summary(tmp_path)
@@ -219,22 +222,25 @@ def test_glm_of_refuses_other_kinds() -> None:
 def test_an_interrupted_glm_run_resumes_to_the_same_model(
     tmp_path: Path, kind: str, dataset: str, classes: int
 ) -> None:
-    # Prepare: a reference run, and one whose Host dies mid-run.
+    # Prepare: a reference run, and one whose Host dies mid-run; both Hosts start alike
+    # (a seeded draw), the resumed one from another seed: its start must come from the
+    # checkpoint.
     job = replace(glm_job(kind, dataset, classes=classes, epochs=4), timeout_seconds=5.0)
     job = replace(job, training=replace(job.training, tolerance=0.0))
-    reference = run_resumable(job, tmp_path / "a")
+    reference = run_resumable(job, tmp_path / "a", label_seed=1)
     assert not failures(reference), failures(reference)
-    crashed = run_resumable(job, tmp_path / "b", die=(job.host, 24))
+    crashed = run_resumable(job, tmp_path / "b", die=(job.host, 24), label_seed=1)
     assert isinstance(crashed[job.host], Crash), crashed
 
     # Act
-    resumed = run_resumable(job, tmp_path / "b", resume=True)
+    resumed = run_resumable(job, tmp_path / "b", resume=True, label_seed=2)
 
     # Assert: the same weights and losses as the run that was never interrupted.
     assert not failures(resumed), failures(resumed)
     for name in (job.host, *job.guests):
         ours = read_model(tmp_path / "b", name)
-        assert ours["weights"] == read_model(tmp_path / "a", name)["weights"]
+        theirs = read_model(tmp_path / "a", name)
+        assert ours["weights"] == theirs["weights"] and ours.get("start") == theirs.get("start")
     summaries = [read_summary(tmp_path / r) for r in "ab"]
     assert summaries[0]["loss_history"] == summaries[1]["loss_history"]
     assert (tmp_path / "b" / "host" / checkpoint.FOLDER).is_dir()

@@ -22,6 +22,7 @@ import pytest
 from helpers import (
     decoded_traffic,
     failures,
+    host_start,
     memory_job,
     party_data,
     read_model,
@@ -40,6 +41,7 @@ from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, PeerAborted, PeerUnavailable, TrainingDiverged
+from privfl.learning import start as starts
 from privfl.learning.glm import Glm, reference_train
 from privfl.learning.taylor import sigmoid
 from privfl.mechanisms.label_dp import flipback, randomized_response
@@ -113,9 +115,10 @@ def succeeded(run: Run) -> Run:
 
 
 def reference(
-    job: JobConfig, data: dict[str, PartyData], epochs: int | None = None
+    job: JobConfig, data: dict[str, PartyData], start: np.ndarray, epochs: int | None = None
 ) -> tuple[list[np.ndarray], list[float]]:
-    """The plaintext oracle with the Host's own random draws, in the Host's order.
+    """The plaintext oracle from the Host's private start (``start``, read from the Host's
+    model.json), with the Host's own random draws, in the Host's order.
 
     The Host draws each epoch's batch permutation from a generator seeded with the
     job's public ``seed``; its label flips come from the OS CSPRNG, so the oracle runs
@@ -131,7 +134,9 @@ def reference(
     penalised = [np.r_[np.ones(host.x_train.shape[1]), 0.0]]
     penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
     training = job.training if epochs is None else replace(job.training, epochs=epochs)
-    thetas, losses = reference_train(parts, labels, training, rng, LOGISTIC, penalised=penalised)
+    thetas, losses = reference_train(
+        parts, labels, training, rng, LOGISTIC, penalised=penalised, start=start
+    )
     return [t.ravel() for t in thetas], losses
 
 
@@ -174,10 +179,10 @@ def test_encrypted_training_equals_the_plaintext_oracle(
     job = memory_job(guests, epochs=4, batch_size=batch_size)
     job = replace(job, obfuscation=obfuscation)
     data = party_data(job)
-    expected_weights, expected_losses = reference(job, data)
 
     # Act
     run = succeeded(run_job(job, tmp_path))
+    expected_weights, expected_losses = reference(job, data, host_start(run.out))
 
     # Assert: every party's saved weights and the Host's loss history match the oracle.
     for got, want in zip(saved_weights(run, data), expected_weights, strict=True):
@@ -280,6 +285,7 @@ def test_the_server_decrypts_only_masked_values(twin_runs: list[Run]) -> None:
 
     # Act
     seen = decryptions(run)
+    begun = host_start(run.out)
 
     # Assert (a): nothing the Server decrypted is a true value, nor even near one …
     purposes = {d.purpose for d in seen}
@@ -290,8 +296,8 @@ def test_the_server_decrypts_only_masked_values(twin_runs: list[Run]) -> None:
         assert all(near_zero(s, n) > n >> 64 for s in d.seen), "a decrypted value looks unmasked"
     # … while the unmasked values are the true gradients and scores (so the test is not vacuous).
     for d in seen:
-        start, _ = reference(job, data, epochs=d.epoch)  # weights as the epoch began
-        after, _ = reference(job, data, epochs=d.epoch + 1)
+        start, _ = reference(job, data, begun, epochs=d.epoch)  # weights as the epoch began
+        after, _ = reference(job, data, begun, epochs=d.epoch + 1)
         if d.purpose == "gradient":
             four_d = x_host @ start[0] + guest.x_train @ start[1] - 4.0 * y + 2.0
             x = x_host if d.party == "host" else guest.x_train
@@ -326,7 +332,9 @@ def test_masked_values_are_uniform_over_z_n(twin_runs: list[Run], purpose: str) 
     assert chi_square([decile(t, n) for t, n in true]) > CHI2_BOUND
 
 
-def test_masks_are_fresh_per_run_while_training_is_deterministic(twin_runs: list[Run]) -> None:
+def test_masks_and_start_are_fresh_per_run_while_training_is_deterministic(
+    twin_runs: list[Run],
+) -> None:
     # Prepare
     first, second = (decryptions(run) for run in twin_runs)
     data = party_data(twin_runs[0].job)
@@ -339,20 +347,20 @@ def test_masks_are_fresh_per_run_while_training_is_deterministic(twin_runs: list
 
     pairs = list(zip(sorted(first, key=slot), sorted(second, key=slot), strict=True))
 
-    # Assert: every masked value differs; the weights and losses are bit-identical.
+    # Assert: every masked value and the Host's private start differ; given its start,
+    # each run's weights and losses are its plaintext twin's.
     for a, b in pairs:
         assert (a.party, a.epoch, a.batch, a.purpose) == (b.party, b.epoch, b.batch, b.purpose)
         assert all(x != y for x, y in zip(a.seen, b.seen, strict=True))
-    for a_weights, b_weights in zip(
-        saved_weights(twin_runs[0], data), saved_weights(twin_runs[1], data), strict=True
-    ):
-        assert np.array_equal(a_weights, b_weights)
-    assert (
-        read_summary(twin_runs[0].out)["loss_history"]
-        == read_summary(twin_runs[1].out)["loss_history"]
-    )
-    expected, _ = reference(twin_runs[0].job, data)
-    np.testing.assert_allclose(saved_weights(twin_runs[0], data)[1], expected[1], atol=WEIGHT_TOL)
+    begun = [host_start(run.out) for run in twin_runs]
+    assert not np.isclose(begun[0], begun[1]).any()
+    for run, start in zip(twin_runs, begun, strict=True):
+        expected, losses = reference(run.job, data, start)
+        for got, want in zip(saved_weights(run, data), expected, strict=True):
+            np.testing.assert_allclose(got, want, rtol=0, atol=WEIGHT_TOL)
+        np.testing.assert_allclose(
+            read_summary(run.out)["loss_history"], losses, rtol=0, atol=LOSS_TOL
+        )
 
 
 def encodings(value: int) -> list[bytes]:
@@ -451,6 +459,9 @@ def test_nothing_after_the_flip_reads_the_true_labels(
         return fixed.copy()
 
     monkeypatch.setattr(host_steps, "randomized_response", fake)
+    # The Host's private start is another fresh draw per run: the same one for both here.
+    start = starts.draw(LOGISTIC, data["host"].x_train.shape[1] + 1, np.random.default_rng(3))
+    monkeypatch.setattr(starts, "host_start", lambda *_, **__: start.copy())
     hosts = {"a": data["host"], "b": with_labels(data["host"], 1 - true)}
 
     # Act
