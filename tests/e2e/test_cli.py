@@ -99,7 +99,9 @@ def test_without_label_dp_matches_central_logistic_regression(tmp_path: Path) ->
     summary = json.loads((out / "summary.json").read_text())
     baseline = central_baseline("breast_cancer", 0.25, 0)
     assert summary["flip"]["count"] == 0
-    assert summary["accuracy"] >= baseline - 0.015, (summary["accuracy"], baseline)
+    # The Host's private start (learning/start.py) moves the 30-epoch model a little:
+    # 0.944-0.958 over 60 starts against sklearn's 0.958 (one test row is 0.007).
+    assert summary["accuracy"] >= baseline - 0.025, (summary["accuracy"], baseline)
 
 
 def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
