@@ -234,7 +234,10 @@ def bin_sums(state: GuestBoost, t: TreeState, nodes: list[int]) -> dict[int, lis
 
 
 def summed(
-    state: GuestBoost, t: TreeState, nodes: list[int], work: list[tuple[np.ndarray, Sequence[int]]]
+    state: GuestBoost,
+    t: TreeState,
+    nodes: list[int],
+    work: Sequence[tuple[np.ndarray, Sequence[int]]],
 ) -> dict[int, list[int]]:
     """Per node, the bin products of its ``(rows, ciphertexts)`` over the compute workers."""
     bins, width = state.params.bins, len(t.features)

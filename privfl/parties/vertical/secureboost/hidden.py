@@ -88,7 +88,9 @@ def on_masked(state: GuestBoost, msg: BoostMasked) -> BoostHistogram:
         )
     state.key.check_ciphertexts(msg.values.values)
     values = msg.values.values
-    work = [(t.rows, values[i * rows : (i + 1) * rows]) for i in range(len(direct))]
+    work: list[tuple[np.ndarray, Sequence[int]]] = [
+        (t.rows, values[i * rows : (i + 1) * rows]) for i in range(len(direct))
+    ]
     if nodes == [0]:
         direct, work = [0], [(t.rows, t.cts)]  # the root: the tree's own gradients
     t.sums.update(summed(state, t, direct, work))
