@@ -53,6 +53,23 @@ def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(tmp_path: Path
     assert len(metrics) == summary["trees"]  # one record per tree of the new run only
 
 
+def test_run_local_hides_the_instance_space_when_asked(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "2"]
+    args += ["--bins", "8", "--instance-space", "hidden", *WEAK, "--out", str(out)]
+
+    result = privfl(*args, "--no-progress")
+
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["instance_space"] == "hidden" and summary["auc"] > 0.95
+    assert "no node's rows" in summary["privacy"]["guests_see"]
+    job = tomllib.loads((out / "kit" / "job.toml").read_text())
+    assert job["model"]["instance_space"] == "hidden"
+    bad = privfl("vfl", "run-local", "--model", "secureboost", "--instance-space", "secret")
+    assert bad.returncode == 2 and "'secret' is not one of 'shared', 'hidden'" in bad.stderr
+
+
 def test_tree_options_on_a_glm_are_a_usage_error() -> None:
     result = privfl("vfl", "run-local", "--trees", "3", *WEAK)
     assert result.returncode == 2 and "add --model secureboost" in result.stderr

@@ -47,6 +47,11 @@ def direct_nodes(nodes: Sequence[int]) -> list[int]:
     return [n for n in sorted(named) if n != 0 and not (n % 2 == 0 and n - 1 in named)]
 
 
+def masked_bound(depth: int) -> int:
+    """Direct nodes of a full tree: ``2^(L−1)`` at each level ``L`` from 1 to ``depth − 1``."""
+    return (1 << (depth - 1)) - 1
+
+
 def masked_plaintexts(plain: Sequence[int], tree_rows: np.ndarray, node: np.ndarray) -> list[int]:
     """The tree's row plaintexts with every row outside ``node`` set to 0."""
     inside = np.isin(tree_rows, node)

@@ -405,6 +405,8 @@ def grow(ctx: PartyContext, state: HostBoost, t: int) -> sb.Tree:
         values = fresh.encrypt(state.public, plain, state.noise.take(len(plain)))
         state.encrypted += len(plain)
         ctx.channel.send(guest.name, BoostGradients(t, rows, values), t)
+        if guest.hidden:  # this tree's masked levels, computed while the guest sums the root
+            state.noise.prefetch(hidden.masked_bound(state.params.depth) * len(plain), bulk=True)
         if t + 1 < state.params.trees:
             state.noise.prefetch(len(plain), bulk=True)
     return sb.grow_tree(t, rows, g, h, [state.local, *state.guests], state.params)
