@@ -223,3 +223,14 @@ def test_a_hidden_guest_whose_partition_differs_from_its_win_is_refused(
     assert isinstance(host_error, ProtocolError)
     assert "does not match the histogram its split won" in str(host_error)
     assert isinstance(failures(results).get(GUEST), PeerAborted)
+
+
+def test_direct_nodes_follow_the_ids_alone() -> None:
+    from privfl.parties.vertical.secureboost.hidden import direct_nodes, masked_bound
+
+    assert direct_nodes([0]) == []  # the root: the tree's gradients
+    assert direct_nodes([1, 2]) == [1]  # 2 = parent ÷ 1
+    assert direct_nodes([2]) == [2]  # no sibling to derive it from
+    assert direct_nodes([3, 4, 6]) == [3, 6]
+    full = [list(range(2**level - 1, 2 ** (level + 1) - 1)) for level in range(3)]
+    assert masked_bound(3) == sum(len(direct_nodes(ids)) for ids in full) == 3
