@@ -160,3 +160,20 @@ def test_bench_secureboost_reports_both_obfuscations(tmp_path: Path) -> None:
     for run in workload["runs"]:
         assert run["encryptions"] == 2 * 426 and run["floor_tree_seconds"] > 0
         assert run["auc"] == workload["reference_auc"]  # the same trees as the reference
+
+
+def test_bench_secureboost_compares_the_instance_spaces(tmp_path: Path) -> None:
+    report = tmp_path / "bench.json"
+    args = ["bench", "vfl", "--model", "secureboost", "--trees", "2", "--depth", "2"]
+    args += ["--key-bits", "512", "--dataset", "breast_cancer", "--obfuscation", "djn"]
+    args += ["--instance-space", "shared", "--instance-space", "hidden"]
+
+    result = privfl(*args, "--out", str(tmp_path / "runs"), "--json", str(report), timeout=300)
+
+    assert result.returncode == 0, result.stderr
+    (workload,) = json.loads(report.read_text())["workloads"]
+    shared, hidden = workload["runs"]
+    assert (shared["instance_space"], hidden["instance_space"]) == ("shared", "hidden")
+    assert shared["encryptions"] == 2 * 426  # one per row and tree
+    assert hidden["encryptions"] == 2 * 2 * 426  # and the left child's masked rows at level 1
+    assert hidden["decryptions"] == shared["decryptions"]
