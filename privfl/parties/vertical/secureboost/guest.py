@@ -7,7 +7,8 @@ split child below the row floor (``node_floor``), a split on a column it does no
 in that tree, gradients of the wrong length or an out-of-order tree, a tree past the
 job's ``trees``, a row sample other than the job seed's, a level out of order, a split
 or partition of a node not of the level last asked, and any node of a tree after its
-decisions were asked (``closed``).
+decisions were asked (``closed``). With a hidden instance space (hidden.py) it
+refuses ``boost_nodes`` and ``boost_partition``, and the rules of ``boost_masked``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ level, the open nodes named to every guest (``boost_nodes``), whose packed encry
 histograms it decrypts once each (``boost_histogram``, sizes it derives from the job);
 the best split over every party by learning.secureboost.grow_tree; the winner told
 its column and bin (``boost_split``) and its partition passed on (``boost_partition``).
+With ``instance_space = "hidden"`` the nodes go out as ``boost_masked`` (per node,
+masked row ciphertexts) and no partition reaches a guest (hidden.py).
 After each tree, every guest's decisions on the training and held-out rows
 (``boost_decisions``) update the scores, the metrics and early stopping.
 """
