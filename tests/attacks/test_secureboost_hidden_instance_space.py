@@ -234,3 +234,40 @@ def test_direct_nodes_follow_the_ids_alone() -> None:
     assert direct_nodes([3, 4, 6]) == [3, 6]
     full = [list(range(2**level - 1, 2 ** (level + 1) - 1)) for level in range(3)]
     assert masked_bound(3) == sum(len(direct_nodes(ids)) for ids in full) == 3
+
+
+# --- what the hidden mode gives up: the guest cannot count a node's rows --------------
+
+
+@pytest.mark.parametrize("space", ["shared", "hidden"])
+def test_a_deviating_host_reads_a_chosen_rows_bins_only_in_hidden_mode(space: str) -> None:
+    # The attack: a node of one row. Shared: the guest derives node sizes from the
+    # partitions and refuses a child below the floor. Hidden: the Host's masked
+    # vector puts one honest row in the left child and [[0]] everywhere else.
+    from privfl.parties.vertical.secureboost.common import unpack_sums
+
+    state = hidden_guest()
+    state.hidden = space == "hidden"
+    start(state)
+    step(
+        state,
+        masked(state, 0, [0], []) if state.hidden else BoostNodes(0, 0, np.zeros(1, np.int64)),
+    )
+    target, rows = 7, len(state.data.x_train)
+    if not state.hidden:
+        with pytest.raises(ProtocolError, match="fewer than"):
+            step(state, BoostPartition(0, 0, np.arange(rows) == target))
+        return
+    layout = Layout(rows, state.key.bits)
+    one = row_plaintexts(np.array([0]), np.array([1000]), layout)[0]
+    plain = [one if i == target else 0 for i in range(rows)]
+    ids = np.array([1, 2], np.int64)
+    reply = step(state, BoostMasked(0, 1, ids, ids[:1], fresh.encrypt(state.key, plain)))
+
+    assert isinstance(reply, BoostHistogram)
+    bins = state.params.bins
+    width = state.binned["train"].shape[1]
+    sums = unpack_sums(KEY[1].decrypt(reply.values.values), 2 * width * bins, layout)
+    counts = sums[: width * bins, 2].reshape(width, bins)  # node 1: the one row
+    assert (counts.argmax(axis=1) == state.binned["train"][target]).all()
+    assert (counts.sum(axis=1) == 1).all()  # that row's bin in every guest column
