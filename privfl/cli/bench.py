@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from privfl.cli.errors import friendly_errors
-from privfl.config.vertical import MIN_TEST_KEY_BITS, OBFUSCATIONS
+from privfl.config.vertical import INSTANCE_SPACES, MIN_TEST_KEY_BITS, OBFUSCATIONS
 from privfl.errors import ConfigError
 
 DATASETS = ("breast_cancer", "synthetic")
@@ -93,6 +93,13 @@ def bench() -> None:
     multiple=True,
     help="SecureBoost: obfuscation(s) to run; repeat the option. [both]",
 )
+@click.option(
+    "--instance-space",
+    "spaces",
+    type=click.Choice(INSTANCE_SPACES),
+    multiple=True,
+    help="SecureBoost: instance space(s) to run; repeat the option. [shared]",
+)
 @friendly_errors
 def vfl(
     key_bits: int,
@@ -109,6 +116,7 @@ def vfl(
     depth: int,
     bins: int,
     obfuscations: tuple[str, ...],
+    spaces: tuple[str, ...],
 ) -> None:
     """One epoch of vertical LR, side by side: naive phe, privfl standard and DJN, fate_utils.
 
@@ -122,6 +130,7 @@ def vfl(
       privfl bench vfl --dataset breast_cancer
       privfl bench vfl --key-bits 512 --rows 300 --features 10   # a quick look
       privfl bench vfl --model secureboost --trees 5 --key-bits 1024
+      privfl bench vfl --model secureboost --instance-space shared --instance-space hidden
 
     With --model secureboost: seconds per tree (standard and DJN) on breast cancer and a
     synthetic 10,000 × 30 table (host 10 / guest 20 columns), against the floor of the
@@ -141,6 +150,7 @@ def vfl(
             bits=key_bits,
             datasets=list(datasets or DATASETS),
             obfuscations=list(obfuscations or OBFUSCATIONS),
+            spaces=list(spaces or ("shared",)),
             model=model,
             out=out,
             log=lambda line: click.echo(f"bench: {line}", err=True),

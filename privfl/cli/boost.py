@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from privfl.config.vertical import BOOST_HELP, ModelConfig
+from privfl.config.vertical import BOOST_HELP, INSTANCE_SPACES, ModelConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
 # ``--l2`` would read as the GLMs' [training] l2: the tree penalty is on leaf weights.
@@ -33,12 +33,19 @@ def boost_options(func: F) -> F:
         func = click.option(
             flag(key),
             PREFIX + key,
-            type=float if types[key] in (float, "float") else int,
+            type=click_type(types[key]),
             default=getattr(default, key),
             show_default=True,
             help=f"secureboost: {BOOST_HELP[key]}",
         )(func)
     return func
+
+
+def click_type(annotation: Any) -> Any:
+    """The option type of a [model] field: its choices for the one text setting."""
+    if annotation in (str, "str"):
+        return click.Choice(INSTANCE_SPACES)
+    return float if annotation in (float, "float") else int
 
 
 def pop_boost_options(opts: dict[str, Any]) -> dict[str, Any]:

@@ -106,6 +106,9 @@ class ModelConfig:
     subsample: float = 1.0  # fraction of rows per tree
     colsample: float = 1.0  # fraction of each party's features per tree
     early_stopping_rounds: int = 0  # 0 = train every tree
+    # "shared": every guest learns every node's rows; "hidden": a guest learns no rows of
+    # a node another party split (docs/protocol.md §6.9, docs/performance.md: its cost)
+    instance_space: str = "shared"
     # linear / poisson: clipping bounds of the Laplace label mechanism (label_dp.epsilon);
     # equal bounds (the default) = no bounds given. Written to the job only when set.
     label_low: float = 0.0
@@ -130,9 +133,11 @@ BOOST_HELP = {
     "subsample": "Fraction of rows per tree.",
     "colsample": "Fraction of each party's features per tree.",
     "early_stopping_rounds": "Stop after this many trees without improvement; 0 = train all.",
+    "instance_space": "shared: guests learn every node's rows; hidden: only the Host does.",
 }
 # ModelConfig keys left out of the job file (and its fingerprint) while at their default.
-MODEL_OPTIONAL_KEYS = ("label_low", "label_high", "exposure", "sigmoid")
+MODEL_OPTIONAL_KEYS = ("label_low", "label_high", "exposure", "sigmoid", "instance_space")
+INSTANCE_SPACES = ("shared", "hidden")
 SIGMOIDS = ("auto", "taylor", "separable")
 MULTICLASS_BATCH = 64
 """Batch size ``init``/``run-local`` give a separable multiclass job that sets none."""
@@ -354,6 +359,11 @@ def validate_model(model: ModelConfig) -> None:
         raise ConfigError("model: subsample and colsample must lie in (0, 1]")
     if model.early_stopping_rounds < 0:
         raise ConfigError("model.early_stopping_rounds must be >= 0")
+    if model.instance_space not in INSTANCE_SPACES:
+        raise ConfigError(
+            f"model.instance_space must be one of {', '.join(INSTANCE_SPACES)}, "
+            f"not {model.instance_space[:40]!r}"
+        )
 
 
 def to_dict(job: JobConfig) -> dict[str, Any]:

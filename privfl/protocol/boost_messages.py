@@ -65,6 +65,29 @@ class BoostNodes:
 
 
 @dataclass(frozen=True, slots=True)
+class BoostMasked:
+    """Hidden instance space: a level's open nodes and, for ``direct`` ones, masked ciphertexts.
+
+    ``values`` holds ``len(direct) × rows`` fresh ciphertexts, node-major, in the tree's
+    row order: a row of the node carries its ``[[g, h, 1]]``, any other row ``[[0]]``.
+    A named node not in ``direct`` is its parent's sums ÷ its direct sibling's.
+    """
+
+    tree: int
+    level: int
+    nodes: np.ndarray
+    direct: np.ndarray
+    values: BigInts
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        count(self.level, "level", 0, 19)
+        _nodes(self.nodes)
+        _nodes(self.direct)
+        _require(bool(np.isin(self.direct, self.nodes).all()), "a direct node is not named")
+
+
+@dataclass(frozen=True, slots=True)
 class BoostHistogram:
     """A guest's encrypted per-bin sums for the named nodes, packed, re-randomised."""
 

@@ -16,6 +16,7 @@ from privfl.protocol.boost_messages import (
     BoostDecisions,
     BoostGradients,
     BoostHistogram,
+    BoostMasked,
     BoostNodes,
     BoostPartition,
     BoostSplit,
@@ -82,6 +83,7 @@ class Kind(enum.StrEnum):
     BOOST_PARTITION = "boost_partition"
     BOOST_DECIDE = "boost_decide"
     BOOST_DECISIONS = "boost_decisions"
+    BOOST_MASKED = "boost_masked"
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,6 +460,7 @@ Message = (
     | BoostPartition
     | BoostDecide
     | BoostDecisions
+    | BoostMasked
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -500,6 +503,7 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.BOOST_PARTITION: BoostPartition,
     Kind.BOOST_DECIDE: BoostDecide,
     Kind.BOOST_DECISIONS: BoostDecisions,
+    Kind.BOOST_MASKED: BoostMasked,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 

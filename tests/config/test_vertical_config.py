@@ -357,3 +357,17 @@ def test_model_table_defaults_keep_the_fingerprint_and_bad_kinds_are_refused() -
         from_dict({**base, "model": {"kind": "forest"}})
     with pytest.raises(ConfigError, match="subsample"):
         from_dict({**base, "model": {"kind": "secureboost", "subsample": 0}})
+
+
+def test_the_instance_space_is_fingerprinted_when_hidden_and_checked() -> None:
+    from privfl.config.vertical import from_dict, to_dict
+
+    base = to_dict(_job(key_bits=512, allow_weak_keys=True))
+    shared = from_dict({**base, "model": {"kind": "secureboost"}})
+    hidden = from_dict({**base, "model": {"kind": "secureboost", "instance_space": "hidden"}})
+    assert "instance_space" not in to_dict(shared)["model"]  # older jobs keep their fingerprint
+    assert to_dict(hidden)["model"]["instance_space"] == "hidden"
+    assert hidden.fingerprint() != shared.fingerprint()
+    assert from_dict(to_dict(hidden)).model == hidden.model
+    with pytest.raises(ConfigError, match="instance_space must be one of shared, hidden"):
+        from_dict({**base, "model": {"kind": "secureboost", "instance_space": "secret"}})

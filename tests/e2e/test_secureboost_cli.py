@@ -53,6 +53,23 @@ def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(tmp_path: Path
     assert len(metrics) == summary["trees"]  # one record per tree of the new run only
 
 
+def test_run_local_hides_the_instance_space_when_asked(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "2"]
+    args += ["--bins", "8", "--instance-space", "hidden", *WEAK, "--out", str(out)]
+
+    result = privfl(*args, "--no-progress")
+
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["instance_space"] == "hidden" and summary["auc"] > 0.95
+    assert "no node's rows" in summary["privacy"]["guests_see"]
+    job = tomllib.loads((out / "kit" / "job.toml").read_text())
+    assert job["model"]["instance_space"] == "hidden"
+    bad = privfl("vfl", "run-local", "--model", "secureboost", "--instance-space", "secret")
+    assert bad.returncode == 2 and "'secret' is not one of 'shared', 'hidden'" in bad.stderr
+
+
 def test_tree_options_on_a_glm_are_a_usage_error() -> None:
     result = privfl("vfl", "run-local", "--trees", "3", *WEAK)
     assert result.returncode == 2 and "add --model secureboost" in result.stderr
@@ -143,3 +160,20 @@ def test_bench_secureboost_reports_both_obfuscations(tmp_path: Path) -> None:
     for run in workload["runs"]:
         assert run["encryptions"] == 2 * 426 and run["floor_tree_seconds"] > 0
         assert run["auc"] == workload["reference_auc"]  # the same trees as the reference
+
+
+def test_bench_secureboost_compares_the_instance_spaces(tmp_path: Path) -> None:
+    report = tmp_path / "bench.json"
+    args = ["bench", "vfl", "--model", "secureboost", "--trees", "2", "--depth", "2"]
+    args += ["--key-bits", "512", "--dataset", "breast_cancer", "--obfuscation", "djn"]
+    args += ["--instance-space", "shared", "--instance-space", "hidden"]
+
+    result = privfl(*args, "--out", str(tmp_path / "runs"), "--json", str(report), timeout=300)
+
+    assert result.returncode == 0, result.stderr
+    (workload,) = json.loads(report.read_text())["workloads"]
+    shared, hidden = workload["runs"]
+    assert (shared["instance_space"], hidden["instance_space"]) == ("shared", "hidden")
+    assert shared["encryptions"] == 2 * 426  # one per row and tree
+    assert hidden["encryptions"] == 2 * 2 * 426  # and the left child's masked rows at level 1
+    assert hidden["decryptions"] == shared["decryptions"]

@@ -163,6 +163,9 @@ def _boost_builders(
             tree, np.arange(size, dtype=np.int64) * 3, _bigints(rng, size)
         ),
         Kind.BOOST_NODES: lambda: b.BoostNodes(tree, level, nodes),
+        Kind.BOOST_MASKED: lambda: b.BoostMasked(
+            tree, level, nodes, nodes[: len(nodes) // 2], _bigints(rng, size)
+        ),
         Kind.BOOST_HISTOGRAM: lambda: b.BoostHistogram(tree, level, nodes, _bigints(rng, size)),
         Kind.BOOST_SPLIT: lambda: b.BoostSplit(tree, int(rng.randrange(0, 2**20)), size, 3),
         Kind.BOOST_PARTITION: lambda: b.BoostPartition(

@@ -37,6 +37,7 @@ CIPHERTEXT_FIELDS = {
     "Scores.scores",
     "BoostGradients.values",  # vertical SecureBoost
     "BoostHistogram.values",
+    "BoostMasked.values",
 }
 
 

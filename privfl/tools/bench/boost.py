@@ -13,6 +13,7 @@ their measured unit costs times the counts of the real run, spread over every co
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -145,6 +146,7 @@ def run_boost(
     seconds = summary["tree_seconds"]
     return {
         "obfuscation": obfuscation,
+        "instance_space": model.instance_space,
         "tree_seconds": seconds,
         "steady_tree_seconds": float(statistics.median(seconds[1:] or seconds)),
         "wall_seconds": round(wall, 3),
@@ -216,8 +218,13 @@ def run_boost_bench(
     out: Path,
     log: Log,
     obfuscations: tuple[str, ...] | list[str] = OBFUSCATIONS,
+    spaces: tuple[str, ...] | list[str] = ("shared",),
 ) -> dict[str, Any]:
-    """The obfuscations (both by default) on each dataset; floors from the measured unit costs."""
+    """Each instance space and obfuscation on each dataset; floors from the measured unit costs.
+
+    The runs of one dataset follow each other, so the modes compared share the machine's
+    load of that moment.
+    """
     cores = os.cpu_count() or 1
     report: dict[str, Any] = {"key_bits": bits, "cores": cores, "load_before": os.getloadavg()}
     report["model"] = {k: getattr(model, k) for k in ("trees", "depth", "bins", "learning_rate")}
@@ -237,9 +244,10 @@ def run_boost_bench(
         entry: dict[str, Any] = {"name": w.name, "describe": w.describe(), "costs": costs}
         entry["reference_auc"] = reference_auc(w, params)
         entry["runs"] = []
-        for obfuscation in obfuscations:
-            log(f"SecureBoost {obfuscation}, {model.trees} trees on {w.name}")
-            run = run_boost(w, bits, obfuscation, model, out / f"{w.name}-{obfuscation}")
+        for space, obfuscation in itertools.product(spaces, obfuscations):
+            log(f"SecureBoost {space} {obfuscation}, {model.trees} trees on {w.name}")
+            mode = replace(model, instance_space=space)
+            run = run_boost(w, bits, obfuscation, mode, out / f"{w.name}-{space}-{obfuscation}")
             run["floor_tree_seconds"] = floor_per_tree(run, costs, cores)
             run["ratio_to_floor"] = run["steady_tree_seconds"] / run["floor_tree_seconds"]
             # CPU seconds per tree after the first (every party and worker) against the
@@ -263,7 +271,8 @@ def render_boost(report: dict[str, Any]) -> str:
         f"SecureBoost, {report['key_bits']}-bit keys, {report['cores']} cores (1-min load "
         f"{load[0]:.1f} before, {load[1]:.1f} after), {m['trees']} trees, depth {m['depth']}, "
         f"{m['bins']} bins",
-        f"{'workload':<20} {'obfuscation':<11} {'s/tree':>7} {'floor':>6} {'ratio':>5} "
+        f"{'workload':<20} {'space':<6} {'obfuscation':<11} "
+        f"{'s/tree':>7} {'floor':>6} {'ratio':>5} "
         f"{'CPU-s/tree':>10} {'CPU ratio':>9} {'enc/tree':>8} {'dec/tree':>8} {'adds/tree':>9} "
         f"{'AUC':>6} {'ref AUC':>7}",
     ]
@@ -271,7 +280,8 @@ def render_boost(report: dict[str, Any]) -> str:
         for r in w["runs"]:
             t = r["trees"]
             lines.append(
-                f"{w['name']:<20} {r['obfuscation']:<11} {r['steady_tree_seconds']:>7.2f} "
+                f"{w['name']:<20} {r['instance_space']:<6} {r['obfuscation']:<11} "
+                f"{r['steady_tree_seconds']:>7.2f} "
                 f"{r['floor_tree_seconds']:>6.2f} {r['ratio_to_floor']:>5.2f} "
                 f"{r['cpu_per_tree']:>10.2f} {r['cpu_ratio']:>9.2f} "
                 f"{r['encryptions'] // t:>8} {r['decryptions'] // t:>8} "

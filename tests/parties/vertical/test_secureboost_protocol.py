@@ -62,7 +62,20 @@ def federated_trees(out: Path) -> list[sb.Tree]:
 
 @pytest.mark.parametrize(
     ("guests", "model"),
-    [(1, {}), (2, {"subsample": 0.8, "colsample": 0.5, "min_child_weight": 2.0, "gamma": 0.1})],
+    [
+        (1, {}),
+        (2, {"subsample": 0.8, "colsample": 0.5, "min_child_weight": 2.0, "gamma": 0.1}),
+        (1, {"instance_space": "hidden"}),
+        (
+            2,
+            {
+                "subsample": 0.8,
+                "colsample": 0.5,
+                "min_child_weight": 2.0,
+                "instance_space": "hidden",
+            },
+        ),
+    ],
 )
 def test_federated_trees_equal_the_reference(tmp_path: Path, guests: int, model: dict) -> None:
     job = boost_job(guests, **model)

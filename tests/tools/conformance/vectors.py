@@ -22,6 +22,7 @@ from privfl.protocol.boost_messages import (
     BoostDecisions,
     BoostGradients,
     BoostHistogram,
+    BoostMasked,
     BoostNodes,
     BoostPartition,
     BoostSplit,
@@ -200,6 +201,14 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
             "host",
             0,
             Hello("guest", "5e55", 569, 15, ROWS_DIGEST, 426, SECTIONS),
+        ),
+        # SecureBoost's hidden instance space (§6.9), appended: earlier ids and bytes stay
+        (
+            "boost_masked",
+            "host",
+            "guest-1",
+            0,
+            BoostMasked(0, 1, np.array([1, 2], np.int64), np.array([1], np.int64), BigInts(CIPHER)),
         ),
     ]
 

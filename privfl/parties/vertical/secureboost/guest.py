@@ -7,7 +7,8 @@ split child below the row floor (``node_floor``), a split on a column it does no
 in that tree, gradients of the wrong length or an out-of-order tree, a tree past the
 job's ``trees``, a row sample other than the job seed's, a level out of order, a split
 or partition of a node not of the level last asked, and any node of a tree after its
-decisions were asked (``closed``).
+decisions were asked (``closed``). With a hidden instance space (hidden.py) it
+refuses ``boost_nodes`` and ``boost_partition``, and the rules of ``boost_masked``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from privfl.protocol.boost_messages import (
     BoostDecisions,
     BoostGradients,
     BoostHistogram,
+    BoostMasked,
     BoostNodes,
     BoostPartition,
     BoostSplit,
@@ -51,6 +53,7 @@ log = logging.getLogger("privfl.guest")
 ACCEPTS = {
     Kind.BOOST_GRADIENTS,
     Kind.BOOST_NODES,
+    Kind.BOOST_MASKED,
     Kind.BOOST_SPLIT,
     Kind.BOOST_PARTITION,
     Kind.BOOST_DECIDE,
@@ -91,6 +94,7 @@ class GuestBoost:
     edges: np.ndarray = field(init=False)
     binned: dict[str, np.ndarray] = field(init=False)
     table: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)  # -> (col, bin)
+    hidden: bool = False  # the job's instance_space: no node's rows reach us (hidden.py)
     current: TreeState | None = None
     next_tree: int = 0
     finished: bool = False
@@ -151,11 +155,12 @@ def tree_of(state: GuestBoost, tree: int) -> TreeState:
 def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
     """Encrypted per-bin sums of the named nodes, packed, re-randomised (one answer per node)."""
     t = tree_of(state, msg.tree)
-    if t.closed or msg.level != t.level + 1:
+    if state.hidden:
         raise ProtocolError(
-            f"nodes of level {msg.level} of tree {t.tree} are out of order (next: {t.level + 1})"
+            "the job hides the instance space: the host must name nodes by boost_masked; "
+            "check that both parties run the same job file"
         )
-    t.level = msg.level
+    next_level(t, msg.level)
     nodes = [int(v) for v in msg.nodes]
     for node in nodes:
         if node not in t.live or node in t.sums or level_of(node) != msg.level:
@@ -164,14 +169,27 @@ def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
             raise ProtocolError(f"node {node} has {len(t.live[node])} rows, fewer than the floor")
     direct, derived = plan(t, nodes)
     t.sums.update(bin_sums(state, t, direct))
-    state.work["subtractions"] += len(derived) * len(t.features) * state.params.bins
     t.sums.update(differences(state, t, derived))
-    flat = [c for node in nodes for c in t.sums[node]]
+    return answer(state, t, msg.level, msg.nodes)
+
+
+def next_level(t: TreeState, level: int) -> None:
+    """A tree still open takes its levels in order, each once."""
+    if t.closed or level != t.level + 1:
+        raise ProtocolError(
+            f"nodes of level {level} of tree {t.tree} are out of order (next: {t.level + 1})"
+        )
+    t.level = level
+
+
+def answer(state: GuestBoost, t: TreeState, level: int, nodes: np.ndarray) -> BoostHistogram:
+    """The named nodes' bin sums, packed and re-randomised (fresh after our last product)."""
+    flat = [c for node in nodes.tolist() for c in t.sums[node]]
     packed = pack_split(state, flat, t.layout)
     state.work["packed"] += len(packed)
     state.work["shifts"] += len(flat) - len(packed)  # Horner: one per sum but the group's last
     values = fresh.rerandomize(state.key, packed, take(state, len(packed)))
-    return BoostHistogram(tree=t.tree, level=msg.level, nodes=msg.nodes, values=values)
+    return BoostHistogram(tree=t.tree, level=level, nodes=nodes, values=values)
 
 
 def plan(t: TreeState, nodes: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
@@ -208,13 +226,25 @@ def bin_sums(state: GuestBoost, t: TreeState, nodes: list[int]) -> dict[int, lis
     ciphertexts and its block of binned columns over local pipes), every node of the
     level at once; inline with one worker.
     """
-    bins, width = state.params.bins, len(t.features)
-    columns = spans(width, state.noise.workers)
-    blocks = []
+    work = []
     for node in nodes:
         rows = t.live[node]
         at = np.searchsorted(t.rows, rows)
-        cts = [t.cts[i] for i in at.tolist()]
+        work.append((rows, [t.cts[i] for i in at.tolist()]))
+    return summed(state, t, nodes, work)
+
+
+def summed(
+    state: GuestBoost,
+    t: TreeState,
+    nodes: list[int],
+    work: Sequence[tuple[np.ndarray, Sequence[int]]],
+) -> dict[int, list[int]]:
+    """Per node, the bin products of its ``(rows, ciphertexts)`` over the compute workers."""
+    bins, width = state.params.bins, len(t.features)
+    columns = spans(width, state.noise.workers)
+    blocks = []
+    for rows, cts in work:
         binned = state.binned["train"][np.ix_(rows, t.features)]
         state.work["additions"] += len(rows) * width
         blocks += [
@@ -233,6 +263,7 @@ def differences(
     state: GuestBoost, t: TreeState, derived: list[tuple[int, int]]
 ) -> dict[int, list[int]]:
     """Each derived node's sums as parent ÷ sibling, bin by bin, spread over the workers."""
+    state.work["subtractions"] += len(derived) * len(t.features) * state.params.bins
     parents = [c for node, _ in derived for c in t.sums[(node - 1) // 2]]
     smaller = [c for _, sibling in derived for c in t.sums[sibling]]
     blocks = [
@@ -282,9 +313,13 @@ def on_split(state: GuestBoost, msg: BoostSplit) -> BoostPartition:
     open_node(t, msg.node)
     if msg.feature not in set(t.features.tolist()) or msg.bin >= state.params.bins - 1:
         raise ProtocolError(f"split on column {msg.feature} bin {msg.bin} is not ours to make")
-    rows = t.live[msg.node]
-    left = state.binned["train"][rows, msg.feature] <= msg.bin
-    children(state, t, msg.node, left)
+    if state.hidden:  # we know no node's rows: our column's left set over the tree's rows
+        left = state.binned["train"][t.rows, msg.feature] <= msg.bin
+        t.done.add(msg.node)
+    else:
+        rows = t.live[msg.node]
+        left = state.binned["train"][rows, msg.feature] <= msg.bin
+        children(state, t, msg.node, left)
     state.table[(t.tree, msg.node)] = (msg.feature, msg.bin)
     return BoostPartition(tree=t.tree, node=msg.node, left=left)
 
@@ -292,6 +327,11 @@ def on_split(state: GuestBoost, msg: BoostSplit) -> BoostPartition:
 def on_partition(state: GuestBoost, msg: BoostPartition) -> None:
     """Another party split a node: its children's rows."""
     t = tree_of(state, msg.tree)
+    if state.hidden:
+        raise ProtocolError(
+            "the job hides the instance space: the host may not send a partition; "
+            "check that both parties run the same job file"
+        )
     open_node(t, msg.node)
     if len(msg.left) != len(t.live[msg.node]):
         raise ProtocolError(f"partition of node {msg.node} has the wrong length")
@@ -346,6 +386,11 @@ def step(state: GuestBoost, body: Message) -> Message | None:
         return None
     if isinstance(body, BoostNodes):
         return on_nodes(state, body)
+    if isinstance(body, BoostMasked):
+        # imported here: hidden.py builds on this module's sums and packing
+        from privfl.parties.vertical.secureboost.hidden import on_masked
+
+        return on_masked(state, body)
     if isinstance(body, BoostSplit):
         return on_split(state, body)
     if isinstance(body, BoostPartition):
@@ -369,7 +414,10 @@ def run_boost_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dic
     key = receive_key(ctx)
     noise = NoisePool(key.n, workers, key.h_s, nice=0)  # on the critical path
     group = 1 + job.guests.index(ctx.name)
-    state = GuestBoost(data=data, key=key, params=params_of(job), group=group, noise=noise)
+    hidden = job.model.instance_space == "hidden"
+    state = GuestBoost(
+        data=data, key=key, params=params_of(job), group=group, noise=noise, hidden=hidden
+    )
     # A full tree's re-randomisations, computed while the Host encrypts its gradients;
     # after that each take() starts on as many for the next tree.
     full = (2**state.params.depth - 1) * features * state.params.bins

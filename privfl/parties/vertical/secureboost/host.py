@@ -5,6 +5,8 @@ level, the open nodes named to every guest (``boost_nodes``), whose packed encry
 histograms it decrypts once each (``boost_histogram``, sizes it derives from the job);
 the best split over every party by learning.secureboost.grow_tree; the winner told
 its column and bin (``boost_split``) and its partition passed on (``boost_partition``).
+With ``instance_space = "hidden"`` the nodes go out as ``boost_masked`` (per node,
+masked row ciphertexts) and no partition reaches a guest (hidden.py).
 After each tree, every guest's decisions on the training and held-out rows
 (``boost_decisions``) update the scores, the metrics and early stopping.
 """
@@ -38,7 +40,7 @@ from privfl.parties.session import PartyContext
 from privfl.parties.vertical.facts import run_facts
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
 from privfl.parties.vertical.host_steps import FlipReport
-from privfl.parties.vertical.secureboost import report
+from privfl.parties.vertical.secureboost import hidden, report
 from privfl.parties.vertical.secureboost.checks import (
     candidate_left,
     check_histogram,
@@ -63,6 +65,7 @@ from privfl.protocol.boost_messages import (
     BoostDecisions,
     BoostGradients,
     BoostHistogram,
+    BoostMasked,
     BoostNodes,
     BoostPartition,
     BoostSplit,
@@ -77,6 +80,14 @@ from privfl.protocol.messages import (
 )
 
 log = logging.getLogger("privfl.host")
+GUESTS_SEE = {
+    "shared": "fresh encryptions of the Host's g/h, the row set of every node "
+    "(the instance space), and the bin of the splits they own; all computed from "
+    "the flipped labels",
+    "hidden": "fresh encryptions of the Host's g/h (masked per node: every row of the tree, "
+    "[[0]] outside the node), the ids of the open nodes, and the bin of the splits they "
+    "own; no node's rows; all computed from the flipped labels",
+}
 
 
 @dataclass
@@ -99,6 +110,10 @@ class RemoteGuest:
     rows: dict[int, np.ndarray] = field(default_factory=dict)  # asked nodes -> their rows
     hists: dict[int, sb.Histogram] = field(default_factory=dict)  # their decrypted histograms
     queued: list[BoostSplit] = field(default_factory=list)  # proposed; the first is out
+    hidden: bool = False  # instance_space = "hidden": masked rows, no partitions (hidden.py)
+    tree_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    plain: list[int] = field(default_factory=list)  # the tree's row plaintexts
+    encrypted: int = 0  # masked ciphertexts sent (hidden mode)
 
     def features(self, tree: int) -> np.ndarray:
         return sb.tree_features(self.params, tree, self.group, self.columns)
@@ -107,7 +122,24 @@ class RemoteGuest:
         ids = sorted(nodes)
         self.asked = (tree, level, ids)
         self.rows = dict(nodes)
-        self.channel.send(self.name, BoostNodes(tree, level, np.array(ids, np.int64)), tree)
+        if self.hidden:
+            self.channel.send(self.name, self.masked(tree, level, ids), tree)
+        else:
+            self.channel.send(self.name, BoostNodes(tree, level, np.array(ids, np.int64)), tree)
+
+    def masked(self, tree: int, level: int, ids: list[int]) -> BoostMasked:
+        """Fresh masked row ciphertexts of each direct node (hidden.direct_nodes)."""
+        direct = [] if level == 0 else hidden.direct_nodes(ids)
+        plain = [
+            p
+            for node in direct
+            for p in hidden.masked_plaintexts(self.plain, self.tree_rows, self.rows[node])
+        ]
+        noise = self.pool.take(len(plain)) if self.pool is not None and plain else None
+        values = fresh.encrypt(self.key.public_key, plain, noise)
+        self.encrypted += len(plain)
+        named, chosen = np.array(ids, np.int64), np.array(direct, np.int64)
+        return BoostMasked(tree, level, named, chosen, values)
 
     def histograms(self) -> dict[int, sb.Histogram]:
         """Exactly one histogram per named node, of the size the job implies, decrypted once.
@@ -149,11 +181,14 @@ class RemoteGuest:
 
     def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
         body = self.channel.expect_body(BoostPartition, {self.name})
-        if (body.tree, body.node) != (tree, node) or len(body.left) != len(rows):
+        if self.hidden and (body.tree, body.node) == (tree, node):
+            left = hidden.node_left(self.name, body.left, self.tree_rows, rows, self.floor)
+        elif (body.tree, body.node) != (tree, node) or len(body.left) != len(rows):
             raise ProtocolError(f"{self.name} sent the partition of another node")
-        if min(int(body.left.sum()), int((~body.left).sum())) < self.floor:
+        elif min(int(body.left.sum()), int((~body.left).sum())) < self.floor:
             raise ProtocolError(f"{self.name}'s split leaves a child below {self.floor} rows")
-        left: np.ndarray = body.left
+        else:
+            left = body.left
         won = candidate_left(self.hists[node], self.features(tree), feature, bin_)
         check_partition(self.name, node, won, self.g, self.h, rows[left])
         self.queued.pop(0)
@@ -162,6 +197,8 @@ class RemoteGuest:
         return left
 
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
+        if self.hidden:  # the guest learns no partition it did not make
+            return
         self.channel.send(self.name, BoostPartition(tree, node, left.astype(np.bool_)), tree)
 
     def ask_decisions(self, tree: int, split: str) -> None:
@@ -304,8 +341,19 @@ def init_state(
     labels, flip, seeded = drawn.labels, flip_report(drawn), bool(drawn.info["seeded"])
     edges = sb.quantile_edges(data.x_train, params.bins)
     floor = sb.node_floor(params.min_child_weight)
+    hidden = ctx.job.model.instance_space == "hidden"
     guests = [
-        RemoteGuest(g, i + 1, guest_features(ctx.job, g), ctx.channel, key, params, floor, noise)
+        RemoteGuest(
+            g,
+            i + 1,
+            guest_features(ctx.job, g),
+            ctx.channel,
+            key,
+            params,
+            floor,
+            noise,
+            hidden=hidden,
+        )
         for i, g in enumerate(ctx.job.guests)
     ]
     return HostBoost(
@@ -355,9 +403,12 @@ def grow(ctx: PartyContext, state: HostBoost, t: int) -> sb.Tree:
     plain = row_plaintexts(g[rows], h[rows], layout)
     for guest in state.guests:
         guest.layout, guest.g, guest.h = layout, g, h
+        guest.tree_rows, guest.plain = rows, plain
         values = fresh.encrypt(state.public, plain, state.noise.take(len(plain)))
         state.encrypted += len(plain)
         ctx.channel.send(guest.name, BoostGradients(t, rows, values), t)
+        if guest.hidden:  # this tree's masked levels, computed while the guest sums the root
+            state.noise.prefetch(hidden.masked_bound(state.params.depth) * len(plain), bulk=True)
         if t + 1 < state.params.trees:
             state.noise.prefetch(len(plain), bulk=True)
     return sb.grow_tree(t, rows, g, h, [state.local, *state.guests], state.params)
@@ -478,14 +529,13 @@ def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dic
         "history": state.records,
         "importance_by_gain": gains,
         "importance_by_party": {p: sum(v.values()) for p, v in gains.items()},
-        "encryptions": state.encrypted,
+        "instance_space": job.model.instance_space,
+        "encryptions": state.encrypted + sum(g.encrypted for g in state.guests),
         "decryptions": sum(g.decrypted for g in state.guests),
         **label_facts(job, state.flip, state.seeded_noise),
         "privacy": {
             "label_dp": label_ledger(job, state.seeded_noise),
-            "guests_see": "fresh encryptions of the Host's g/h, the row set of every node "
-            "(the instance space), and the bin of the splits they own; all computed from "
-            "the flipped labels",
+            "guests_see": GUESTS_SEE[job.model.instance_space],
             "host_sees": "per-bin sums of its own g/h and row counts of every guest column "
             "at every node, the guests' split decisions on training and held-out rows",
             "server_sees": "Hello messages only",
