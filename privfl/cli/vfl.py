@@ -269,6 +269,7 @@ def run_local_cmd(
     """
     from privfl.data.views import central_baseline
     from privfl.parties.session import run_dir_default
+    from privfl.runs.clock import process_started
     from privfl.runs.kits import relocate
     from privfl.runs.launcher import run_local
     from privfl.runs.outdir import claim
@@ -293,7 +294,9 @@ def run_local_cmd(
         f"{what} -> {out}",
         err=True,
     )
-    summary = run_local(job, out, progress=not no_progress, resume=resume)
+    summary = run_local(
+        job, out, progress=not no_progress, resume=resume, started=process_started()
+    )
     if job.model.kind == "secureboost":
         from privfl.parties.vertical.secureboost.report import results_table as boost_table
 
