@@ -156,6 +156,25 @@ def plot_history(
     training labels were noised (a finite label ε); ``references``: centralised models'
     scores (summary.json's ``references``), drawn as dashed lines on the metric panel.
     """
+    import matplotlib.pyplot as plt
+
+    fig = history_figure(
+        records, title, kind, loss_name=loss_name, noised=noised, references=references
+    )
+    fig.savefig(path, format="png", dpi=110)
+    plt.close(fig)
+
+
+def history_figure(
+    records: Sequence[dict[str, Any]],
+    title: str,
+    kind: str,
+    *,
+    loss_name: str,
+    noised: bool,
+    references: Sequence[dict[str, Any]],
+) -> Any:
+    """``plot_history``'s figure (a matplotlib Figure), for tests to read its axes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -173,8 +192,7 @@ def plot_history(
         integer_ticks(ax)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def metric_panel(

@@ -291,17 +291,19 @@ def draw_training(
     ``references`` are known only to a harness that holds every column (run-local); it
     redraws the Host's plot with them (summary.json's ``references``).
     """
-    glm = glms.glm_of(job)
     with open_private(path, "wb") as handle:
-        plot_history(
-            records,
-            handle,
-            title=title_of(job),
-            kind=glm.kind,
-            loss_name=loss_label(glm.kind, glm.sigmoid),
-            noised=math.isfinite(job.label_dp.epsilon),
-            references=references,
-        )
+        plot_history(records, handle, **plot_options(job), references=references)
+
+
+def plot_options(job: JobConfig) -> dict[str, Any]:
+    """What the job says about its plot: title, model kind, the loss's name, label noise."""
+    glm = glms.glm_of(job)
+    return {
+        "title": title_of(job),
+        "kind": glm.kind,
+        "loss_name": loss_label(glm.kind, glm.sigmoid),
+        "noised": math.isfinite(job.label_dp.epsilon),
+    }
 
 
 def title_of(job: JobConfig) -> str:

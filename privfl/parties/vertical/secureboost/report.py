@@ -183,6 +183,10 @@ def results_table(summary: dict[str, Any], out: Path) -> str:
         ("joint AUC", fmt(summary["auc"])),
         ("joint F1", fmt(summary["f1"])),
         ("held-out logloss", fmt(summary["valid_logloss"])),
+        *(
+            (f"centralised {r['name']} AUC (reference)", fmt(r["value"]))
+            for r in summary.get("references", ())
+        ),
         (
             "trees",
             f"{summary['trees']} kept of {summary['trees_grown']} ({summary['stop_reason']})",
