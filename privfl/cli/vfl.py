@@ -295,12 +295,12 @@ def run_local_cmd(
         f"{what} -> {out}",
         err=True,
     )
-    summary = run_local(
-        job, out, progress=not no_progress, resume=resume, started=process_started()
-    )
-    # Fitted after the run, so the centralised references never slow the parties down.
+    started = process_started()
+    summary = run_local(job, out, progress=not no_progress, resume=resume, started=started)
+    # Fitted after the run, so the centralised references never slow the parties down;
+    # the wall time is the whole command's, so it counts them too.
     references = demo_references(job)
-    record_references(job, out, summary, references)
+    record_references(job, out, summary, references, started)
     if job.model.kind == "secureboost":
         from privfl.parties.vertical.secureboost.report import results_table as boost_table
 

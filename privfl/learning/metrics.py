@@ -184,7 +184,7 @@ def history_figure(
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.plot(epochs, [r["loss"] for r in records], marker="o", ms=3, label=loss_name)
     labels = "training labels as noised" if noised else "training labels, no label DP"
-    left.set_ylabel(f"{loss_name} at epoch start ({labels})")
+    left.set_ylabel(f"{loss_name}\nat epoch start, {labels}")
     left.legend()
     metric_panel(right, records, kind, references)
     for ax in (left, right):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +81,24 @@ def booster_references(job: JobConfig) -> list[dict[str, Any]]:
 
 
 def record(
-    job: JobConfig, out: Path, summary: dict[str, Any], references: list[dict[str, Any]]
+    job: JobConfig,
+    out: Path,
+    summary: dict[str, Any],
+    references: list[dict[str, Any]],
+    started: float,
 ) -> None:
-    """Put ``references`` into OUT/summary.json and redraw the Host's plot with them."""
-    if not references:
-        return
-    summary["references"] = references
+    """Redraw the Host's plot with ``references``, then write OUT/summary.json again with
+    them and ``wall_seconds`` counted from ``started`` (the command's process start) to now.
+    """
+    if references:
+        summary["references"] = references
+        redraw(job, out / job.host, references)
+    summary["wall_seconds"] = round(time.time() - started, 3)
     write_json(out / "summary.json", summary)
-    host = out / job.host
+
+
+def redraw(job: JobConfig, host: Path, references: list[dict[str, Any]]) -> None:
+    """The Host's training.png from its metrics.jsonl, with the references drawn."""
     lines = (host / "metrics.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines if line.strip()]
     if job.model.kind == "secureboost":
