@@ -29,3 +29,10 @@ def test_a_guests_own_csv_stays_a_local_index() -> None:
     spec = replace(job.party("guest-1"), data="labs.csv")
     job = replace(job, parties={**job.parties, "guest-1": spec})
     assert guest_column(job, "guest-1", 3) == "local column 3"
+
+
+def test_a_column_outside_the_table_falls_back_to_its_local_index() -> None:
+    job = demo_job()
+    spec = replace(job.party("guest-1"), columns=(40, 41))
+    job = replace(job, parties={**job.parties, "guest-1": spec})
+    assert guest_column(job, "guest-1", 1) == "local column 1"

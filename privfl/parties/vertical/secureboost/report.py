@@ -95,7 +95,9 @@ def guest_column(job: JobConfig, party: str, feature: int) -> str:
         return spec.features[feature]
     if feature < len(spec.columns) and not spec.data:
         column = spec.columns[feature]
-        return f"column {column} ({bundled(job.data.dataset)[1][column]})"
+        names = bundled(job.data.dataset)[1]
+        if 0 <= column < len(names):  # a harness's job may name columns the table lacks
+            return f"column {column} ({names[column]})"
     return f"local column {feature}"
 
 
