@@ -1,4 +1,4 @@
-"""The Host's driver: handshake, the epoch loop of DESIGN §3.2, evaluation and outputs."""
+"""The Host's driver: handshake, the epoch loop of docs/protocol.md §6.2, evaluation and outputs."""
 
 from __future__ import annotations
 
