@@ -100,7 +100,7 @@ def plot(history: list[dict[str, Any]], path: Path, title: str) -> None:
     loss_ax.set_ylabel("test cross-entropy")
     # Two y axes: one legend names both curves and says which axis each reads on.
     lines = acc_ax.get_lines() + loss_ax.get_lines()
-    acc_ax.legend(lines, [line.get_label() for line in lines], loc="center right")
+    acc_ax.legend(lines, [str(line.get_label()) for line in lines], loc="center right")
     acc_ax.set_title(f"horizontal FL, mechanism {title}")
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
