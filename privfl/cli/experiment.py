@@ -30,9 +30,11 @@ Examples:
   privfl experiment all --out runs/experiments
   privfl experiment dpsgd-fsdp --data-dir ~/data/mnist   # MNIST IDX files
 
---quick runs a small grid (about a minute each on 2 cores); without it the
-full grid runs (minutes to an hour). Digits is the default dataset; the
-hfl-* and dpsgd-fsdp experiments switch to MNIST when --data-dir is given.
+--quick runs a small grid (10-25 s each in CI on 2 cores; vfl-epsilon took
+30 s on a 2-core machine at load 9); without it the full grid runs (1 to 25
+minutes each, about an hour for all eight; docs/results.md). Digits is the
+default dataset; the hfl-* and dpsgd-fsdp experiments switch to MNIST when
+--data-dir is given.
 """
 
 

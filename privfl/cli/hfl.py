@@ -213,6 +213,7 @@ def run_local_cmd(
       privfl hfl run-local --mechanism gaussian --epsilon 4 --fraction 0.5 --budget 20
     """
     from privfl.parties.session import run_dir_default
+    from privfl.runs.clock import process_started
     from privfl.runs.kits import local_hfl_job
     from privfl.runs.launcher import run_local_hfl
     from privfl.runs.outdir import claim
@@ -227,7 +228,7 @@ def run_local_cmd(
         f"{', via a Shuffler' if config.shuffler else ''} -> {out}",
         err=True,
     )
-    summary = run_local_hfl(job, out, progress=not no_progress)
+    summary = run_local_hfl(job, out, progress=not no_progress, started=process_started())
     click.echo(results(summary, out))
 
 
@@ -388,19 +389,22 @@ hfl.add_command(init_cmd, "init")  # the old spelling; `privfl init hfl` is the 
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
-    default=Path("docs/results-hfl.md"),
-    show_default=True,
-    help="Markdown file to write.",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Markdown file to write. [runs/<timestamp>/results-hfl.md] "
+    "(--out docs/results-hfl.md refreshes the repository's table)",
 )
 @friendly_errors
 def compare_cmd(
-    mechanisms: str, epsilons: str, client_counts: str, rounds: int, seed: int, out: Path
+    mechanisms: str, epsilons: str, client_counts: str, rounds: int, seed: int, out: Path | None
 ) -> None:
     """Run every mechanism × ε × client count in-process on digits and write a Markdown table.
 
-    The runs use the same round functions as the networked roles, without sockets.
+    The runs use the same round functions as the networked roles, without sockets. The
+    table goes to a fresh run directory unless --out names a file, so a first try never
+    overwrites the measured table in docs/.
     """
+    from privfl.parties.session import run_dir_default
     from privfl.tools.experiments.compare import compare
 
     try:
@@ -413,7 +417,9 @@ def compare_cmd(
     if bad or any(not (e > 0 and math.isfinite(e)) for e in eps) or any(c < 1 for c in counts):
         raise click.BadParameter(f"mechanisms from {', '.join(MECHANISMS)}; ε > 0; clients >= 1")
     text = compare(mechs, eps, counts, rounds, seed, progress=True)
+    out = out or run_dir_default() / "results-hfl.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     click.echo(text)
+    click.echo(f"privfl: wrote {out}", err=True)
     click.echo(f"wrote {out}", err=True)

@@ -8,6 +8,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from privfl.learning.plotting import draw_references, fit_unit_axis, integer_ticks
+
 
 def binary_metrics(labels: np.ndarray, probabilities: np.ndarray) -> dict[str, float]:
     """Accuracy, precision, recall, F1 (threshold ½) and AUC of predicted probabilities.
@@ -122,11 +124,57 @@ def glm_metrics(kind: str, labels: np.ndarray, prediction: np.ndarray) -> dict[s
     return regression_metrics(labels, prediction[:, 0])
 
 
+LOSS_NAMES = {
+    "taylor": "Taylor loss",
+    "separable": "cross-entropy (separable-sigmoid fit)",
+    "linear": "squared loss",
+    "poisson": "Poisson negative log-likelihood",
+}
+
+
+def loss_label(kind: str, sigmoid: str = "taylor") -> str:
+    """The name of the loss a run's records hold: the classifiers' by their residual."""
+    if kind in ("logistic", "multiclass"):
+        return LOSS_NAMES[sigmoid]
+    return LOSS_NAMES[kind]
+
+
 def plot_history(
-    records: Sequence[dict[str, Any]], path: Path | IO[bytes], title: str, kind: str = "logistic"
+    records: Sequence[dict[str, Any]],
+    path: Path | IO[bytes],
+    title: str,
+    kind: str = "logistic",
+    *,
+    loss_name: str = "Taylor loss",
+    noised: bool = True,
+    references: Sequence[dict[str, Any]] = (),
 ) -> None:
     """Loss and the headline metric per epoch, as in seed 004's figures (with the bottom
-    models for logistic regression). ``path``: a file name or an open binary file (PNG)."""
+    models for logistic regression). ``path``: a file name or an open binary file (PNG).
+
+    ``loss_name`` names the loss the records hold (``loss_label``); ``noised``: the
+    training labels were noised (a finite label ε); ``references``: centralised models'
+    scores (summary.json's ``references``), drawn as dashed lines on the metric panel.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = history_figure(
+        records, title, kind, loss_name=loss_name, noised=noised, references=references
+    )
+    fig.savefig(path, format="png", dpi=110)
+    plt.close(fig)
+
+
+def history_figure(
+    records: Sequence[dict[str, Any]],
+    title: str,
+    kind: str,
+    *,
+    loss_name: str,
+    noised: bool,
+    references: Sequence[dict[str, Any]],
+) -> Any:
+    """``plot_history``'s figure (a matplotlib Figure), for tests to read its axes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,32 +182,40 @@ def plot_history(
 
     epochs = [r["epoch"] + 1 for r in records]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    taylor = kind in ("logistic", "multiclass")
-    name = "Taylor loss" if taylor else "loss"
-    left.plot(epochs, [r["loss"] for r in records], marker="o", ms=3, label=name)
-    left.set_xlabel("epoch")
-    left.set_ylabel(f"{name} at epoch start (training labels as noised)")
+    left.plot(epochs, [r["loss"] for r in records], marker="o", ms=3, label=loss_name)
+    labels = "training labels as noised" if noised else "training labels, no label DP"
+    left.set_ylabel(f"{loss_name}\nat epoch start, {labels}")
     left.legend()
-    metric = HEADLINE.get(kind, "accuracy")
-    right.plot(epochs, [r[metric] for r in records], marker="o", ms=3, label="joint model")
-    if kind != "logistic":
-        right.set_xlabel("epoch")
-        right.set_ylabel(f"test {metric}")
-        right.legend()
-        fig.suptitle(title)
-        fig.tight_layout()
-        fig.savefig(path, format="png", dpi=110)
-        plt.close(fig)
-        return
-    right.plot(epochs, [r["bottom_host_accuracy"] for r in records], ls="--", label="host bottom")
-    right.plot(
-        epochs, [r["bottom_guests_accuracy"] for r in records], ls=":", label="guests bottom"
-    )
-    right.set_xlabel("epoch")
-    right.set_ylabel("test accuracy")
-    right.set_ylim(0, 1.02)
-    right.legend(loc="lower right")
+    metric_panel(right, records, kind, references)
+    for ax in (left, right):
+        ax.set_xlabel("epoch")
+        integer_ticks(ax)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, format="png", dpi=110)
-    plt.close(fig)
+    return fig
+
+
+def metric_panel(
+    ax: Any, records: Sequence[dict[str, Any]], kind: str, references: Sequence[dict[str, Any]]
+) -> None:
+    """The headline test metric per epoch (logistic: with its bottom models) and references."""
+    epochs = [r["epoch"] + 1 for r in records]
+    metric = HEADLINE.get(kind, "accuracy")
+    series = [[r[metric] for r in records]]
+    ax.plot(epochs, series[0], marker="o", ms=3, label="joint model")
+    if kind == "logistic":
+        for key, style, label in (
+            ("bottom_host_accuracy", "--", "host bottom"),
+            ("bottom_guests_accuracy", ":", "guests bottom"),
+        ):
+            series.append([r[key] for r in records])
+            ax.plot(epochs, series[-1], ls=style, label=label)
+    series.append(draw_references(ax, references, metric))
+    ax.set_ylabel(f"test {metric}")
+    if metric in UNIT_METRICS:
+        fit_unit_axis(ax, [v for s in series for v in s])
+    ax.legend(loc="best")
+
+
+# Scores that live in 0..1, whose axis is fitted to the data rather than drawn 0..1.
+UNIT_METRICS = ("accuracy", "auc", "f1")

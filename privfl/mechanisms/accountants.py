@@ -1,4 +1,4 @@
-"""Privacy accountants (DESIGN §5): calibration, composition and amplification, as pure maths.
+"""Privacy accountants (docs/security.md): calibration, composition, amplification; pure maths.
 
 Units: every function states whether its ε is per release (one report of one
 client in one round) or composed. Nothing here knows about rounds or clients;

@@ -1,4 +1,4 @@
-"""Local-DP randomizers on weights (DESIGN §4.1): Duchi, PM, PNPM, Gaussian, Laplace, top-k.
+"""Local-DP randomizers on weights (README): Duchi, PM, PNPM, Gaussian, Laplace, top-k.
 
 Every function is pure and vectorised over numpy arrays; randomness comes in as a
 ``numpy.random.Generator``. The inputs of Duchi and PM lie in ``[−1, 1]``: map
@@ -153,7 +153,7 @@ def topk_indices(score: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` coordinates with the largest ``|score|``, ascending (ties by position).
 
     Pass *public* scores (the last global update) so the index set leaks nothing;
-    a client's own update as score leaks which coordinates moved (DESIGN §9).
+    a client's own update as score leaks which coordinates moved (docs/results.md, hfl-shuffle).
     """
     score = np.abs(np.asarray(score, dtype=np.float64)).ravel()
     if not 0 < k <= score.size:

@@ -1,4 +1,4 @@
-"""Fresh ciphertext vectors: the only ciphertexts a party may put on the wire (DESIGN §6).
+"""Fresh ciphertext vectors: the only ciphertexts a party may put on the wire (docs/protocol.md).
 
 A ciphertext leaves a party freshly encrypted, or re-randomised by that party after
 its last homomorphic operation. ``c · (1 + n·m)`` is not fresh: whoever knows ``c``

@@ -220,13 +220,20 @@ def stop_all(parties: list[PartyProcess]) -> None:
 
 
 def run_local(
-    job: JobConfig, out: Path, *, progress: bool = True, resume: bool = False
+    job: JobConfig,
+    out: Path,
+    *,
+    progress: bool = True,
+    resume: bool = False,
+    started: float | None = None,
 ) -> dict[str, Any]:
     """Write a kit under ``out/kit``, run every party, and gather ``out/summary.json``.
 
     ``resume``: reuse the kit already in ``out/kit`` and start every party with --resume.
+    ``started``: the ``time.time()`` that ``wall_seconds`` counts from (the command's
+    own process start, runs.clock); by default this call's.
     """
-    start = time.monotonic()
+    start = time.time() if started is None else started
     job_path = out / "kit" / "job.toml" if resume else write_kit(job, out / "kit")
     parties = start_parties(
         job, job_path, out, {name: ["--resume"] for name in job.parties} if resume else None
@@ -237,7 +244,7 @@ def run_local(
     supervise(parties, EpochProgress(metrics, total, progress, unit=unit))
     summary: dict[str, Any] = json.loads((out / job.host / "summary.json").read_text())
     summary["host_wall_seconds"] = summary["wall_seconds"]
-    summary["wall_seconds"] = round(time.monotonic() - start, 3)
+    summary["wall_seconds"] = round(time.time() - start, 3)
     summary["parties"] = {name: str(out / name) for name in job.parties}
     write_json(out / "summary.json", summary)
     return summary
@@ -264,10 +271,15 @@ def preflight(config: HflConfig) -> None:
         )
 
 
-def run_local_hfl(job: HflJob, out: Path, *, progress: bool = True) -> dict[str, Any]:
-    """Write a kit under ``out/kit``, run every party, gather ``out/summary.json``."""
+def run_local_hfl(
+    job: HflJob, out: Path, *, progress: bool = True, started: float | None = None
+) -> dict[str, Any]:
+    """Write a kit under ``out/kit``, run every party, gather ``out/summary.json``.
+
+    ``started``: as for ``run_local``, the time ``wall_seconds`` counts from.
+    """
     preflight(job.config)
-    start = time.monotonic()
+    start = time.time() if started is None else started
     job_path = write_kit(job, out / "kit")
     parties = start_hfl_parties(job, job_path, out)
     bar = EpochProgress(
@@ -280,7 +292,7 @@ def run_local_hfl(job: HflJob, out: Path, *, progress: bool = True) -> dict[str,
     supervise(parties, bar, essential=parties[:1])
     summary: dict[str, Any] = json.loads((out / AGGREGATOR / "summary.json").read_text())
     summary["aggregator_wall_seconds"] = summary["wall_seconds"]
-    summary["wall_seconds"] = round(time.monotonic() - start, 3)
+    summary["wall_seconds"] = round(time.time() - start, 3)
     summary["processes"] = {p.name: p.process.returncode for p in parties}
     write_json(out / "summary.json", summary)
     return summary

@@ -1,4 +1,4 @@
-"""The fresh-ciphertext rule (DESIGN §6), made structural by privfl.protocol.fresh.
+"""The fresh-ciphertext rule (docs/protocol.md §6.0), made structural by privfl.protocol.fresh.
 
 Known answers with a 512-bit key: Fresh vectors decrypt to what went in; nothing
 else mints them; a channel refuses any ciphertext field that is not Fresh, a Fresh

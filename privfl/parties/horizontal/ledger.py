@@ -1,4 +1,4 @@
-"""The privacy ledger (DESIGN §5): ε per weight, per report and per client over the run.
+"""The privacy ledger (docs/security.md): ε per weight, per report and per client over the run.
 
 One release = one client's report in one round. The ledger counts, per client, the
 rounds it was asked in and the reports it actually released, and every total is

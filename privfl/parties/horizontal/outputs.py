@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from privfl.config.horizontal import HflConfig, config_dict
+from privfl.learning.plotting import fit_unit_axis, integer_ticks
 from privfl.parties.files import (
     append_jsonl,
     open_private,
@@ -85,15 +86,21 @@ def plot(history: list[dict[str, Any]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     rounds = [r["round"] for r in history]
+    accuracy = [r["accuracy"] for r in history]
     fig, acc_ax = plt.subplots(figsize=(6, 3.5))
-    acc_ax.plot(
-        rounds, [r["accuracy"] for r in history], "o-", color="tab:blue", label="test accuracy"
-    )
+    acc_ax.plot(rounds, accuracy, "o-", color="tab:blue", label="test accuracy (left)")
     acc_ax.set_xlabel("round")
     acc_ax.set_ylabel("test accuracy")
+    fit_unit_axis(acc_ax, accuracy)
+    integer_ticks(acc_ax)
     loss_ax = acc_ax.twinx()
-    loss_ax.plot(rounds, [r["loss"] for r in history], "s--", color="tab:red", label="test loss")
+    loss_ax.plot(
+        rounds, [r["loss"] for r in history], "s--", color="tab:red", label="test loss (right)"
+    )
     loss_ax.set_ylabel("test cross-entropy")
+    # Two y axes: one legend names both curves and says which axis each reads on.
+    lines = acc_ax.get_lines() + loss_ax.get_lines()
+    acc_ax.legend(lines, [str(line.get_label()) for line in lines], loc="center right")
     acc_ax.set_title(f"horizontal FL, mechanism {title}")
     fig.tight_layout()
     save_figure(fig, path, dpi=100)

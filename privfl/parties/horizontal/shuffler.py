@@ -1,4 +1,4 @@
-"""The Shuffler (DESIGN §4.2): adaptive window, dummy padding, CSPRNG permutation.
+"""The Shuffler (docs/protocol.md §6.7, §7.8): adaptive window, dummy padding, CSPRNG permutation.
 
 It holds no key that opens a report: it sees ciphertexts of one fixed size. It
 admits a report only with an unused client token of the round (single use) and at

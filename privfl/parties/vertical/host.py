@@ -1,4 +1,4 @@
-"""The Host's driver: handshake, the epoch loop of DESIGN §3.2, evaluation and outputs."""
+"""The Host's driver: handshake, the epoch loop of docs/protocol.md §6.2, evaluation and outputs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -19,7 +20,7 @@ from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, TrainingDiverged
 from privfl.learning import glm as glms
-from privfl.learning.metrics import binary_metrics, glm_metrics, plot_history
+from privfl.learning.metrics import binary_metrics, glm_metrics, loss_label, plot_history
 from privfl.learning.taylor import batch_plan, batch_sizes, learning_rate, sigmoid
 from privfl.parties import checkpoint, label_draws
 from privfl.parties.files import append_jsonl, open_private, write_json
@@ -274,11 +275,36 @@ def finish(
         bias=state.theta[-1],
         extra={"start": {"weights": state.start[:-1].tolist(), "bias": state.start[-1].tolist()}},
     )
-    with open_private(ctx.out / "training.png", "wb") as handle:
-        plot_history(records, handle, title=title_of(ctx.job), kind=state.glm.kind)
+    draw_training(ctx.job, records, ctx.out / "training.png")
     summary = steps.summary_of(ctx.job, state, records, round(wall, 3), reason)
     write_json(ctx.out / "summary.json", summary)
     return summary
+
+
+def draw_training(
+    job: JobConfig,
+    records: Sequence[dict[str, Any]],
+    path: Path,
+    references: Sequence[dict[str, Any]] = (),
+) -> None:
+    """training.png (0600): loss by its real name, headline metric, centralised references.
+
+    ``references`` are known only to a harness that holds every column (run-local); it
+    redraws the Host's plot with them (summary.json's ``references``).
+    """
+    with open_private(path, "wb") as handle:
+        plot_history(records, handle, **plot_options(job), references=references)
+
+
+def plot_options(job: JobConfig) -> dict[str, Any]:
+    """What the job says about its plot: title, model kind, the loss's name, label noise."""
+    glm = glms.glm_of(job)
+    return {
+        "title": title_of(job),
+        "kind": glm.kind,
+        "loss_name": loss_label(glm.kind, glm.sigmoid),
+        "noised": math.isfinite(job.label_dp.epsilon),
+    }
 
 
 def title_of(job: JobConfig) -> str:

@@ -1,4 +1,4 @@
-"""What the Server may decrypt: the protocol state that bounds every decryption (DESIGN §6).
+"""What the Server may decrypt: the protocol state that bounds every decryption (docs/security.md).
 
 The Server is a decryption oracle for whoever can reach it, so it decrypts only
 what the protocol needs at the point it has reached, with lengths fixed by the job

@@ -1,4 +1,4 @@
-"""One epoch of DESIGN §3.2 stage by stage, in one process: naive phe, privfl's engine, fate_utils.
+"""One epoch (docs/protocol.md 6.2) stage by stage, in one process: naive phe, privfl, fate_utils.
 
 Every variant computes the same quantities (encrypted scores, the residual, both parties'
 ``Xᵀ[[d]]``, masked decryption of the gradients, encrypted test scores for evaluation),

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privfl.data.views import PartyData
+from privfl.config.vertical import JobConfig
+from privfl.data.views import PartyData, bundled
 from privfl.learning import secureboost as sb
+from privfl.learning.plotting import draw_references, fit_unit_axis, integer_ticks
 from privfl.parties.files import save_figure
 from privfl.parties.session import PartyContext
 
@@ -71,13 +74,31 @@ def host_model(
 def importance(
     ctx: PartyContext, trees: list[sb.Tree], names: tuple[str, ...]
 ) -> dict[str, dict[str, float]]:
-    """Total split gain per party and column (a guest's columns by index: names stay there)."""
+    """Total split gain per party and column, each guest column named as the job knows it."""
     out: dict[str, dict[str, float]] = {}
     for (group, feature), gain in sorted(sb.feature_importance(trees).items()):
         party = owner(ctx.job.guests, group)
-        name = names[feature] if group == 0 else f"column {feature}"
+        name = names[feature] if group == 0 else guest_column(ctx.job, party, feature)
         out.setdefault(party, {})[name] = gain
     return out
+
+
+def guest_column(job: JobConfig, party: str, feature: int) -> str:
+    """A guest's ``feature``-th column by the name the job gives it.
+
+    The guest's ``features`` when the job lists them; for the bundled table, the
+    column's global index and name (the job's ``columns`` are public); else its
+    local index, since the guest's own CSV header stays with the guest.
+    """
+    spec = job.party(party)
+    if feature < len(spec.features):
+        return spec.features[feature]
+    if feature < len(spec.columns) and not spec.data:
+        column = spec.columns[feature]
+        names = bundled(job.data.dataset)[1]
+        if 0 <= column < len(names):  # a harness's job may name columns the table lacks
+            return f"column {column} ({names[column]})"
+    return f"local column {feature}"
 
 
 def vars_of(params: sb.BoostParams) -> dict[str, Any]:
@@ -88,28 +109,50 @@ def vars_of(params: sb.BoostParams) -> dict[str, Any]:
 
 def plot(records: list[dict[str, Any]], gains: dict[str, dict[str, float]], out: Path) -> None:
     """training.png (logloss and AUC per tree) and importance.png (gain per party and column)."""
+    if records:
+        plot_training(records, out / "training.png")
+    plot_importance(gains, out / "importance.png")
+
+
+def plot_training(
+    records: list[dict[str, Any]], path: Path, references: Sequence[dict[str, Any]] = ()
+) -> None:
+    """Logloss, held-out AUC and accuracy per tree; ``references``: centralised AUCs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if records:
-        trees = [r["tree"] + 1 for r in records]
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-        left.plot(trees, [r["train_logloss"] for r in records], marker="o", ms=3, label="train")
-        left.plot(trees, [r["valid_logloss"] for r in records], marker="o", ms=3, label="held-out")
-        left.set_xlabel("trees")
-        left.set_ylabel("logloss")
-        left.legend()
-        right.plot(trees, [r["auc"] for r in records], marker="o", ms=3, label="AUC")
-        right.plot(trees, [r["accuracy"] for r in records], ls="--", label="accuracy")
-        right.set_xlabel("trees")
-        right.set_ylim(0, 1.02)
-        right.legend(loc="lower right")
-        fig.suptitle("privfl vertical SecureBoost (held-out split)")
-        fig.tight_layout()
-        save_figure(fig, out / "training.png", dpi=110)
-        plt.close(fig)
+    trees = [r["tree"] + 1 for r in records]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(trees, [r["train_logloss"] for r in records], marker="o", ms=3, label="train")
+    left.plot(trees, [r["valid_logloss"] for r in records], marker="o", ms=3, label="held-out")
+    left.set_ylabel("logloss")
+    left.legend()
+    auc = [r["auc"] for r in records]
+    accuracy = [r["accuracy"] for r in records]
+    right.plot(trees, auc, marker="o", ms=3, label="AUC")
+    right.plot(trees, accuracy, ls="--", label="accuracy")
+    drawn = draw_references(right, references, "auc")
+    right.set_ylabel("held-out AUC / accuracy")
+    fit_unit_axis(right, [*auc, *accuracy, *drawn])
+    right.legend(loc="lower right")
+    for ax in (left, right):
+        ax.set_xlabel("trees")
+        integer_ticks(ax)
+    fig.suptitle("privfl vertical SecureBoost (held-out split)")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+    plt.close(fig)
+
+
+def plot_importance(gains: dict[str, dict[str, float]], path: Path) -> None:
+    """Total split gain of each party's ten best columns, one colour per party."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     labels, values, colours = [], [], []
     for i, (party, columns) in enumerate(gains.items()):
         for name, gain in sorted(columns.items(), key=lambda kv: -kv[1])[:10]:
@@ -124,7 +167,7 @@ def plot(records: list[dict[str, Any]], gains: dict[str, dict[str, float]], out:
     ax.set_xlabel("total split gain")
     ax.set_title("feature importance by gain, per party (top 10 each)")
     fig.tight_layout()
-    save_figure(fig, out / "importance.png", dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -142,6 +185,10 @@ def results_table(summary: dict[str, Any], out: Path) -> str:
         ("joint AUC", fmt(summary["auc"])),
         ("joint F1", fmt(summary["f1"])),
         ("held-out logloss", fmt(summary["valid_logloss"])),
+        *(
+            (f"centralised {r['name']} AUC (reference)", fmt(r["value"]))
+            for r in summary.get("references", ())
+        ),
         (
             "trees",
             f"{summary['trees']} kept of {summary['trees_grown']} ({summary['stop_reason']})",
