@@ -1,9 +1,10 @@
 """Real processes: a forced restart is refused, --redraw-labels books a second draw.
 
 After a full run, the Host and the Server are restarted with ``--resume`` while the
-guest starts over with ``--overwrite`` (it offers no checkpoint): the Host refuses with one line and
-every party stops. The operators then start over (``--overwrite``), the Host with ``--redraw-labels``: the run
-trains on new labels and summary.json books both draws' ε.
+guest starts over with ``--overwrite`` (it offers no checkpoint): the Host refuses
+with one line and every party stops. The operators then start over
+(``--overwrite``), the Host with ``--redraw-labels``: the run trains on new labels
+and summary.json books both draws' ε.
 """
 
 from __future__ import annotations
