@@ -6,20 +6,19 @@ Same steps as the networked roles (:mod:`privfl.learning.fedavg`); used by
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from privfl.config.horizontal import HflConfig
 from privfl.errors import PrivacyBudgetExceeded
 from privfl.learning import fedavg as engine
-from privfl.config.horizontal import HflConfig
-from privfl.parties.horizontal.ledger import PrivacyLedger
 from privfl.learning.models import get_flat
+from privfl.mechanisms.noise import private_source
 from privfl.parties.horizontal.outputs import Recorder
 from privfl.parties.horizontal.rounds import RoundHook, close_round, make_ledger
-from privfl.mechanisms.noise import NoiseSource, private_source
+
 
 def run_experiment(
     config: HflConfig, out: Path | None = None, on_round: RoundHook | None = None
@@ -43,9 +42,7 @@ def run_experiment(
             break
         clients = [c for c in asked if engine.joins(config, c, round_, source)]
         indices = engine.report_indices(setup, last_update, round_)
-        reports = [
-            engine.client_report(setup, c, weights, indices, round_, source) for c in clients
-        ]
+        reports = engine.client_reports(setup, clients, weights, indices, round_, source)
         # with a Shuffler the aggregator cannot tell who reported: book every asked client
         reported = None if config.shuffler else clients
         new, _ = close_round(
