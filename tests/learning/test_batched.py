@@ -21,6 +21,12 @@ from privfl.runs.simulate import run_experiment
 ATOL = 1e-5
 
 
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    """As the simulator and client hosts run: threads only contend on a shared machine."""
+    torch.set_num_threads(1)
+
+
 def _train_both(config: HflConfig, clients: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     batched = engine.make_setup(replace(config, batched=True))
     sequential = engine.make_setup(replace(config, batched=False))
