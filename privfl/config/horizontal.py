@@ -50,7 +50,7 @@ class HflConfig:
     # (derived per client on demand; clients may outnumber the rows); 0 = a partition
     client_rows: int = 0
     batched: bool = True  # train a round's clients as one stacked computation (plain SGD)
-    batch_clients: int = 1000  # clients per stacked computation (bounds its memory)
+    batch_clients: int = 0  # clients per stacked computation; 0 = auto (by model size)
     epsilon_budget: float = math.inf  # stop before the total ε per client would exceed it
     shuffler: bool = False
     min_reports: int = 0  # Shuffler pads to this many reports with dummies (0 = n·β)
@@ -106,8 +106,8 @@ class HflConfig:
             "min_valid_reports must lie in 0..round(fraction·clients) (the clients asked)",
         )
         _check(
-            self.client_rows >= 0 and self.batch_clients >= 1,
-            "client_rows must be >= 0 and batch_clients >= 1",
+            self.client_rows >= 0 and self.batch_clients >= 0,
+            "client_rows and batch_clients must be >= 0",
         )
         _check(
             self.client_rows == 0 or self.dirichlet == 0,

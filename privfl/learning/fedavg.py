@@ -119,9 +119,9 @@ def train_clients(
 ) -> torch.Tensor:
     """Local training of ``clients`` from the global weights: their weights ``[clients, dims]``.
 
-    With ``batched`` the clients train as one stacked computation (at most
-    ``batch_clients`` at a time), each exactly as :func:`local_train` trains it;
-    DP-SGD/FSDP local training stays one client after another.
+    With ``batched`` the clients train as one stacked computation, each exactly as
+    :func:`local_train` trains it; DP-SGD/FSDP local training stays one client after
+    another.
     """
     cfg = setup.config
     if not cfg.batched or cfg.local_dp != "none" or not clients:
@@ -202,6 +202,18 @@ def client_report(
     return randomize_weights(setup, client, weights, global_weights, indices, round_, source)
 
 
+# Stacked weights per computation when ``batch_clients`` is 0, in floats: on the CPU a
+# group that fits the caches (measured fastest on digits' MLP: 128 clients of 19,466
+# weights, among 16..1000); on a GPU large groups (≈ 4,000 of that MLP) to fill it.
+AUTO_GROUP_FLOATS = {"cpu": 2_500_000, "cuda": 80_000_000}
+
+
+def group_size(setup: Setup) -> int:
+    """How many clients train as one stacked computation (``batch_clients``; 0 = auto)."""
+    floats = AUTO_GROUP_FLOATS.get(setup.device.type, AUTO_GROUP_FLOATS["cpu"])
+    return setup.config.batch_clients or max(1, floats // setup.dims)
+
+
 def client_reports(
     setup: Setup,
     clients: list[int],
@@ -210,13 +222,13 @@ def client_reports(
     round_: int,
     source: NoiseSource,
 ) -> list[torch.Tensor]:
-    """:func:`client_report` of many clients, trained ``batch_clients`` at a time.
+    """:func:`client_report` of many clients, trained :func:`group_size` at a time.
 
     Only one group's trained weights are held at once: memory grows with the
     reports of the round, not with the population.
     """
     reports: list[torch.Tensor] = []
-    step = setup.config.batch_clients
+    step = group_size(setup)
     for first in range(0, len(clients), step):
         group = clients[first : first + step]
         trained = train_clients(setup, group, global_weights, round_, source)
