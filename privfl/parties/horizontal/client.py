@@ -52,7 +52,7 @@ def run_client_host(
     source = private_source()
     # One throw-away local step before joining: torch's first call is slow, and a
     # first round that runs late would miss the Shuffler's window for no reason.
-    engine.local_train(setup, min(mine), get_flat(setup.model), 0, source)
+    engine.train_clients(setup, [min(mine)], get_flat(setup.model), 0, source)
     private_dir(out)
     targets = [aggregator] + ([shuffler] if shuffler else [])
     transport = open_outbound(job, name, targets)
