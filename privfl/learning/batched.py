@@ -70,7 +70,7 @@ class BatchedSGD:
         """One client's batch loss: the mean over its real rows, plus the prox term."""
         losses = self.loss_fn(functional_call(self.model, params, (x,)), y)
         count = mask.sum()
-        loss = (losses * mask).sum() / count.clamp(min=1)
+        loss: torch.Tensor = (losses * mask).sum() / count.clamp(min=1)
         if self.mu > 0:
             prox = sum(((params[n] - anchor[n]) ** 2).sum() for n in params)
             # a client with no rows in this step takes no step, prox term included
