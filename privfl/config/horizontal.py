@@ -50,6 +50,7 @@ class HflConfig:
     # (derived per client on demand; clients may outnumber the rows); 0 = a partition
     client_rows: int = 0
     batched: bool = True  # train a round's clients as one stacked computation (plain SGD)
+    fused_mlp: bool = True  # batched MLP clients: hand-written backward fused with the step
     batch_clients: int = 0  # clients per stacked computation; 0 = auto (by model size)
     epsilon_budget: float = math.inf  # stop before the total ε per client would exceed it
     shuffler: bool = False

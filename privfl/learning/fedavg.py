@@ -16,6 +16,7 @@ from privfl.config.horizontal import DELTA_REPORTS, HflConfig
 from privfl.data.images import Dataset, load_dataset
 from privfl.data.population import ClientRows, client_rows
 from privfl.learning.batched import BatchedSGD
+from privfl.learning.batched_mlp import FusedMLPSGD, is_mlp
 from privfl.learning.local_dp import private_local_train
 from privfl.learning.models import build_model, get_flat, layer_slices, pick_device, set_flat
 from privfl.mechanisms.accountants import nbafl_sigmas
@@ -127,7 +128,8 @@ def train_clients(
     if not cfg.batched or cfg.local_dp != "none" or not clients:
         trained = [local_train(setup, c, global_weights, round_, source) for c in clients]
         return torch.stack(trained) if trained else global_weights.new_empty((0, setup.dims))
-    trainer = BatchedSGD(setup.model, lr=cfg.lr, batch_size=cfg.batch_size, mu=cfg.fedprox_mu)
+    kind = FusedMLPSGD if is_mlp(setup.model) and cfg.fused_mlp else BatchedSGD
+    trainer = kind(setup.model, lr=cfg.lr, batch_size=cfg.batch_size, mu=cfg.fedprox_mu)
     gens = {c: batch_order_generator(cfg, round_, c) for c in clients}
     rows = [setup.shards[c] for c in clients]
 

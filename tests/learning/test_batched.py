@@ -1,4 +1,8 @@
-"""Batched local training equals sequential training; populations are index views."""
+"""Batched local training equals sequential training; populations are index views.
+
+Both batched trainers are compared: the generic ``vmap`` one
+(:mod:`privfl.learning.batched`) and the MLP's fused step (:mod:`privfl.learning.batched_mlp`).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from privfl.config.horizontal import HflConfig
 from privfl.data.population import ClientRows
 from privfl.errors import ConfigError
 from privfl.learning import fedavg as engine
-from privfl.learning.models import get_flat
+from privfl.learning.batched_mlp import is_mlp
+from privfl.learning.models import cnn2, get_flat, mlp
 from privfl.runs.simulate import run_experiment
 
 # Float tolerance of batched vs sequential weights after 5 epochs: the masked mean sums
@@ -47,7 +52,10 @@ def _train_both(config: HflConfig, clients: list[int]) -> tuple[torch.Tensor, to
     ],
     ids=["iid", "uneven", "fedprox-uneven", "single-batch"],
 )
-def test_batched_equals_sequential(config: HflConfig) -> None:
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-mlp", "vmap"])
+def test_batched_equals_sequential(config: HflConfig, fused: bool) -> None:
+    """Both batched trainers: the MLP's hand-written step and the generic vmap one."""
+    config = replace(config, fused_mlp=fused)
     clients = list(range(config.clients))
     batched, sequential = _train_both(config, clients)
     start = get_flat(engine.make_setup(config).model)
@@ -108,6 +116,10 @@ def test_a_population_of_a_million_is_index_views() -> None:
     assert 0 <= summary["accuracy"] <= 1
 
 
+def test_only_the_mlp_takes_the_fused_step() -> None:
+    assert is_mlp(mlp(64, 10)) and not is_mlp(cnn2(1, 28, 10))
+
+
 def test_client_rows_refuse_label_skew() -> None:
     with pytest.raises(ConfigError, match="client_rows > 0 draws IID rows"):
         HflConfig(client_rows=8, dirichlet=0.5)
@@ -115,8 +127,9 @@ def test_client_rows_refuse_label_skew() -> None:
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_batched_cuda_equals_batched_cpu() -> None:
-    config = HflConfig(clients=12, dirichlet=0.5, fedprox_mu=0.1, seed=6)
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-mlp", "vmap"])
+def test_batched_cuda_equals_batched_cpu(fused: bool) -> None:
+    config = HflConfig(clients=12, dirichlet=0.5, fedprox_mu=0.1, seed=6, fused_mlp=fused)
     cpu = engine.make_setup(replace(config, device="cpu"))
     cuda = engine.make_setup(replace(config, device="cuda"))
     start = get_flat(cpu.model)
