@@ -121,7 +121,8 @@ def train_clients(
     """Local training of ``clients`` from the global weights: their weights ``[clients, dims]``.
 
     With ``batched`` the clients train as one stacked computation, each exactly as
-    :func:`local_train` trains it; DP-SGD/FSDP local training stays one client after
+    :func:`local_train` trains it (the MLP by its fused step unless ``fused_mlp`` is
+    off, other models by ``vmap``); DP-SGD/FSDP local training stays one client after
     another.
     """
     cfg = setup.config
