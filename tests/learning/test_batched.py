@@ -137,3 +137,11 @@ def test_batched_cuda_equals_batched_cpu(fused: bool) -> None:
     on_cuda = engine.train_clients(cuda, list(range(12)), start.to("cuda"), 2)
     assert on_cuda.device.type == "cuda"
     torch.testing.assert_close(on_cuda.cpu(), on_cpu, atol=1e-4, rtol=0)
+
+
+def test_the_command_line_switches_reach_the_job() -> None:
+    from privfl.cli.hfl import build_config
+
+    config = build_config(None, {"iid": False, "batched": False, "client_rows": 4})
+    assert config.batched is False and config.client_rows == 4
+    assert HflConfig().batched is True and HflConfig().client_rows == 0
