@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -11,6 +12,7 @@ import click
 from privfl.cli.errors import friendly_errors
 from privfl.config.vertical import INSTANCE_SPACES, MIN_TEST_KEY_BITS, OBFUSCATIONS
 from privfl.errors import ConfigError
+from privfl.tools.bench.hfl import HflBench
 
 DATASETS = ("breast_cancer", "synthetic")
 
@@ -171,6 +173,63 @@ def vfl(
     )
     click.echo(render(report))
     write_report(report, json_file)
+
+
+@bench.command("hfl")
+@click.option(
+    "--clients",
+    "per_round",
+    default=",".join(str(c) for c in HflBench.per_round),
+    show_default=True,
+    help="Clients per round to measure, comma-separated.",
+)
+@click.option("--rounds", type=click.IntRange(2), default=HflBench.rounds, show_default=True,
+              help="Rounds per run; the first warms up and is not counted.")  # fmt: skip
+@click.option(
+    "--sequential-max",
+    type=click.IntRange(1),
+    default=HflBench.sequential_max,
+    show_default=True,
+    help="Above this many clients per round, time the batched trainer only.",
+)
+@click.option("--quick", is_flag=True, help="A quick look: 4 and 40 clients, 2 rounds.")
+@click.option(
+    "--json",
+    "json_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the rows as JSON.",
+)
+@friendly_errors
+def hfl(
+    per_round: str, rounds: int, sequential_max: int, quick: bool, json_file: Path | None
+) -> None:
+    """Seconds per horizontal round: sequential vs batched clients, CPU vs CUDA when present.
+
+    The digits MLP, non-private, in one process; every ratio is measured in this run.
+    Beyond digits' 1,347 training rows the round samples a population of 1,000,000
+    clients holding 8 rows each, drawn with replacement.
+
+    \b
+    Examples:
+      privfl bench hfl                          # 20, 1,000 and 10,000 clients per round
+      privfl bench hfl --clients 1000 --rounds 3
+      privfl bench hfl --quick
+    """
+    from privfl.tools.bench.hfl import render_hfl, run_hfl_bench
+
+    try:
+        counts = tuple(int(c) for c in per_round.split(","))
+    except ValueError as exc:
+        raise ConfigError(
+            f"--clients takes whole numbers separated by commas, not {per_round!r}"
+        ) from exc
+    bench_ = HflBench(per_round=counts, rounds=rounds, sequential_max=sequential_max)
+    if quick:
+        bench_ = replace(bench_, per_round=(4, 40), rounds=2)
+    rows = run_hfl_bench(bench_, lambda line: click.echo(f"bench: {line}", err=True))
+    click.echo(render_hfl(rows))
+    write_report({"rows": rows}, json_file)
 
 
 def write_report(report: dict[str, object], json_file: Path | None) -> None:

@@ -132,6 +132,18 @@ def experiment_options(func: F) -> F:
             default=None,
             help="auto = CUDA when present. [auto]",
         ),
+        click.option(
+            "--batched/--sequential",
+            default=None,
+            help="Train a round's clients as one stacked computation. [batched]",
+        ),
+        click.option(
+            "--client-rows",
+            type=click.IntRange(min=0),
+            default=None,
+            help="Population study: each client draws this many rows with replacement "
+            "(clients may outnumber the rows); 0 = partition the rows. [0]",
+        ),
         click.option("--seed", type=int, default=None, help="[0]"),
         click.option(
             "--seeded-noise",

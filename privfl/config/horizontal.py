@@ -46,6 +46,12 @@ class HflConfig:
     dirichlet: float = 0.0  # 0 = IID; > 0 = Dirichlet(α) label skew
     device: str = "auto"
     seed: int = 0
+    # population studies: > 0 = every client holds this many rows drawn with replacement
+    # (derived per client on demand; clients may outnumber the rows); 0 = a partition
+    client_rows: int = 0
+    batched: bool = True  # train a round's clients as one stacked computation (plain SGD)
+    fused_mlp: bool = True  # batched MLP clients: hand-written backward fused with the step
+    batch_clients: int = 0  # clients per stacked computation; 0 = auto (by model size)
     epsilon_budget: float = math.inf  # stop before the total ε per client would exceed it
     shuffler: bool = False
     min_reports: int = 0  # Shuffler pads to this many reports with dummies (0 = n·β)
@@ -99,6 +105,14 @@ class HflConfig:
         _check(
             0 <= self.min_valid_reports <= max(1, round(self.fraction * self.clients)),
             "min_valid_reports must lie in 0..round(fraction·clients) (the clients asked)",
+        )
+        _check(
+            self.client_rows >= 0 and self.batch_clients >= 0,
+            "client_rows and batch_clients must be >= 0",
+        )
+        _check(
+            self.client_rows == 0 or self.dirichlet == 0,
+            "client_rows > 0 draws IID rows; set dirichlet = 0 or client_rows = 0",
         )
         _check(self.weight_bound > 0, "weight_bound must be > 0")
         _check(self.epsilon_budget > 0, "epsilon_budget must be > 0 (inf = no cap)")

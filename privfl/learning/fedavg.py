@@ -13,7 +13,10 @@ import torch
 from torch import nn
 
 from privfl.config.horizontal import DELTA_REPORTS, HflConfig
-from privfl.data.images import Dataset, load_dataset, split_clients
+from privfl.data.images import Dataset, load_dataset
+from privfl.data.population import ClientRows, client_rows
+from privfl.learning.batched import BatchedSGD
+from privfl.learning.batched_mlp import FusedMLPSGD, is_mlp
 from privfl.learning.local_dp import private_local_train
 from privfl.learning.models import build_model, get_flat, layer_slices, pick_device, set_flat
 from privfl.mechanisms.accountants import nbafl_sigmas
@@ -27,28 +30,38 @@ class Setup:
 
     config: HflConfig
     data: Dataset
-    shards: list[np.ndarray]
+    shards: ClientRows  # each client's row indices into ``data`` (index views, no copies)
     device: torch.device
     model: nn.Module
     slices: list[tuple[str, slice]]
     calib: Calibration
+    _train: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def dims(self) -> int:
         return int(self.slices[-1][1].stop)
+
+    def train_tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The shared training set on the device (made once; clients index into it)."""
+        if self._train is None:
+            self._train = (
+                torch.from_numpy(self.data.x_train).to(self.device),
+                torch.from_numpy(self.data.y_train).to(self.device),
+            )
+        return self._train
 
 
 def make_setup(config: HflConfig) -> Setup:
     """Load the data, split it among the clients (seeded) and build the initial model."""
     torch.manual_seed(config.seed)
     data = load_dataset(config.dataset, config.data_dir, config.test_size, config.seed)
-    shards = split_clients(
-        data.y_train, config.clients, config.dirichlet, np.random.default_rng(config.seed)
+    shards = client_rows(
+        data.y_train, config.clients, config.dirichlet, config.seed, config.client_rows
     )
     device = pick_device(config.device)
     model = build_model(config.dataset, data.input_shape, data.num_classes).to(device)
     slices = layer_slices(model)
-    calib = calibrate(config, slices[-1][1].stop, min(len(s) for s in shards))
+    calib = calibrate(config, slices[-1][1].stop, shards.smallest)
     return Setup(config, data, shards, device, model, slices, calib)
 
 
@@ -93,6 +106,40 @@ def report_indices(setup: Setup, last_update: torch.Tensor | None, round_: int) 
     return torch.topk(last_update.abs(), k).indices.sort().values
 
 
+def batch_order_generator(config: HflConfig, round_: int, client: int) -> torch.Generator:
+    """The client's batch order for plain SGD: from the job seed (a non-private choice)."""
+    return torch.Generator().manual_seed(config.seed * 1_000_003 + round_ * 1009 + client)
+
+
+def train_clients(
+    setup: Setup,
+    clients: list[int],
+    global_weights: torch.Tensor,
+    round_: int,
+    source: NoiseSource | None = None,
+) -> torch.Tensor:
+    """Local training of ``clients`` from the global weights: their weights ``[clients, dims]``.
+
+    With ``batched`` the clients train as one stacked computation, each exactly as
+    :func:`local_train` trains it (the MLP by its fused step unless ``fused_mlp`` is
+    off, other models by ``vmap``); DP-SGD/FSDP local training stays one client after
+    another.
+    """
+    cfg = setup.config
+    if not cfg.batched or cfg.local_dp != "none" or not clients:
+        trained = [local_train(setup, c, global_weights, round_, source) for c in clients]
+        return torch.stack(trained) if trained else global_weights.new_empty((0, setup.dims))
+    kind = FusedMLPSGD if is_mlp(setup.model) and cfg.fused_mlp else BatchedSGD
+    trainer = kind(setup.model, lr=cfg.lr, batch_size=cfg.batch_size, mu=cfg.fedprox_mu)
+    gens = {c: batch_order_generator(cfg, round_, c) for c in clients}
+    rows = [setup.shards[c] for c in clients]
+
+    def orders(i: int, n: int) -> torch.Tensor:
+        return torch.randperm(n, generator=gens[clients[i]])
+
+    return trainer.train(global_weights, rows, orders, cfg.local_epochs, setup.train_tensors())
+
+
 def local_train(
     setup: Setup,
     client: int,
@@ -112,7 +159,7 @@ def local_train(
     rows = setup.shards[client]
     x = torch.from_numpy(setup.data.x_train[rows]).to(setup.device)
     y = torch.from_numpy(setup.data.y_train[rows]).to(setup.device)
-    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + round_ * 1009 + client)
+    gen = batch_order_generator(cfg, round_, client)
     if cfg.local_dp != "none":  # DP-SGD / FSDP local training (privfl.learning.local_dp)
         if source is None:
             raise ValueError("private local training needs a noise source")
@@ -154,8 +201,58 @@ def client_report(
     ``source`` is the client process's CSPRNG generator (:func:`private_source`); with
     the research option ``seeded_noise`` the noise is derived from the job instead.
     """
-    cfg = setup.config
     weights = local_train(setup, client, global_weights, round_, source)
+    return randomize_weights(setup, client, weights, global_weights, indices, round_, source)
+
+
+# Stacked weights per computation when ``batch_clients`` is 0, in floats: on the CPU a
+# group that fits the caches (measured fastest on digits' MLP: 128 clients of 19,466
+# weights, among 16..1000); on a GPU large groups (≈ 4,000 of that MLP) to fill it.
+AUTO_GROUP_FLOATS = {"cpu": 2_500_000, "cuda": 80_000_000}
+
+
+def group_size(setup: Setup) -> int:
+    """How many clients train as one stacked computation (``batch_clients``; 0 = auto)."""
+    floats = AUTO_GROUP_FLOATS.get(setup.device.type, AUTO_GROUP_FLOATS["cpu"])
+    return setup.config.batch_clients or max(1, floats // setup.dims)
+
+
+def client_reports(
+    setup: Setup,
+    clients: list[int],
+    global_weights: torch.Tensor,
+    indices: torch.Tensor,
+    round_: int,
+    source: NoiseSource,
+) -> list[torch.Tensor]:
+    """:func:`client_report` of many clients, trained :func:`group_size` at a time.
+
+    Only one group's trained weights are held at once: memory grows with the
+    reports of the round, not with the population.
+    """
+    reports: list[torch.Tensor] = []
+    step = group_size(setup)
+    for first in range(0, len(clients), step):
+        group = clients[first : first + step]
+        trained = train_clients(setup, group, global_weights, round_, source)
+        reports += [
+            randomize_weights(setup, c, w, global_weights, indices, round_, source)
+            for c, w in zip(group, trained, strict=True)
+        ]
+    return reports
+
+
+def randomize_weights(
+    setup: Setup,
+    client: int,
+    weights: torch.Tensor,
+    global_weights: torch.Tensor,
+    indices: torch.Tensor,
+    round_: int,
+    source: NoiseSource,
+) -> torch.Tensor:
+    """The client's local randomizer on its trained weights (noise from ``source``)."""
+    cfg = setup.config
     if cfg.mechanism in DELTA_REPORTS and not cfg.topk_public:
         indices = torch.topk((weights - global_weights).abs(), setup.calib.k).indices.sort().values
     noise = noise_source(cfg, source, round_, client, 1)
@@ -182,7 +279,7 @@ def aggregate(
     if cfg.mechanism == "gaussian" and cfg.server_noise:
         _, sigma_d = nbafl_sigmas(
             C=cfg.clip_norm,
-            m=min(len(s) for s in setup.shards),
+            m=setup.shards.smallest,
             N=cfg.clients,
             T=cfg.rounds,
             L=1,

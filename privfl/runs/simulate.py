@@ -42,9 +42,7 @@ def run_experiment(
             break
         clients = [c for c in asked if engine.joins(config, c, round_, source)]
         indices = engine.report_indices(setup, last_update, round_)
-        reports = [
-            engine.client_report(setup, c, weights, indices, round_, source) for c in clients
-        ]
+        reports = engine.client_reports(setup, clients, weights, indices, round_, source)
         # with a Shuffler the aggregator cannot tell who reported: book every asked client
         reported = None if config.shuffler else clients
         new, _ = close_round(

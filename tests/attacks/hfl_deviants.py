@@ -24,7 +24,7 @@ from privfl.protocol.hfl_messages import TOKEN_BYTES, RoundStart
 
 def poison(value: float) -> None:
     """The lowest-numbered client this process asks about sends ``value`` everywhere."""
-    honest = engine.client_report
+    honest = engine.randomize_weights  # every client's last step, batched or not
     first: list[int] = []
 
     def report(setup: engine.Setup, client: int, *args: Any) -> torch.Tensor:
@@ -32,7 +32,7 @@ def poison(value: float) -> None:
         first[:] = first or [client]
         return torch.full_like(real, value) if client == first[0] else real
 
-    engine.client_report = report  # type: ignore[assignment]
+    engine.randomize_weights = report  # type: ignore[assignment]
 
 
 def tag() -> None:

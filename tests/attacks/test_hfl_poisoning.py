@@ -35,13 +35,13 @@ TOLERANCE = 0.05  # absolute accuracy: 19 honest reports instead of 20 (no noise
 
 def _poison(monkeypatch: pytest.MonkeyPatch, value: float) -> None:
     """Client 0 sends ``value`` in every coordinate; the others run the real client code."""
-    honest = engine.client_report
+    honest = engine.randomize_weights  # every client's last step, batched or not
 
     def report(setup: engine.Setup, client: int, *args: Any) -> torch.Tensor:
         real = honest(setup, client, *args)
         return torch.full_like(real, value) if client == ATTACKER else real
 
-    monkeypatch.setattr(engine, "client_report", report)
+    monkeypatch.setattr(engine, "randomize_weights", report)
 
 
 def _leaky(monkeypatch: pytest.MonkeyPatch) -> None:

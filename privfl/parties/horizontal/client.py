@@ -52,7 +52,7 @@ def run_client_host(
     source = private_source()
     # One throw-away local step before joining: torch's first call is slow, and a
     # first round that runs late would miss the Shuffler's window for no reason.
-    engine.local_train(setup, min(mine), get_flat(setup.model), 0, source)
+    engine.train_clients(setup, [min(mine)], get_flat(setup.model), 0, source)
     private_dir(out)
     targets = [aggregator] + ([shuffler] if shuffler else [])
     transport = open_outbound(job, name, targets)
@@ -114,10 +114,14 @@ def serve_round(
     weights = torch.from_numpy(start.weights.copy()).to(setup.device)
     indices = torch.from_numpy(start.indices.copy()).to(setup.device)
     sent = 0
-    for i, client in enumerate(int(c) for c in start.selected):
-        if client not in mine or not engine.joins(cfg, client, round_, source):
-            continue
-        noisy = engine.client_report(setup, client, weights, indices, round_, source)
+    ours = [
+        (i, client)
+        for i, client in enumerate(int(c) for c in start.selected)
+        if client in mine and engine.joins(cfg, client, round_, source)
+    ]
+    # the same trainer as the simulator (batched when the job says so)
+    reports = engine.client_reports(setup, [c for _, c in ours], weights, indices, round_, source)
+    for (i, client), noisy in zip(ours, reports, strict=True):
         report = noisy.float().cpu().numpy()
         if slow_seconds:
             time.sleep(slow_seconds)

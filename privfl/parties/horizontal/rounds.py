@@ -21,7 +21,7 @@ def make_ledger(setup: engine.Setup) -> PrivacyLedger:
     """A ledger with the run's zCDP ρ per Gaussian report."""
     return PrivacyLedger(
         setup.config, setup.dims, setup.calib.k, rho=setup.calib.rho,
-        local_rows=min(len(s) for s in setup.shards),
+        local_rows=setup.shards.smallest,
     )  # fmt: skip
 
 
