@@ -60,7 +60,14 @@ class LabelDraw:
 
 
 def load_or_draw(
-    out: Path, fingerprint: str, epsilon: float, draw: Drawer, *, rows: int, redraw: bool = False
+    out: Path,
+    fingerprint: str,
+    epsilon: float,
+    draw: Drawer,
+    *,
+    rows: int,
+    redraw: bool = False,
+    replace_other_job: bool = False,
 ) -> LabelDraw:
     """This job's saved draw from ``out``, or a new one from ``draw()`` saved before use.
 
@@ -68,13 +75,16 @@ def load_or_draw(
     must hold ``rows`` labels (the party's training rows). ``redraw``
     (the operator's ``--redraw-labels``) replaces a saved draw and adds its ε to the
     job's total. An infinite ε noises nothing, so nothing is saved (the file would be
-    a copy of the true labels).
+    a copy of the true labels). A draw saved for another job (another fingerprint:
+    the operators changed the job file, or ``run-local`` wrote a new kit) is refused,
+    or with ``replace_other_job`` (a start that replaces the earlier run) replaced by
+    this job's first draw.
     """
     if not math.isfinite(epsilon):
         labels, info = draw()
         return LabelDraw(labels, info, (epsilon,), reused=False)
     path = out / FILE_NAME
-    saved = _load(path, fingerprint, rows) if path.exists() else None
+    saved = _load(path, fingerprint, rows, replace_other_job) if path.exists() else None
     if saved is not None and not redraw:
         log.info("label DP: reusing this job's label draw from %s (%d draws)", path, saved.draws)
         return saved
@@ -104,14 +114,18 @@ def take(
     """A label holder's start: the job's draw, with ``--redraw-labels`` refused on a resume.
 
     Every role that noises labels (the GLM Host, the SecureBoost Host) calls this
-    before its first message.
+    before its first message. A start that is not a resume replaces the earlier run
+    (``--overwrite``, or a new kit from ``run-local``): a draw saved for another job
+    in ``out`` is replaced, one of this job is reused.
     """
     if redraw and resume:
         raise ConfigError(
             "--redraw-labels starts the job over on new labels; drop --resume (or drop "
             "--redraw-labels to continue on the labels already drawn)"
         )
-    return load_or_draw(out, fingerprint, epsilon, draw, rows=rows, redraw=redraw)
+    return load_or_draw(
+        out, fingerprint, epsilon, draw, rows=rows, redraw=redraw, replace_other_job=not resume
+    )
 
 
 def check_agreement(drawn: LabelDraw, resume: bool, completed: int) -> None:
@@ -128,14 +142,21 @@ def check_agreement(drawn: LabelDraw, resume: bool, completed: int) -> None:
         )
 
 
-def _load(path: Path, fingerprint: str, rows: int) -> LabelDraw:
-    """The draw saved at ``path``; refused if it is of another job, other rows or unreadable."""
+def _load(path: Path, fingerprint: str, rows: int, replace_other_job: bool) -> LabelDraw | None:
+    """The draw saved at ``path``; refused if it is of other rows or unreadable.
+
+    Another job's draw is refused, or with ``replace_other_job`` ignored (None): the
+    caller draws for this job and the file is replaced.
+    """
     try:
         record = json.loads(path.read_text())
         labels = np.asarray(record["labels"], dtype=record["dtype"])
         epsilons = tuple(float(e) for e in record["epsilons"])
         info = dict(record["info"])
         ours = record["format"] == FORMAT and record["job"] == fingerprint
+        if not ours and replace_other_job:
+            log.warning("label DP: %s holds another job's draw; drawing for this job", path)
+            return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(
             f"cannot read the label draw {path} ({exc}); use a new --out folder, or "

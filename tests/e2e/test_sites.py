@@ -197,7 +197,7 @@ def test_a_missing_id_column_is_a_one_line_error(tmp_path: Path) -> None:
             "--id-column",
             "mrn",
             "--out",
-            str(tmp_path),
+            str(tmp_path / "out"),
         ],
         capture_output=True,
         text=True,

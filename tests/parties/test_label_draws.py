@@ -82,6 +82,28 @@ def test_a_draw_of_another_job_or_other_rows_is_refused(tmp_path: Path) -> None:
         load_or_draw(tmp_path, job.fingerprint(), 1.0, lambda: (np.zeros(3), {}), rows=rows - 1)
 
 
+def test_a_start_that_replaces_the_run_replaces_another_jobs_draw(tmp_path: Path) -> None:
+    job = linear_job()
+    data = party_data(job)[job.host]
+    rows = len(data.x_train)
+    load_or_draw(tmp_path, "0" * 64, 1.0, lambda: host_steps.draw_labels(data, job), rows=rows)
+
+    drawn = load_or_draw(
+        tmp_path,
+        job.fingerprint(),
+        1.0,
+        lambda: host_steps.draw_labels(data, job),
+        rows=rows,
+        replace_other_job=True,
+    )
+    again = load_or_draw(
+        tmp_path, job.fingerprint(), 1.0, lambda: host_steps.draw_labels(data, job), rows=rows
+    )
+
+    assert not drawn.reused and drawn.epsilons == (1.0,)
+    assert again.reused and np.array_equal(again.labels, drawn.labels)
+
+
 def test_without_label_dp_nothing_is_saved(tmp_path: Path) -> None:
     job = linear_job(math.inf)
     data = party_data(job)[job.host]
