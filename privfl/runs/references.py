@@ -43,23 +43,22 @@ def glm_reference(job: JobConfig) -> dict[str, Any]:
     """
     from privfl.data.views import central_baseline
     from privfl.learning.metrics import HEADLINE
-    from privfl.tools.experiments.vfl_models import Case, pooled, sklearn_reference
+    from privfl.learning.references import pooled, sklearn_reference
 
     kind, dataset = job.model.kind, job.data.dataset
     metric = HEADLINE[kind]
     if kind == "logistic" and dataset == "breast_cancer":
         value = central_baseline(dataset, job.data.test_size, job.data.split_seed)
     else:
-        case = Case(kind, dataset, metric, 0.0, job.model.classes)
-        value = float(sklearn_reference(case, pooled(dataset, job), job.training.l2)[metric])
+        value = float(sklearn_reference(kind, pooled(dataset, job), job.training.l2)[metric])
     return {"name": GLM_MODELS[kind], "metric": metric, "value": value, "note": NOTE}
 
 
 def booster_references(job: JobConfig) -> list[dict[str, Any]]:
     """Held-out AUC of sklearn's HistGradientBoosting and, when importable, xgboost (hist),
     with the run's booster settings (``privfl experiment vfl-models``'s references)."""
+    from privfl.learning.references import centralised_boosters, pooled
     from privfl.parties.vertical.secureboost.common import params_of
-    from privfl.tools.experiments.vfl_models import centralised_boosters, pooled
 
     data = pooled(job.data.dataset, job)
     assert data.y_train is not None and data.y_test is not None

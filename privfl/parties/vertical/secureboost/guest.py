@@ -32,6 +32,7 @@ from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce, rows_digest
 from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of, receive_key
+from privfl.parties.vertical.secureboost.hidden import sibling
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
     BoostDecide,
@@ -373,6 +374,53 @@ def on_decide(
     return BoostDecisions(tree=msg.tree, split=msg.split, nodes=nodes, left=left)
 
 
+def on_masked(state: GuestBoost, msg: BoostMasked) -> BoostHistogram:
+    """The named nodes' encrypted histograms from masked row ciphertexts (and differences)."""
+    t = tree_of(state, msg.tree)
+    if not state.hidden:
+        raise ProtocolError(
+            "the job shares the instance space: the host must name nodes by boost_nodes; "
+            "check that both parties run the same job file"
+        )
+    if msg.level >= state.params.depth:
+        raise ProtocolError(f"level {msg.level} is below the job's depth {state.params.depth}")
+    next_level(t, msg.level)
+    nodes, direct = msg.nodes.tolist(), msg.direct.tolist()
+    for node in nodes:
+        check_named(t, node, msg.level, set(direct))
+    rows = len(t.rows)
+    if len(msg.values) != len(direct) * rows:
+        raise ProtocolError(
+            f"{len(msg.values)} masked ciphertexts for {len(direct)} nodes of {rows} rows"
+        )
+    state.key.check_ciphertexts(msg.values.values)
+    values = msg.values.values
+    work: list[tuple[np.ndarray, Sequence[int]]] = [
+        (t.rows, values[i * rows : (i + 1) * rows]) for i in range(len(direct))
+    ]
+    if nodes == [0]:
+        direct, work = [0], [(t.rows, t.cts)]  # the root: the tree's own gradients
+    t.sums.update(summed(state, t, direct, work))
+    derived = [(n, sibling(n)) for n in nodes if n not in set(direct)]
+    t.sums.update(differences(state, t, derived))
+    return answer(state, t, msg.level, msg.nodes)
+
+
+def check_named(t: TreeState, node: int, level: int, direct: set[int]) -> None:
+    """A node of this level, new, whose parent we summed; derived only from a direct sibling.
+
+    Level 0 is the root alone, from the tree's gradients (never direct).
+    """
+    parent = (node - 1) // 2
+    fits = level_of(node) == level and node not in t.sums
+    if node == 0:
+        fits = fits and not direct
+    elif parent not in t.sums or (node not in direct and sibling(node) not in direct):
+        fits = False
+    if not fits:
+        raise ProtocolError(f"node {node} of tree {t.tree} is not open at level {level}")
+
+
 def take(state: GuestBoost, count: int) -> list[int]:
     noise = state.noise.take(count)
     state.noise.prefetch(count)
@@ -387,9 +435,6 @@ def step(state: GuestBoost, body: Message) -> Message | None:
     if isinstance(body, BoostNodes):
         return on_nodes(state, body)
     if isinstance(body, BoostMasked):
-        # imported here: hidden.py builds on this module's sums and packing
-        from privfl.parties.vertical.secureboost.hidden import on_masked
-
         return on_masked(state, body)
     if isinstance(body, BoostSplit):
         return on_split(state, body)

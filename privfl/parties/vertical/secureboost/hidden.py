@@ -11,6 +11,8 @@ the Host intersects it with the node. No ``boost_partition`` goes to the guests.
 
 The guest cannot count a node's rows here (the counts are inside the ciphertexts), so
 the row floor is the Host's alone to keep (docs/security.md, "Vertical SecureBoost").
+This module holds the rules both sides share; the guest's handler (``on_masked``) is
+in guest.py, beside the sums it builds on.
 """
 
 from __future__ import annotations
@@ -20,17 +22,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from privfl.errors import ProtocolError
-from privfl.parties.vertical.secureboost.guest import (
-    GuestBoost,
-    TreeState,
-    answer,
-    differences,
-    level_of,
-    next_level,
-    summed,
-    tree_of,
-)
-from privfl.protocol.boost_messages import BoostHistogram, BoostMasked
 
 
 def sibling(node: int) -> int:
@@ -70,50 +61,3 @@ def node_left(
     if min(int(mask.sum()), int((~mask).sum())) < floor:
         raise ProtocolError(f"{guest}'s split leaves a child below {floor} rows")
     return mask
-
-
-def on_masked(state: GuestBoost, msg: BoostMasked) -> BoostHistogram:
-    """The named nodes' encrypted histograms from masked row ciphertexts (and differences)."""
-    t = tree_of(state, msg.tree)
-    if not state.hidden:
-        raise ProtocolError(
-            "the job shares the instance space: the host must name nodes by boost_nodes; "
-            "check that both parties run the same job file"
-        )
-    if msg.level >= state.params.depth:
-        raise ProtocolError(f"level {msg.level} is below the job's depth {state.params.depth}")
-    next_level(t, msg.level)
-    nodes, direct = msg.nodes.tolist(), msg.direct.tolist()
-    for node in nodes:
-        check_named(t, node, msg.level, set(direct))
-    rows = len(t.rows)
-    if len(msg.values) != len(direct) * rows:
-        raise ProtocolError(
-            f"{len(msg.values)} masked ciphertexts for {len(direct)} nodes of {rows} rows"
-        )
-    state.key.check_ciphertexts(msg.values.values)
-    values = msg.values.values
-    work: list[tuple[np.ndarray, Sequence[int]]] = [
-        (t.rows, values[i * rows : (i + 1) * rows]) for i in range(len(direct))
-    ]
-    if nodes == [0]:
-        direct, work = [0], [(t.rows, t.cts)]  # the root: the tree's own gradients
-    t.sums.update(summed(state, t, direct, work))
-    derived = [(n, sibling(n)) for n in nodes if n not in set(direct)]
-    t.sums.update(differences(state, t, derived))
-    return answer(state, t, msg.level, msg.nodes)
-
-
-def check_named(t: TreeState, node: int, level: int, direct: set[int]) -> None:
-    """A node of this level, new, whose parent we summed; derived only from a direct sibling.
-
-    Level 0 is the root alone, from the tree's gradients (never direct).
-    """
-    parent = (node - 1) // 2
-    fits = level_of(node) == level and node not in t.sums
-    if node == 0:
-        fits = fits and not direct
-    elif parent not in t.sums or (node not in direct and sibling(node) not in direct):
-        fits = False
-    if not fits:
-        raise ProtocolError(f"node {node} of tree {t.tree} is not open at level {level}")
