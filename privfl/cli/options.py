@@ -29,7 +29,8 @@ overwrite_option = click.option(
     "--overwrite",
     is_flag=True,
     help="Reuse a --out that holds an earlier run: its logs, metrics, summary and "
-    "checkpoints are removed first (without this flag a used --out is refused).",
+    "checkpoints are removed first; the audit trail is appended to and a Host's label "
+    "draw for the same job is kept (without this flag a used --out is refused).",
 )
 party_option = click.option("--party", required=True, help="This party's name in the job file.")
 verbose_option = click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")

@@ -15,7 +15,10 @@ from pathlib import Path
 from privfl.errors import ConfigError
 
 # What a run appends to or resumes from: left over, it would be read as the new run's.
-STALE = ("checkpoints", "metrics.jsonl", "party.log", "audit.jsonl", "summary.json")
+# Kept on purpose: audit.jsonl (an audit trail is appended to, never cleared; each
+# record names its session) and label-draw.json (parties/label_draws.py: a restart
+# must not hand the guests a second noising of the same labels).
+STALE = ("checkpoints", "metrics.jsonl", "party.log", "summary.json")
 
 
 def claim(
