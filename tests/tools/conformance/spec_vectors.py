@@ -1,5 +1,5 @@
 """Vectors of the gaps an outside implementer hit: `[model]` in the fingerprint, the RSA-PSI
-tag, the batch plan (docs/protocol.md §2.1, §6.5, §6.2).
+tag, the batch plan, the Poisson demo table (docs/protocol.md §2.1, §6.5, §6.2, §6.8).
 
 ``python tests/tools/conformance/spec_vectors.py`` writes ``spec.json`` in
 ``privfl/tools/conformance/vectors/``; test_spec_vectors.py checks that our code still gives
@@ -20,6 +20,7 @@ import numpy as np
 from privfl.config.core import read_toml
 from privfl.config.vertical import canonical_job, from_dict
 from privfl.crypto import psi_rsa
+from privfl.data.views import count_table, demo_columns
 from privfl.learning.taylor import batch_plan
 from privfl.tools.conformance.vectors import DIR
 
@@ -137,8 +138,29 @@ def batches_vector() -> list[dict[str, Any]]:
     return out
 
 
+def counts_vector() -> dict[str, Any]:
+    """The bundled Poisson `counts` table: its first rows and its totals (§6.8 recipe)."""
+    x, names, y, exposure = count_table()
+    return {
+        "rows": int(x.shape[0]),
+        "names": list(names),
+        "first_rows": [
+            {"x": [float(v) for v in x[i]], "y": float(y[i]), "exposure": float(exposure[i])}
+            for i in range(3)
+        ],
+        "sum_y": float(y.sum()),
+        "sum_exposure": float(exposure.sum()),
+        "demo_columns_one_guest": {k: list(v) for k, v in demo_columns(1, "counts").items()},
+    }
+
+
 def spec_vector() -> dict[str, Any]:
-    return {"models": models_vector(), "psi_rsa": psi_rsa_vector(), "batches": batches_vector()}
+    return {
+        "models": models_vector(),
+        "psi_rsa": psi_rsa_vector(),
+        "batches": batches_vector(),
+        "counts": counts_vector(),
+    }
 
 
 def write() -> None:

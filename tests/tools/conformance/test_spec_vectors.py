@@ -110,3 +110,22 @@ def test_the_batch_plan_is_one_permutation_per_epoch_cut_in_order(index: int) ->
 
         # Assert
         assert plan == [order[a:b] for a, b in itertools.pairwise(starts)]
+
+
+def test_the_counts_table_follows_its_recipe() -> None:
+    """default_rng(2024): normal (rows, 6), x1 mixed with x0, uniform exposures, Poisson y."""
+    # Prepare
+    vec = SPEC["counts"]
+    rng = np.random.default_rng(2024)
+    beta = np.array([0.4, -0.3, 0.25, 0.15, -0.2, 0.3])
+
+    # Act
+    x = rng.normal(size=(vec["rows"], 6))
+    x[:, 1] = 0.6 * x[:, 0] + 0.8 * x[:, 1]
+    exposure = rng.uniform(0.5, 3.0, size=vec["rows"])
+    y = rng.poisson(exposure * np.exp(x @ beta - 0.3))
+
+    # Assert
+    for i, row in enumerate(vec["first_rows"]):
+        assert row == {"x": x[i].tolist(), "y": float(y[i]), "exposure": float(exposure[i])}
+    assert (float(y.sum()), float(exposure.sum())) == (vec["sum_y"], vec["sum_exposure"])
