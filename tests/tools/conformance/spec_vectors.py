@@ -22,6 +22,7 @@ from privfl.config.vertical import canonical_job, from_dict
 from privfl.crypto import psi_rsa
 from privfl.data.views import count_table, demo_columns
 from privfl.learning.taylor import batch_plan
+from privfl.mechanisms.label_dp import flipback
 from privfl.tools.conformance.vectors import DIR
 
 BASE = """session = "model-example"
@@ -154,12 +155,36 @@ def counts_vector() -> dict[str, Any]:
     }
 
 
+# Flipback (§13): ties at the top, a candidate the model agrees with, a budget cut.
+FLIP_LABELS = [1, 0, 1, 0, 1, 0, 1, 0, 1, 0]
+FLIP_PROBS = [0.1, 0.9, 0.1, 0.55, 0.45, 0.2, 0.95, 0.9, 0.3, 0.4]
+FLIP_CASES = [(0.4, None), (0.4, 2), (1.0, None), (0.05, None)]
+
+
+def flipback_vector() -> dict[str, Any]:
+    """Labels after one flipback of FLIP_LABELS under FLIP_PROBS, per (fraction, max_flips)."""
+    labels, probs = np.array(FLIP_LABELS), np.array(FLIP_PROBS)
+    return {
+        "labels": FLIP_LABELS,
+        "probabilities": FLIP_PROBS,
+        "cases": [
+            {
+                "fraction": fraction,
+                "max_flips": cap,
+                "result": [int(v) for v in flipback(labels, probs, fraction, cap)],
+            }
+            for fraction, cap in FLIP_CASES
+        ],
+    }
+
+
 def spec_vector() -> dict[str, Any]:
     return {
         "models": models_vector(),
         "psi_rsa": psi_rsa_vector(),
         "batches": batches_vector(),
         "counts": counts_vector(),
+        "flipback": flipback_vector(),
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 
 import numpy as np
 import pytest
@@ -129,3 +130,21 @@ def test_the_counts_table_follows_its_recipe() -> None:
     for i, row in enumerate(vec["first_rows"]):
         assert row == {"x": x[i].tolist(), "y": float(y[i]), "exposure": float(exposure[i])}
     assert (float(y.sum()), float(exposure.sum())) == (vec["sum_y"], vec["sum_exposure"])
+
+
+def test_flipback_ranks_stably_caps_the_budget_and_flips_only_disagreements() -> None:
+    # Prepare
+    vec = SPEC["flipback"]
+    labels, probs = vec["labels"], vec["probabilities"]
+    distance = [abs(p - y) for p, y in zip(probs, labels, strict=True)]
+
+    for case in vec["cases"]:
+        # Act
+        budget = math.floor(case["fraction"] * len(labels))
+        if case["max_flips"] is not None:
+            budget = min(budget, case["max_flips"])
+        ranked = sorted(range(len(labels)), key=lambda i: -distance[i])[:budget]
+        want = [1 - y if i in ranked and distance[i] > 0.5 else y for i, y in enumerate(labels)]
+
+        # Assert
+        assert case["result"] == want
