@@ -1,0 +1,198 @@
+"""Vectors of the gaps an outside implementer hit: `[model]` in the fingerprint, the RSA-PSI
+tag, the batch plan, the Poisson demo table (docs/protocol.md §2.1, §6.5, §6.2, §6.8).
+
+``python tests/tools/conformance/spec_vectors.py`` writes ``spec.json`` in
+``privfl/tools/conformance/vectors/``; test_spec_vectors.py checks that our code still gives
+exactly these values. Regenerate only for a deliberate change (a new protocol version).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import gmpy2
+import numpy as np
+
+from privfl.config.core import read_toml
+from privfl.config.vertical import canonical_job, from_dict
+from privfl.crypto import psi_rsa
+from privfl.data.views import count_table, demo_columns
+from privfl.learning.taylor import batch_plan
+from privfl.mechanisms.label_dp import flipback
+from privfl.tools.conformance.vectors import DIR
+
+BASE = """session = "model-example"
+key_bits = 2048
+
+[training]
+epochs = 5
+
+[parties.server]
+role = "server"
+endpoint = "tcp://10.0.0.1:5551"
+
+[parties.host]
+role = "host"
+endpoint = "tcp://10.0.0.2:5552"
+feature_count = 4
+
+[parties.guest-1]
+role = "guest"
+endpoint = "tcp://10.0.0.3:5553"
+feature_count = 3
+"""
+# One [model] table per kind; keys left out take their defaults.
+MODELS = {
+    "logistic": '[model]\nkind = "logistic"\n',
+    "linear": '[model]\nkind = "linear"\nlabel_low = -1.5\nlabel_high = 2\n',
+    "poisson_exposure": '[model]\nkind = "poisson"\nexposure = "years"\nlabel_high = 20\n',
+    "multiclass_taylor": '[model]\nkind = "multiclass"\nclasses = 3\nsigmoid = "taylor"\n',
+    "multiclass_separable": '[model]\nkind = "multiclass"\nclasses = 3\nsigmoid = "separable"\n',
+    "secureboost_shared": '[model]\nkind = "secureboost"\ntrees = 5\n',
+    "secureboost_hidden": '[model]\nkind = "secureboost"\ninstance_space = "hidden"\n',
+}
+# A deterministic 1024-bit RSA-PSI key (a real one is fresh per session): p, q the next
+# primes after fixed 512-bit numbers (N has 1024 bits), e the next prime after 2^1024 + 12345.
+RSA_P = int(gmpy2.next_prime((3 << 510) + 0x1D3))
+RSA_Q = int(gmpy2.next_prime((3 << 510) + (1 << 400) + 0x2B7))
+RSA_E = int(gmpy2.next_prime((1 << 1024) + 12345))
+PSI_SESSION = "psi-example"
+PSI_IDS = ["1", "alice@example.org", "ÄÖÜ-42"]
+BATCH_CASES = [(0, 10, 4, 1), (0, 10, 4, 3), (7, 9, 3, 1), (42, 5, 0, 1)]
+
+
+def model_job(toml_text: str) -> Any:
+    """The job of BASE plus one [model] table, read as `privfl` reads a job file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "job.toml"
+        path.write_text(toml_text, encoding="utf-8")
+        return from_dict(read_toml(path, ""), source=path)
+
+
+def models_vector() -> list[dict[str, Any]]:
+    """Per model kind: the job file, its canonical encoding and fingerprint."""
+    out = []
+    for name, table in MODELS.items():
+        text = BASE + "\n" + table
+        job = model_job(text)
+        out.append(
+            {
+                "name": name,
+                "toml": text,
+                "canonical": canonical_job(job).decode("utf-8"),
+                "fingerprint": job.fingerprint(),
+            }
+        )
+    return out
+
+
+def psi_rsa_vector() -> dict[str, Any]:
+    """H(id), the signature H(id)^d and the tag of a few ids under a fixed key."""
+    n = RSA_P * RSA_Q
+    d = int(gmpy2.invert(RSA_E, (RSA_P - 1) * (RSA_Q - 1)))
+    context = f"privfl-psi/rsa/{PSI_SESSION}".encode()
+    hashes = psi_rsa.full_domain_hash(PSI_IDS, n, context)
+    signatures = [pow(h, d, n) for h in hashes]
+    tags = psi_rsa.tags(signatures, n)
+    width = (n.bit_length() + 7) // 8
+    return {
+        "session": PSI_SESSION,
+        "context": context.decode(),
+        "n": hex(n),
+        "e": hex(RSA_E),
+        "d": hex(d),
+        "cases": [
+            {
+                "id": i,
+                "hash": hex(h),
+                "signature": hex(s),
+                "signature_bytes_big_endian": s.to_bytes(width, "big").hex(),
+                "tag": hex(t),
+                "tag_digest_bytes": t.to_bytes(32, "big").hex(),
+            }
+            for i, h, s, t in zip(PSI_IDS, hashes, signatures, tags, strict=True)
+        ],
+    }
+
+
+def batches_vector() -> list[dict[str, Any]]:
+    """The Host's batch indices of epochs 0 and 1 for a few (seed, rows, batch_size, least)."""
+    out = []
+    for seed, rows, size, least in BATCH_CASES:
+        rng = np.random.default_rng(seed)
+        epochs = [batch_plan(rows, size, rng, least) for _ in range(2)]
+        plans = [[None if b is None else [int(i) for i in b] for b in plan] for plan in epochs]
+        out.append(
+            {
+                "seed": seed,
+                "rows": rows,
+                "batch_size": size,
+                "least": least,
+                "epoch_0": plans[0],
+                "epoch_1": plans[1],
+            }
+        )
+    return out
+
+
+def counts_vector() -> dict[str, Any]:
+    """The bundled Poisson `counts` table: its first rows and its totals (§6.8 recipe)."""
+    x, names, y, exposure = count_table()
+    return {
+        "rows": int(x.shape[0]),
+        "names": list(names),
+        "first_rows": [
+            {"x": [float(v) for v in x[i]], "y": float(y[i]), "exposure": float(exposure[i])}
+            for i in range(3)
+        ],
+        "sum_y": float(y.sum()),
+        "sum_exposure": float(exposure.sum()),
+        "demo_columns_one_guest": {k: list(v) for k, v in demo_columns(1, "counts").items()},
+    }
+
+
+# Flipback (§13): ties at the top, a candidate the model agrees with, a budget cut.
+FLIP_LABELS = [1, 0, 1, 0, 1, 0, 1, 0, 1, 0]
+FLIP_PROBS = [0.1, 0.9, 0.1, 0.55, 0.45, 0.2, 0.95, 0.9, 0.3, 0.4]
+FLIP_CASES = [(0.4, None), (0.4, 2), (1.0, None), (0.05, None)]
+
+
+def flipback_vector() -> dict[str, Any]:
+    """Labels after one flipback of FLIP_LABELS under FLIP_PROBS, per (fraction, max_flips)."""
+    labels, probs = np.array(FLIP_LABELS), np.array(FLIP_PROBS)
+    return {
+        "labels": FLIP_LABELS,
+        "probabilities": FLIP_PROBS,
+        "cases": [
+            {
+                "fraction": fraction,
+                "max_flips": cap,
+                "result": [int(v) for v in flipback(labels, probs, fraction, cap)],
+            }
+            for fraction, cap in FLIP_CASES
+        ],
+    }
+
+
+def spec_vector() -> dict[str, Any]:
+    return {
+        "models": models_vector(),
+        "psi_rsa": psi_rsa_vector(),
+        "batches": batches_vector(),
+        "counts": counts_vector(),
+        "flipback": flipback_vector(),
+    }
+
+
+def write() -> None:
+    text = json.dumps(spec_vector(), indent=1, ensure_ascii=False)
+    (DIR / "spec.json").write_text(text + "\n", encoding="utf-8")
+    print(f"wrote {DIR / 'spec.json'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    write()

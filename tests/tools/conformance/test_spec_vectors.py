@@ -1,0 +1,150 @@
+"""The shipped vectors of spec.json hold: `[model]` in the fingerprint, the RSA-PSI tag and
+the batch plan (docs/protocol.md §2.1, §6.5, §6.2).
+
+Each is recomputed from our code and, where the spec defines it in a few lines, from that
+definition too, so the document and the code cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+import rfc8785
+from spec_vectors import BATCH_CASES, MODELS, model_job, spec_vector
+
+from privfl.config.vertical import MODEL_OPTIONAL_KEYS, ModelConfig
+from privfl.crypto import psi_rsa
+from privfl.tools.conformance.vectors import load
+
+SPEC = load("spec.json")
+MODEL_CASES = {m["name"]: m for m in SPEC["models"]}
+# What §2.1 says a [model] table hashes as: every ModelConfig key but the optional ones.
+ALWAYS = {"kind", "classes", "trees", "depth", "learning_rate", "bins", "l2", "gamma"} | {
+    "min_child_weight",
+    "subsample",
+    "colsample",
+    "early_stopping_rounds",
+}
+
+
+def test_our_code_still_gives_the_shipped_vectors() -> None:
+    assert spec_vector() == SPEC
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_model_job_hashes_as_section_2_1_says(name: str) -> None:
+    # Prepare
+    case = MODEL_CASES[name]
+    job = model_job(case["toml"])
+    data = json.loads(case["canonical"])
+
+    # Act
+    model = data.get("model")
+
+    # Assert
+    assert hashlib.sha256(rfc8785.dumps(data)).hexdigest() == case["fingerprint"]
+    assert job.fingerprint() == case["fingerprint"]
+    assert ("training" in data) == (job.model.kind != "secureboost")
+    if job.model == ModelConfig():
+        assert model is None
+        return
+    assert set(model) - ALWAYS <= set(MODEL_OPTIONAL_KEYS)
+    assert set(model) >= ALWAYS
+    for key in MODEL_OPTIONAL_KEYS:
+        assert (key in model) == (getattr(job.model, key) != getattr(ModelConfig(), key))
+
+
+def test_the_rsa_tag_is_sha256_of_the_big_endian_signature_read_big_endian() -> None:
+    # Prepare
+    vec = SPEC["psi_rsa"]
+    n, e, d = (int(vec[k], 16) for k in ("n", "e", "d"))
+    width = (n.bit_length() + 7) // 8
+
+    for case in vec["cases"]:
+        # Act
+        h = (
+            int.from_bytes(
+                hashlib.shake_256(vec["context"].encode() + b"\0" + case["id"].encode()).digest(
+                    (n.bit_length() + 128 + 7) // 8
+                ),
+                "big",
+            )
+            % n
+        )
+        sig = pow(h, d, n)
+        digest = hashlib.sha256(b"privfl-psi-tag" + sig.to_bytes(width, "big")).digest()
+
+        # Assert
+        assert n.bit_length() == 1024 and pow(sig, e, n) == h
+        assert hex(h) == case["hash"] and hex(sig) == case["signature"]
+        assert digest.hex() == case["tag_digest_bytes"]
+        assert int.from_bytes(digest, "big") == int(case["tag"], 16)
+        assert psi_rsa.tags([sig], n) == [int(case["tag"], 16)]
+    psi_rsa.check_public(psi_rsa.RsaPublic(n=n, e=e), 1024)
+
+
+@pytest.mark.parametrize("index", range(len(BATCH_CASES)))
+def test_the_batch_plan_is_one_permutation_per_epoch_cut_in_order(index: int) -> None:
+    # Prepare
+    case = SPEC["batches"][index]
+    rows, size, least = case["rows"], case["batch_size"], case["least"]
+    rng = np.random.default_rng(case["seed"])
+
+    for plan in (case["epoch_0"], case["epoch_1"]):
+        if size <= 0 or size >= rows:  # full batch: no draw
+            assert plan == [None]
+            continue
+        # Act
+        order = rng.permutation(rows).tolist()
+        sizes = [size] * (rows // size)
+        tail = rows - sum(sizes)
+        if tail >= least:
+            sizes.append(tail)
+        elif tail:
+            sizes[-1] += tail
+        starts = np.cumsum([0, *sizes]).tolist()
+
+        # Assert
+        assert plan == [order[a:b] for a, b in itertools.pairwise(starts)]
+
+
+def test_the_counts_table_follows_its_recipe() -> None:
+    """default_rng(2024): normal (rows, 6), x1 mixed with x0, uniform exposures, Poisson y."""
+    # Prepare
+    vec = SPEC["counts"]
+    rng = np.random.default_rng(2024)
+    beta = np.array([0.4, -0.3, 0.25, 0.15, -0.2, 0.3])
+
+    # Act
+    x = rng.normal(size=(vec["rows"], 6))
+    x[:, 1] = 0.6 * x[:, 0] + 0.8 * x[:, 1]
+    exposure = rng.uniform(0.5, 3.0, size=vec["rows"])
+    y = rng.poisson(exposure * np.exp(x @ beta - 0.3))
+
+    # Assert
+    for i, row in enumerate(vec["first_rows"]):
+        assert row == {"x": x[i].tolist(), "y": float(y[i]), "exposure": float(exposure[i])}
+    assert (float(y.sum()), float(exposure.sum())) == (vec["sum_y"], vec["sum_exposure"])
+
+
+def test_flipback_ranks_stably_caps_the_budget_and_flips_only_disagreements() -> None:
+    # Prepare
+    vec = SPEC["flipback"]
+    labels, probs = vec["labels"], vec["probabilities"]
+    distance = [abs(p - y) for p, y in zip(probs, labels, strict=True)]
+
+    for case in vec["cases"]:
+        # Act
+        budget = math.floor(case["fraction"] * len(labels))
+        if case["max_flips"] is not None:
+            budget = min(budget, case["max_flips"])
+        ranked = sorted(range(len(labels)), key=lambda i: -distance[i])[:budget]
+        want = [1 - y if i in ranked and distance[i] > 0.5 else y for i, y in enumerate(labels)]
+
+        # Assert
+        assert case["result"] == want
