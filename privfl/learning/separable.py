@@ -39,7 +39,6 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import minimize
 
 from privfl.learning.taylor import sigmoid
 
@@ -115,6 +114,8 @@ def residual(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _nonnegative_fit(target: np.ndarray, start: np.ndarray) -> np.ndarray:
     """``(1 + K,)``: the weighted least-squares fit of ``target`` (on the grid) among the
     coefficient vectors whose curve is ≥ 0 at every point of ``_SPAN`` (a small QP)."""
+    from scipy.optimize import minimize  # only the Host's loss needs it: guests start light
+
     # Relative weights: most rows of a trained model sit where the loss is near zero, and
     # an absolute error of 0.1 there would swamp the curve the stopping rule reads.
     root = _ROOT_WEIGHT / np.sqrt(target + RELATIVE)
