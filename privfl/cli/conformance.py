@@ -36,9 +36,10 @@ def command(
     Either start the party under test first, with its usual command and the same
     kit, or give that command after ``--``: the tool starts it and also checks its
     exit status (0 after finish, non-zero after a violation). Prints PASS/FAIL per
-    check; exits 0 only if every check passed. A job with [model] kind =
-    "secureboost" gets the SecureBoost scripts (guest and host: histograms,
-    partitions, gradients, node requests). See docs/conformance.md.
+    check; exits 0 only if every check passed. The job must be logistic (one or more
+    guests) or "secureboost", which gets the SecureBoost scripts (guest and host:
+    histograms, partitions, gradients, node requests); other kinds are refused. See
+    docs/conformance.md.
 
     \b
     Examples:

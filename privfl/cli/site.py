@@ -47,7 +47,8 @@ SITE_OPTIONS = [
         metavar="NAME=N",
         help="How many feature columns a Host or Guest trains on (its CSV's, without id and "
         "label). Every site agrees on it; the Server decrypts gradients of that size only. "
-        "Repeat per party. [the demo's columns]",
+        "Repeat per party. A count equal to the party's demo share keeps the demo columns; any "
+        "other drops them, so that site passes --data. [the demo's columns]",
     ),
     click.option(
         "--psi",
@@ -138,11 +139,17 @@ def init_sites(job: JobConfig, out: Path, site: SiteOptions) -> JobConfig:
 
 
 def with_feature_counts(job: JobConfig, counts: dict[str, int]) -> JobConfig:
-    """Declare parties' feature counts (their demo columns, if any, are dropped)."""
+    """Declare parties' feature counts.
+
+    A count equal to the party's share of the demo split keeps those columns, so the
+    same kit still runs on the demo data; any other count drops them, and that site must
+    bring its own CSV (``--data``; without it the party stops saying so).
+    """
     parties = dict(job.parties)
     for name, count in counts.items():
         spec = job.party(name)
         if spec.role == "server":
             raise ConfigError("--feature-count: the server holds no features")
-        parties[name] = replace(spec, columns=(), feature_count=count)
+        columns = spec.columns if count == len(spec.columns) else ()
+        parties[name] = replace(spec, columns=columns, feature_count=count)
     return replace(job, parties=parties)

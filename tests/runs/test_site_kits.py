@@ -12,6 +12,7 @@ from pathlib import Path
 from sites import make_sites
 
 from privfl.config.vertical import load_job
+from privfl.parties.vertical.runner import check_feature_count, load_data
 
 WEAK = ["--key-bits", "512", "--allow-weak-keys", "--psi-key-bits", "1024"]
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -130,3 +131,38 @@ def test_sites_with_their_own_keys_import_public_keys_and_train(tmp_path: Path) 
     (run,) = (out / "host" / "run").iterdir()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["intersection_size"] == len(sites.shared)
+
+
+def test_feature_counts_of_the_demo_split_keep_the_demo_columns(tmp_path: Path) -> None:
+    # Prepare: the counts the demo split itself has (breast_cancer: host 10, guest-1 20).
+    made = privfl("init", "vfl", "--out", str(tmp_path), "--feature-count", "guest-1=20",
+                  "--feature-count", "host=10", *WEAK)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+    # Act: each party loads its share of the demo data as `privfl vfl guest` would.
+    job = load_job(tmp_path / "job.toml")
+    loaded = {name: load_data(job, name, None, None) for name in ("host", "guest-1")}
+
+    # Assert: the kit still runs on the demo data, with the declared counts.
+    for name, count in (("host", 10), ("guest-1", 20)):
+        assert len(job.party(name).columns) == count
+        assert loaded[name].x_train.shape[1] == count
+        check_feature_count(job, name, loaded[name])
+
+
+def test_a_party_with_other_feature_counts_and_no_data_is_told_to_pass_data(
+    tmp_path: Path,
+) -> None:
+    # Prepare: a count the demo split does not have, so guest-1 must bring its own CSV.
+    made = privfl("init", "vfl", "--out", str(tmp_path), "--feature-count", "guest-1=15", *WEAK)
+    assert made.returncode == 0, made.stderr
+
+    # Act
+    ran = privfl("vfl", "guest", "--job", str(tmp_path / "job.toml"), "--party", "guest-1",
+                 "--out", str(tmp_path / "out"))  # fmt: skip
+
+    # Assert: no run on 0 features; one line naming --data, no traceback.
+    assert load_job(tmp_path / "job.toml").party("guest-1").columns == ()
+    assert ran.returncode == 1
+    assert "--data" in ran.stderr and "feature_count = 15" in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1 and "Traceback" not in ran.stderr

@@ -385,13 +385,12 @@ def assemble_loss(
     b = len(y)
     squares = [fwd.sum_squares.values[0] for fwd in forwards.values()]
     squares += [c.value.values[0] for c in crosses.values()]  # Σ_rows Z² in all
-    if glm.separable:  # 8 Σ softplus(z) − y z through the fit: coefficients at VALUE_BITS
+    if glm.separable:  # 8 Σ softplus(z) − y z through the fit held ≥ 0, at VALUE_BITS
         zh = z_host.ravel()
         size = zh.size
-        c = separable.coefficients(zh, separable.softplus)
-        c[:, -1] -= y.ravel()  # −y·z_G rides on the guest's [[clip(z_G)]] block
+        c = separable.loss_coefficients(zh, y.ravel())  # lifted: ≥ 0 for any z_G
         values = forwards[state.guests[0]].scores.values
-        plain = 8.0 * float(np.sum(c[:, 0]) - y.ravel() @ zh)
+        plain = 8.0 * float(np.sum(c[:, 0]))
         weights = to_exponents(8.0 * c[:, 1:].T.ravel(), VALUE_BITS).tolist()
         parts = [key.dot(values[: separable.BASIS * size], weights)]
     elif glm.taylor:  # Σ_c 8b·log2 − 4Σy'z + Σz²

@@ -41,6 +41,11 @@ def load_data(
         regression = job.model.kind in ("linear", "poisson")
         table = read_csv(data_path, label, exposure, float_labels=regression)
     else:
+        if not spec.columns and spec.feature_count:
+            raise ConfigError(
+                f"party {name} declares feature_count = {spec.feature_count} but has no data: "
+                f"pass --data FILE (a CSV with an id column and {spec.feature_count} features)"
+            )
         if not spec.columns:
             raise ConfigError(f"party {name} has no demo columns in the job; pass --data FILE")
         table = demo_table(job.data.dataset, spec.columns, with_labels=wants_labels)

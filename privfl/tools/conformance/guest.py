@@ -1,4 +1,4 @@
-"""Script against a running guest: the tool plays the Server and a Host with two or more guests.
+"""Script against a running guest: the tool plays the Server and a Host of a logistic job.
 
 Two batches, each checked against known answers:
 
@@ -6,7 +6,8 @@ Two batches, each checked against known answers:
    ``Σz² = 0``; the residual ``4d`` and the other guests' scores ``O`` are known values.
 2. epoch 1, a shuffled subset (``batch.indices``): the scores ``z`` decrypt to
    ``X[idx]·θ₁`` (demo data), ``sum_squares`` must be ``Σz²`` at 2^48, and the
-   ``cross_term`` must be ``Σ z·O`` at 2^48 for the ``others`` the kit sent.
+   ``cross_term`` must be ``Σ z·O`` at 2^48 for the ``others`` the kit sent (with two
+   or more guests; with one, the residual carries no ``others`` and no cross term).
 
 A ``score_request`` arrives while the guest still waits for its second gradient: it
 must answer with the weights after that step (θ₂; demo data: ``X_test·θ₂`` decoded).
@@ -181,8 +182,9 @@ class GuestRun:
         """Send ``residual`` with ``others``; check the cross term and the gradient request."""
         n, report, party = self.key.n, self.report, self.party
         residual = trivial(self.key, encode(four_d, VALUE_BITS, n))
-        other = trivial(self.key, encode(others, VALUE_BITS, n))
-        message = Residual(epoch, 0, BigInts(tuple(residual)), BigInts(tuple(other)))
+        alone = len(self.job.guests) == 1  # no other guests' scores, so no cross term
+        other = None if alone else BigInts(tuple(trivial(self.key, encode(others, VALUE_BITS, n))))
+        message = Residual(epoch, 0, BigInts(tuple(residual)), other)
         self.host.channel.send(party, message, epoch)
         what = f"epoch {epoch}: Residual → DecryptRequest to the server"
         env = expect(report, self.server, Kind.DECRYPT_REQUEST, party, what)
@@ -197,6 +199,8 @@ class GuestRun:
             f"{request.purpose}, {len(request.values)} for {features} features, expected {packed}",
         )
         self.fresh.observe("decrypt_request (gradient)", request.values.values)
+        if alone:
+            return request
         what = f"epoch {epoch}: Residual with others → CrossTerm to the host"
         env = expect(report, self.host, Kind.CROSS_TERM, party, what)
         if env is not None:
@@ -225,12 +229,7 @@ def guest_script(
     report: Report,
     process: subprocess.Popen[bytes] | None = None,
 ) -> None:
-    """Play the Server and the Host (of two or more guests) against a running guest."""
-    if len(job.guests) < 2:
-        raise ConfigError(
-            "guest conformance needs a job with at least two guests (privfl init vfl --guests 2):"
-            " the tool checks the guest's cross term against the other guests' scores"
-        )
+    """Play the Server and the Host (of one or more guests) against a running guest."""
     run = GuestRun(job, party, report)
     try:
         if not run.handshake():

@@ -24,6 +24,7 @@ BOOST_SCRIPTS: dict[str, Script] = {  # jobs with [model] kind = "secureboost"
     "guest": boost_guest_script,
     "host": boost_host_script,
 }
+COVERED = ("logistic", "secureboost")  # the [model] kinds the scripts have known answers for
 ENDINGS = ("finish", "violation")
 BOOST_GUEST_ENDINGS = (*ENDINGS, *VIOLATIONS)  # which refusal a SecureBoost guest must Abort on
 
@@ -35,6 +36,14 @@ def run(job: JobConfig, role: str, party: str, ending: str, command: Sequence[st
         raise ConfigError(f"party {party} is a {spec.role}, not a {role}")
     boost = job.model.kind == "secureboost"
     scripts = BOOST_SCRIPTS if boost else SCRIPTS
+    if job.model.kind not in COVERED:
+        # The GLM scripts' known answers are the logistic ones (one score per row, the
+        # Taylor residual): run on another kind, they would fail a correct party.
+        raise ConfigError(
+            f"the conformance kit covers {' and '.join(COVERED)} jobs, not "
+            f"{job.model.kind}: make its kit with `privfl init vfl --model logistic` "
+            "(or secureboost)"
+        )
     if role not in scripts:
         raise ConfigError(f"no conformance script for a {job.model.kind} {role}")
     endings = BOOST_GUEST_ENDINGS if boost and role == "guest" else ENDINGS

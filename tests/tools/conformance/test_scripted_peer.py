@@ -125,3 +125,40 @@ def test_conformance_refuses_a_role_mismatch(kit: Path) -> None:
 
     assert result.returncode == 1
     assert "server is a server, not a guest" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_our_guest_conforms_in_a_one_guest_job(tmp_path: Path) -> None:
+    # Prepare: one guest, so the Residual carries no others and no cross term comes back.
+    one_guest = make_kit(tmp_path / "kit", "--guests", "1")
+
+    # Act / assert: every check passes, and the cross-term check is not among them.
+    conforms(one_guest, tmp_path, "guest", "guest-1", "finish")
+    checker = check(one_guest, tmp_path / "again", "guest", "guest-1", "finish", cli("vfl"))
+    assert "cross_term" not in checker.stdout and "FAIL" not in checker.stdout
+
+
+@pytest.mark.parametrize("guests", ["1", "2"])
+def test_a_multiclass_job_is_refused_naming_what_the_kit_covers(
+    tmp_path: Path, guests: str
+) -> None:
+    # Prepare: wine is multiclass (separable with one guest, Taylor with two); the GLM
+    # scripts know the logistic answers only, so they would fail our own correct guest.
+    options = ["--dataset", "wine", "--guests", guests, "--timeout", "10"]
+    made = subprocess.run(
+        cli("init", "vfl", "--out", str(tmp_path / "kit"), *WEAK, *options),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    kit = tmp_path / "kit" / "job.toml"
+
+    # Act
+    checker = check(kit, tmp_path / "out", "guest", "guest-1", "finish", cli("vfl"))
+
+    # Assert: no FAIL blamed on the guest; one line saying what the kit covers and how.
+    assert checker.returncode == 1
+    assert "FAIL" not in checker.stdout
+    assert "covers logistic and secureboost jobs, not multiclass" in checker.stderr
+    assert "--model logistic" in checker.stderr and "Traceback" not in checker.stderr
+    assert len(checker.stderr.strip().splitlines()) == 1
