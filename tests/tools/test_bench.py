@@ -47,7 +47,9 @@ def test_bench_smoke_reports_every_variant_and_party(tmp_path: Path) -> None:
     assert set(runs) == {"standard", "djn"}
     for run in runs.values():
         assert len(run["epoch_seconds"]) == 2
-        assert 0.5 <= run["accuracy"] <= 1.0
+        # 60 rows, 2 epochs from the Host's private (CSPRNG) start: a measured run, not a
+        # trained model; its accuracy on a dozen held-out rows may be anything.
+        assert 0.0 <= run["accuracy"] <= 1.0
         assert set(run["per_party"]) == {"server", "host", "guest-1"}
         assert all(0 < m["party"] <= m["with_workers"] for m in run["per_party"].values())
     assert set(report["obfuscations_per_second"]) == {"1", "2"}
