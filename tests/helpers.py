@@ -112,17 +112,20 @@ def run_in_threads(
     jobs: Mapping[str, JobConfig] | None = None,
     data: Mapping[str, PartyData] | None = None,
     join_timeout: float | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run each party of ``job`` in its own thread; return its result or its exception.
 
     Every transport is opened before any thread starts (a message sent to a party
     whose inbox does not exist yet would fail). ``silent`` parties get an inbox but
-    never run. ``jobs``/``data`` replace a party's job or rows. Threads are daemons
+    never run. ``jobs``/``data`` replace a party's job or rows; ``options`` adds keyword
+    arguments to a party's ``run_party`` (``resume``, ``redraw_labels``). Threads are daemons
     joined against one deadline: a party still running then is reported as
     :class:`PartyHung`, so a protocol bug fails the test instead of hanging it.
     """
     jobs = jobs or {}
     data = data or {}
+    options = options or {}
     transports = {name: hub.transport(name) for name in job.parties}
     results: dict[str, Any] = {}
 
@@ -134,6 +137,7 @@ def run_in_threads(
                 out / name,
                 data=data.get(name),
                 transport=transports[name],
+                **options.get(name, {}),
             )
         except BaseException as exc:  # the test inspects it
             results[name] = exc

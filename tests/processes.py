@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 STARTED: list[subprocess.Popen[bytes]] = []
@@ -37,6 +37,27 @@ def spawn(*args: str, log: Path, env: Mapping[str, str] | None = None) -> subpro
         )
     STARTED.append(process)
     return process
+
+
+ONE_GUEST = (("server", "server"), ("host", "host"), ("guest", "guest-1"))
+
+
+def spawn_parties(
+    job: Path,
+    runs: Path,
+    log_of: Callable[[str], Path],
+    extra: Mapping[str, Sequence[str]] | None = None,
+    roles: Sequence[tuple[str, str]] = ONE_GUEST,
+) -> dict[str, subprocess.Popen[bytes]]:
+    """Start ``privfl vfl ROLE`` for every party of a job, each into ``runs/NAME``."""
+    extra = extra or {}
+    return {
+        name: spawn(
+            "vfl", role, "--job", str(job), "--party", name, "--out", str(runs / name),
+            "--no-progress", *extra.get(name, ()), log=log_of(name),
+        )
+        for role, name in roles
+    }  # fmt: skip
 
 
 def spawn_predict(

@@ -23,7 +23,6 @@ before the fix): voting recovers more labels than one session.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -31,11 +30,13 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import (
+    PartyHung,
     decoded_traffic,
     failures,
     memory_job,
     party_data,
     read_summary,
+    run_in_threads,
     zero_start,
 )
 
@@ -48,7 +49,6 @@ from privfl.mechanisms.label_dp import keep_probability
 from privfl.parties import label_draws
 from privfl.parties.label_draws import LabelDraw
 from privfl.parties.vertical import server as server_party
-from privfl.parties.vertical.runner import run_party
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Residual
 
@@ -66,27 +66,14 @@ class Session:
         self._run(job, out, resume, redraw)
 
     def _run(self, job: JobConfig, out: Path, resume: Collection[str], redraw: bool) -> None:
-        transports = {name: self.hub.transport(name) for name in job.parties}
-
-        def party(name: str) -> None:
-            try:
-                self.results[name] = run_party(
-                    job,
-                    name,
-                    out / name,
-                    transport=transports[name],
-                    resume=name in resume,
-                    redraw_labels=redraw and name == job.host,
-                )
-            except BaseException as exc:  # the test inspects it
-                self.results[name] = exc
-
-        threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(job.timeout_seconds * 3 + 30)
-            assert not thread.is_alive(), "a party hung"
+        options = {
+            name: {"resume": name in resume, "redraw_labels": redraw and name == job.host}
+            for name in job.parties
+        }
+        limit = job.timeout_seconds * 3 + 30
+        self.results = run_in_threads(job, self.hub, out, options=options, join_timeout=limit)
+        hung = [name for name, r in self.results.items() if isinstance(r, PartyHung)]
+        assert not hung, f"{hung} hung"
 
     def flipped_labels(self, guest: str) -> np.ndarray | None:
         """The guest's read of ỹ from its epoch-0 residual (None: the session never trained)."""

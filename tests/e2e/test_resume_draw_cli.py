@@ -11,24 +11,15 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
-from processes import WEAK, privfl, spawn
-
-ROLES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
+from processes import ONE_GUEST, WEAK, privfl, spawn_parties
 
 
 def start(job: Path, runs: Path, logs: Path, extra: dict[str, list[str]]) -> dict[str, int]:
     """Every party as its own process; their exit codes."""
-    procs: dict[str, subprocess.Popen[bytes]] = {
-        name: spawn(
-            "vfl", role, "--job", str(job), "--party", name, "--out", str(runs / name),
-            "--no-progress", *extra.get(name, []), log=logs / f"{name}.log",
-        )
-        for role, name in ROLES
-    }  # fmt: skip
+    procs = spawn_parties(job, runs, lambda name: logs / f"{name}.log", extra)
     return {name: p.wait(timeout=180) for name, p in procs.items()}
 
 
@@ -53,7 +44,8 @@ def test_forced_restart_refused_and_redraw_booked(tmp_path: Path) -> None:
         job,
         runs,
         tmp_path / "redraw",
-        {name: ["--overwrite"] for _, name in ROLES} | {"host": ["--overwrite", "--redraw-labels"]},
+        {name: ["--overwrite"] for _, name in ONE_GUEST}
+        | {"host": ["--overwrite", "--redraw-labels"]},
     )
 
     assert first == {"server": 0, "host": 0, "guest-1": 0}, first

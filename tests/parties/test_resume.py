@@ -32,7 +32,7 @@ from helpers import (
     read_summary,
     run_resumable,
 )
-from processes import WEAK, privfl, spawn
+from processes import ONE_GUEST, WEAK, privfl, spawn_parties
 
 from privfl.config.vertical import JobConfig, load_job
 from privfl.data.views import PartyData
@@ -130,16 +130,12 @@ def test_sigkilled_host_resumes_through_the_cli_to_the_same_model(tmp_path: Path
     # (label restore is checked in memory above).
     settings["label_dp"].update(epsilon=float("inf"))
     job_path.write_text(tomli_w.dumps(settings))
-    roles = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
 
     def start(out: Path, *extra: str) -> dict[str, Any]:
-        return {
-            name: spawn(
-                "vfl", role, "--job", str(job_path), "--party", name, "--out", str(out / name),
-                "--no-progress", *extra, log=out.parent / f"{out.name}-{name}.log",
-            )
-            for role, name in roles
-        }  # fmt: skip
+        def log_of(name: str) -> Path:
+            return out.parent / f"{out.name}-{name}.log"
+
+        return spawn_parties(job_path, out, log_of, {name: extra for _, name in ONE_GUEST})
 
     interrupted = start(tmp_path / "b")
     metrics = tmp_path / "b" / "host" / "metrics.jsonl"
