@@ -482,12 +482,8 @@ def resume_host(ctx: PartyContext, state: HostBoost, drawn: LabelDraw) -> None:
     state.margin = np.array(saved["margin"], dtype=np.float64)
     state.test_margin = np.array(saved["test_margin"], dtype=np.float64)
     state.records = saved["records"]
-    # The flipped labels are the Host's own secret state: a resumed run continues with
-    # the same ones, never with a fresh draw (that would spend ε twice).
-    if "labels" in saved:
-        state.labels = np.array(saved["labels"], dtype=np.float64)
-        state.flip = replace(state.flip, flipped=int(saved["flipped"]))
-        state.base = sb.base_margin(state.labels)  # model.json's, as the margins began
+    # The flipped labels need no restoring: init_state took them from the job's one
+    # label draw (label-draw.json), which every start of this job reuses.
     with open_private(metrics) as handle:  # 0600 like every run file (parties/files.py)
         handle.write("".join(report.json_line(r) for r in state.records))
     for guest in state.guests:  # they continue from the same tree
@@ -504,8 +500,6 @@ def save_host(ctx: PartyContext, state: HostBoost) -> None:
             "margin": state.margin.tolist(),
             "test_margin": state.test_margin.tolist(),
             "records": state.records,
-            "labels": state.labels.tolist(),
-            "flipped": state.flip.flipped,
         },
     )
 
