@@ -7,7 +7,11 @@ reports ``EVENT_DISCONNECTED`` and keeps reconnecting; a new connection counts
 as back only once its CURVE handshake succeeds. A peer whose connection has been
 down for longer than the grace is *lost*. A peer that is merely busy (a long
 encryption) keeps its connection: libzmq's I/O thread answers heartbeats on its
-own, without Python. A peer never connected yet is not lost, only not started.
+own, without Python. A peer never connected yet is not lost, only not started — unless its endpoint
+answers and the CURVE handshake fails there, again and again: then whatever listens
+at that endpoint cannot prove the peer's key (a party whose secret key does not match
+the public key the job lists, or another program), or refuses ours. Such a peer is
+*unproven*, and waiting longer will not change that.
 
 Events are read without blocking by whoever calls `lost` (the transport's own
 thread), so no socket is shared between threads. A socket is watched before it
@@ -27,7 +31,10 @@ from zmq.utils.monitor import recv_monitor_message
 log = logging.getLogger("privfl.protocol.liveness")
 
 DEFAULT_GRACE_SECONDS = 3.0
-_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+UNPROVEN_AFTER = 3  # failed handshakes in a row (libzmq retries every ~0.1 s): not transient
+_REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH  # the peer's allow-list refused our key
+_FAILED = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | _REFUSED
+_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | _FAILED
 
 
 @dataclass
@@ -37,11 +44,19 @@ class Link:
     up: bool = False
     ever_up: bool = False
     down_since: float = 0.0
+    failed: int = 0  # handshakes failed in a row
+    # The last failure was the peer's allow-list refusing our key: final at once,
+    # libzmq does not retry a connection after a ZAP refusal.
+    refused: bool = False
 
     def on_event(self, event: int, now: float) -> None:
         """Apply one monitor event: a finished handshake is up, a disconnect is down."""
+        if event & _FAILED:
+            self.failed += 1
+            self.refused = event == _REFUSED
         if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self.up = self.ever_up = True
+            self.failed = 0
         elif event == zmq.EVENT_DISCONNECTED and self.up:
             # Failed reconnects to a frozen peer disconnect again: keep the first time.
             self.up, self.down_since = False, now
@@ -96,6 +111,15 @@ class LinkWatch:
                 lost[peer] = age
         return lost
 
+    def unproven(self) -> dict[str, bool]:
+        """Peers never up whose handshakes keep failing; True where they refuse our key."""
+        self._drain()
+        return {
+            peer: link.refused
+            for peer, link in self._links.items()
+            if not link.ever_up and (link.refused or link.failed >= UNPROVEN_AFTER)
+        }
+
     def never_up(self) -> list[str]:
         """Peers whose connection has not come up once yet: not started, or failed to start."""
         self._drain()
@@ -108,6 +132,23 @@ class LinkWatch:
                 sock.disable_monitor()
             monitor.close(linger=0)
         self._watched.clear()
+
+
+def unproven_message(owner: str, unproven: dict[str, tuple[str, bool]]) -> str:
+    """The one-line error for peers whose endpoint fails every CURVE handshake."""
+    peer = sorted(unproven)[0]
+    endpoint, refused = unproven[peer]
+    if refused:
+        return (
+            f"{peer} at {endpoint} refuses {owner}'s key: the job {peer} runs lists another "
+            f"public key for {owner}; give {peer} the .key file that goes with {owner}'s "
+            "secret key"
+        )
+    return (
+        f"the process at {peer}'s endpoint {endpoint} fails every CURVE handshake: it does "
+        f"not hold {peer}'s secret key (a key file that does not match the public key in "
+        f"the job: see {peer}'s own error) or it is not a privfl party"
+    )
 
 
 def lost_message(owner: str, lost: dict[str, float], grace: float) -> str:

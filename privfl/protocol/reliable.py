@@ -218,6 +218,11 @@ class ReliableTransport(Closeable):
         lost = getattr(self._inner, "lost_peers", None)
         return lost() if lost is not None else {}
 
+    def unproven_peers(self) -> dict[str, tuple[str, bool]]:
+        """Peers whose endpoint fails every CURVE handshake (if the inner transport can tell)."""
+        unproven = getattr(self._inner, "unproven_peers", None)
+        return unproven() if unproven is not None else {}
+
     def unconnected_peers(self) -> dict[str, str]:
         """Peers whose connection never came up, with their endpoints (if the inner can tell)."""
         unconnected = getattr(self._inner, "unconnected_peers", None)

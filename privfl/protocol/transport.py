@@ -41,7 +41,12 @@ import zmq
 
 from privfl.errors import ConfigError, PeerUnavailable, PrivflError
 from privfl.protocol.keys import KeyRing, check_party_name, fingerprint
-from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, LinkWatch, lost_message
+from privfl.protocol.liveness import (
+    DEFAULT_GRACE_SECONDS,
+    LinkWatch,
+    lost_message,
+    unproven_message,
+)
 from privfl.protocol.zap import (
     ZAP_DOMAIN,
     AllowListAuthenticator,
@@ -289,6 +294,10 @@ class _Dealers(_Endpoint):
                 raise PeerUnavailable(
                     lost_message(self.name, {peer: lost[peer]}, self._links.grace)
                 )
+            unproven = self._links.unproven()
+            if peer in unproven:
+                where = {peer: (self._endpoints[peer], unproven[peer])}
+                raise PeerUnavailable(unproven_message(self.name, where))
             left = deadline - time.monotonic()
             if left <= 0:
                 raise PeerUnavailable(
@@ -302,6 +311,15 @@ class _Dealers(_Endpoint):
         """Peers whose connection went and did not come back within the grace, and since when."""
         self._check_open()
         return self._links.lost()
+
+    def unproven_peers(self) -> dict[str, tuple[str, bool]]:
+        """Peers whose endpoint fails every CURVE handshake (liveness.unproven): their
+        endpoint, and whether they refuse our key (else they cannot prove theirs)."""
+        self._check_open()
+        return {
+            peer: (self._endpoints[peer], refused)
+            for peer, refused in self._links.unproven().items()
+        }
 
     def unconnected_peers(self) -> dict[str, str]:
         """Watched peers whose connection never came up, and the endpoint we try them at."""

@@ -17,6 +17,7 @@ import pytest
 from test_transport import Keys, MakeTransport, keys, make, ring, stack  # noqa: F401
 
 from privfl.errors import PeerUnavailable
+from privfl.protocol.keys import KeyRing
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import ZmqTransport, free_tcp_endpoints
 
@@ -145,3 +146,67 @@ def test_a_peer_that_never_connected_is_reported_until_it_does(
         wait_until(lambda: alice.unconnected_peers() == {}, 5.0)
     finally:
         bob.close()
+
+
+def test_a_peer_whose_endpoint_cannot_prove_its_key_is_unproven_at_once(
+    make: MakeTransport, keys: Keys
+) -> None:
+    # Prepare: at bob's endpoint listens mallory's key pair (bob's secret key lost, say).
+    a_ep, b_ep = free_tcp_endpoints(2)
+    alice = make("alice", a_ep, {"bob": b_ep})
+    public, secret = keys["mallory"]
+    stolen = KeyRing(name="bob", public=public, secret=secret, peers={"alice": keys["alice"][0]})
+    impostor = ZmqTransport("bob", b_ep, {"alice": a_ep}, stolen, linger_ms=0)
+
+    # Act: alice's handshakes to bob's endpoint fail, again and again.
+    try:
+        took = wait_until(lambda: bool(alice.unproven_peers()), 10.0)
+    finally:
+        impostor.close()
+
+    # Assert: named within seconds, not at the job's timeout; never up, never lost.
+    assert took < 10.0
+    assert alice.unproven_peers() == {"bob": (b_ep, False)}
+    assert alice.lost_peers() == {} and not alice.connected("bob")
+    with pytest.raises(PeerUnavailable, match="the process at bob's endpoint"):
+        alice.send("bob", [b"hello"])
+
+
+def test_a_peer_that_refuses_our_key_is_named_with_what_to_fix(
+    make: MakeTransport, keys: Keys
+) -> None:
+    # Prepare: bob is bob, but his job lists another key for alice (carol's).
+    a_ep, b_ep = free_tcp_endpoints(2)
+    alice = make("alice", a_ep, {"bob": b_ep})
+    public, secret = keys["bob"]
+    wrong = KeyRing(name="bob", public=public, secret=secret, peers={"alice": keys["carol"][0]})
+    bob = ZmqTransport("bob", b_ep, {"alice": a_ep}, wrong, linger_ms=0)
+
+    # Act
+    try:
+        wait_until(lambda: bool(alice.unproven_peers()), 10.0)
+    finally:
+        bob.close()
+
+    # Assert: alice is told that bob refuses her key.
+    assert alice.unproven_peers() == {"bob": (b_ep, True)}
+    with pytest.raises(PeerUnavailable, match=r"bob at .* refuses alice's key"):
+        alice.send("bob", [b"hello"])
+
+
+def test_a_peer_that_is_slow_to_start_is_not_unproven(make: MakeTransport, keys: Keys) -> None:
+    # Prepare: nobody at bob's endpoint, then the real bob.
+    a_ep, b_ep = free_tcp_endpoints(2)
+    alice = make("alice", a_ep, {"bob": b_ep})
+    time.sleep(0.5)  # alice retries a closed port: no handshake ever fails there
+    assert alice.unproven_peers() == {}
+    bob = ZmqTransport("bob", b_ep, {"alice": a_ep}, ring(keys, "bob", ["alice"]), linger_ms=0)
+
+    # Act
+    try:
+        wait_until(lambda: alice.connected("bob"), 10.0)
+    finally:
+        bob.close()
+
+    # Assert
+    assert alice.unproven_peers() == {}

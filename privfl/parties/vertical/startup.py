@@ -6,8 +6,11 @@ peers would then hear nothing until their timeout. Instead the party connects ou
 to every peer — over DEALERs only, which need no port of ours — and sends each one
 that answers within ``REACH_SECONDS`` an Abort carrying its one-line error. The
 Abort is authenticated like any message (CURVE with our key pair), so a party
-whose own keys are unusable cannot send one: its peers name it when they give up,
-as the peer whose connection never came up (protocol/waits.py).
+whose own keys are unusable cannot send one. It listens at its endpoint for a few
+seconds under a key pair nobody knows instead: the peers' connections fail their
+CURVE handshake there, which tells them that it cannot prove its key
+(protocol/liveness.py), and they stop at once, naming it. A peer that starts after
+that window names it when it gives up, as the peer that never connected.
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
 from privfl.config.vertical import JobConfig
 from privfl.errors import PrivflError
 from privfl.parties.audit import FILE_NAME as AUDIT_FILE
 from privfl.parties.audit import AuditLog
 from privfl.parties.session import keyring, log_stop
 from privfl.protocol.channel import Channel
+from privfl.protocol.liveness import UNPROVEN_AFTER
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import Outbound
 
@@ -68,6 +75,7 @@ def abort_outbound(
         sockets = Outbound(name, peers, ring, watch=peers)
     except PrivflError as exc:  # no usable key pair: no peer would accept our Abort
         log.info("could not tell the peers that we stopped: %s", exc)
+        show_unusable_key(job.party(name).endpoint, len(peers))
         return []
     transport = ReliableTransport(sockets)
     audit = AuditLog(out / AUDIT_FILE) if out is not None and out.is_dir() else None
@@ -79,6 +87,39 @@ def abort_outbound(
     missed = sorted(set(peers) - set(told))
     log.info("told %s that we stopped%s", ", ".join(told) or "no peer", _missed(missed))
     return told
+
+
+def show_unusable_key(endpoint: str, peers: int) -> None:
+    """Listen at ``endpoint`` under a fresh key pair until the peers have tried us.
+
+    Every peer's handshake fails (it expects the key the job lists), so it learns,
+    within a second, that we cannot prove our key — no Abort could say so credibly.
+    Nothing is accepted: a CURVE client gives up before it sends anything. Ends
+    after ``REACH_SECONDS`` or once each peer has tried ``UNPROVEN_AFTER`` + 1 times.
+    """
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    public, secret = zmq.curve_keypair()
+    router.setsockopt(zmq.CURVE_SERVER, 1)
+    router.setsockopt(zmq.CURVE_PUBLICKEY, public)
+    router.setsockopt(zmq.CURVE_SECRETKEY, secret)
+    monitor = router.get_monitor_socket(zmq.EVENT_ACCEPTED)
+    try:
+        router.bind(endpoint)
+        tries, deadline = 0, time.monotonic() + REACH_SECONDS
+        while tries < (UNPROVEN_AFTER + 1) * peers and time.monotonic() < deadline:
+            if monitor.poll(round(POLL_SECONDS * 1000)):
+                recv_monitor_message(monitor)
+                tries += 1
+        log.info("showed %d connection attempts that we cannot prove our key", tries)
+    except zmq.ZMQError as exc:  # the port is taken: the peers find out at their timeout
+        log.info("could not listen at %s to show the peers our key is unusable: %s", endpoint, exc)
+    finally:
+        router.disable_monitor()
+        monitor.close(linger=0)
+        router.close(linger=0)
+        ctx.term()
 
 
 def _tell_as_they_connect(
