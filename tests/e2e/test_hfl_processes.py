@@ -44,6 +44,14 @@ def wait_for_lines(path: Path, count: int, timeout: float) -> None:
     raise AssertionError(f"{path} did not reach {count} lines in {timeout} s")
 
 
+def wait_for_text(path: Path, text: str, timeout: float) -> None:
+    """Block until ``path`` contains ``text`` (bounded): an event, not a delay."""
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and text in path.read_text()):
+        assert time.monotonic() < deadline, f"{path} did not show {text!r} in {timeout} s"
+        time.sleep(0.1)
+
+
 def rounds(out: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
@@ -100,22 +108,24 @@ def init_kit(tmp_path: Path, *options: str) -> Path:
 
 
 @pytest.mark.slow
-def test_slow_and_absent_clients_exercise_the_window_and_dummy_padding(tmp_path: Path) -> None:
-    # 3 client hosts of 2 clients; clients-3 never starts (absent), clients-2 is slow;
-    # each client joins with p = 0.5, so fewer than the 4 required reports arrive.
+def test_slow_clients_exercise_the_window_and_dummy_padding(tmp_path: Path) -> None:
+    # 2 client hosts of 2 clients; clients-2 is slow; each client joins with p = 0.5, so
+    # fewer than the 4 required reports arrive. The join window (the job's timeout) is
+    # 60 s: it closes as soon as every party has joined, however slowly they start.
+    # An absent host is tests/parties/horizontal/test_joins.py's.
     job = init_kit(
         tmp_path,
         "--clients",
-        "6",
+        "4",
         "--client-processes",
-        "3",
+        "2",
         "--shuffler",
         "--rounds",
         "2",
         "--participation",
         "0.5",
         "--timeout",
-        "12",
+        "60",
         "--round-timeout",
         "10",
     )
@@ -131,7 +141,7 @@ def test_slow_and_absent_clients_exercise_the_window_and_dummy_padding(tmp_path:
     party(job, "shuffler", "shuffler", tmp_path / "shuf")
     party(job, "client", "clients-1", tmp_path / "c1")
     party(job, "client", "clients-2", tmp_path / "c2", "--slow", "0.4")
-    assert agg.wait(timeout=120) == 0, (tmp_path / "agg.log").read_text()
+    assert agg.wait(timeout=180) == 0, (tmp_path / "agg.log").read_text()
     records = rounds(tmp_path / "agg")
     assert len(records) == 2
     shuffler_log = (tmp_path / "shuf" / "party.log").read_text()
@@ -145,12 +155,26 @@ def test_slow_and_absent_clients_exercise_the_window_and_dummy_padding(tmp_path:
     assert sum(padded) > 0
     assert [r["invalid_reports"] for r in records] == padded
     assert all(r["reports"] + r["invalid_reports"] >= 4 for r in records)
-    assert "starting without clients-3" in (tmp_path / "agg" / "party.log").read_text()
+
+
+def test_a_client_host_started_before_the_aggregator_waits_for_it(tmp_path: Path) -> None:
+    # Prepare: sites start by hand, in any order.
+    job = init_kit(tmp_path, "--clients", "2", "--client-processes", "1", "--rounds", "1")
+    client = party(job, "client", "clients-1", tmp_path / "c1")
+
+    # Act: the aggregator starts once the client says on its terminal that it waits.
+    wait_for_text(tmp_path / "c1.log", "waiting for aggregator at tcp://", 120)
+    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", "--no-progress")
+
+    # Assert
+    assert agg.wait(timeout=180) == 0, (tmp_path / "agg.log").read_text()
+    assert client.wait(timeout=60) == 0, (tmp_path / "c1.log").read_text()
+    assert len(rounds(tmp_path / "agg")) == 1
 
 
 def test_a_client_host_that_dies_mid_run_does_not_stop_the_job(tmp_path: Path) -> None:
     job = init_kit(
-        tmp_path, "--clients", "6", "--rounds", "6", "--round-timeout", "4", "--timeout", "20"
+        tmp_path, "--clients", "6", "--rounds", "6", "--round-timeout", "4", "--timeout", "60"
     )
     agg = party(job, "aggregator", "aggregator", tmp_path / "agg", "--no-progress")
     party(job, "client", "clients-1", tmp_path / "c1")

@@ -5,14 +5,19 @@ connections (client hosts), and receiving with the envelope's round checked agai
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Collection
 
 from privfl.config.horizontal import HflJob
 from privfl.errors import PeerUnavailable, ProtocolError
 from privfl.parties.session import keyring
 from privfl.protocol.channel import Channel, Envelope
+from privfl.protocol.liveness import unproven_message
 from privfl.protocol.messages import Kind
 from privfl.protocol.transport import Listener, Outbound
+from privfl.protocol.waits import UnconnectedNotices, never_connected_message
+
+CONNECT_POLL_SECONDS = 0.05
 
 log = logging.getLogger("privfl.hfl")
 
@@ -26,6 +31,28 @@ def open_outbound(job: HflJob, name: str, targets: Collection[str]) -> Outbound:
     # Only the aggregator's loss ends the job; the Shuffler may leave first at the end.
     aggregators = [t for t in targets if job.party(t).role == "aggregator"]
     return Outbound(name, endpoints, keyring(job, name, targets), watch=aggregators)
+
+
+def wait_until_connected(job: HflJob, transport: Outbound, peer: str) -> None:
+    """Wait, up to the job's timeout, for our connection to ``peer`` (the aggregator).
+
+    Sites start their processes by hand, in any order: a client host or Shuffler
+    started before the aggregator waits for it, saying so on the terminal, instead of
+    failing its first send after a few seconds.
+    """
+    limit = job.config.timeout_seconds
+    notices = UnconnectedNotices(transport, limit)
+    began = time.monotonic()
+    while not transport.connected(peer):
+        unproven = transport.unproven_peers()
+        if unproven:
+            raise PeerUnavailable(unproven_message(transport.name, unproven))
+        waited = time.monotonic() - began
+        if waited >= limit:
+            endpoint = {peer: job.party(peer).endpoint}
+            raise PeerUnavailable(never_connected_message(transport.name, endpoint, limit))
+        notices.tick()
+        time.sleep(CONNECT_POLL_SECONDS)
 
 
 def make_channel(job: HflJob, transport: Listener | Outbound) -> Channel:

@@ -16,7 +16,12 @@ from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.files import private_dir
-from privfl.parties.horizontal.channels import expect_round, make_channel, open_outbound
+from privfl.parties.horizontal.channels import (
+    expect_round,
+    make_channel,
+    open_outbound,
+    wait_until_connected,
+)
 from privfl.parties.horizontal.integrity import round_digest
 from privfl.parties.session import run_role
 from privfl.protocol.channel import body_as
@@ -59,6 +64,7 @@ def run_client_host(
     channel = make_channel(job, transport)
     sent_total = 0
     with run_role(name, channel, lambda: targets, [transport]):
+        wait_until_connected(job, transport, aggregator)
         ids = np.array(sorted(mine), dtype=np.int64)
         channel.send(aggregator, JoinRequest(0, "clients", job.fingerprint(), ids), 0)
         log.info("%s hosts clients %d..%d on %s", name, min(mine), max(mine), setup.device)

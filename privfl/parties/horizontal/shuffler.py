@@ -167,11 +167,12 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
     hosts = job.names("clients")
     transport = open_listener(job, name, hosts)
     # The Shuffler listens for clients and connects out to the aggregator.
-    from privfl.parties.horizontal.channels import open_outbound
+    from privfl.parties.horizontal.channels import open_outbound, wait_until_connected
 
     upstream = open_outbound(job, name, [aggregator])
     inbox, outbox = make_channel(job, transport), make_channel(job, upstream)
     with run_role(name, outbox, lambda: [aggregator], [transport, upstream], linger_seconds=0.2):
+        wait_until_connected(job, upstream, aggregator)
         outbox.send(
             aggregator, JoinRequest(0, "shuffler", job.fingerprint(), np.zeros(0, np.int64)), 0
         )
