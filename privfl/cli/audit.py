@@ -38,7 +38,7 @@ def verify_command(run_dirs: tuple[Path, ...], chains_only: bool) -> None:
     per party, an audit.jsonl, or a file written by `privfl audit export`. Pass every
     party's log of the session. Exits non-zero on any finding.
     """
-    from privfl.tools.audit import verify
+    from privfl.tools.audit.verify import verify
 
     report = verify(run_dirs, cross=not chains_only)
     for finding in report.findings:
@@ -61,7 +61,7 @@ def export_command(run_dirs: tuple[Path, ...], out: Path, chains_only: bool) -> 
     The reviewer checks it again with `privfl audit verify FILE`. It holds no audit keys.
     Exits non-zero when the verification found something (the file is written anyway).
     """
-    from privfl.tools.audit import export, verify
+    from privfl.tools.audit.verify import export, verify
 
     report = verify(run_dirs, cross=not chains_only)
     export(report, out)

@@ -22,7 +22,7 @@ import pytest
 from processes import WEAK, privfl
 
 from privfl.parties.audit import FILE_NAME, GENESIS, line_hash
-from privfl.tools.audit import verify
+from privfl.tools.audit.verify import verify
 
 Tamper = Callable[[list[str]], list[str]]
 
