@@ -66,6 +66,7 @@ class _Chain:
         self.path = path
         self.lock = threading.Lock()
         self.size = -1  # bytes of the file after our last line; -1: read it first
+        self.seq, self.prev = 0, GENESIS  # set from the file before the first append
 
     def append(self, record: dict[str, Any]) -> None:
         with self.lock:

@@ -64,7 +64,9 @@ def bound_with_margin(epsilon: float, rows: int) -> float:
 def test_label_inference_stays_under_the_label_dp_bound(run: Path, factor: float) -> None:
     # Prepare: the true labels of the Host's training rows, and what the Host trained on.
     job = load_job(run / "kit" / "job.toml")
-    truth = load_data(job, "host", None, None).y_train.astype(int)
+    labels = load_data(job, "host", None, None).y_train
+    assert labels is not None
+    truth = labels.astype(int)
     if factor == 1.0:
         seen = np.asarray(json.loads((run / "host" / "label-draw.json").read_text())["labels"])
     else:

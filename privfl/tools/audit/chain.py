@@ -34,6 +34,7 @@ class Session:
     job: str
     opened_at: int
     closed: bool = False
+    outcome: str | None = None  # the closed line's: ok or error
     lines: list[Line] = field(default_factory=list)
 
 
@@ -123,7 +124,7 @@ def _place(chain: Chain, number: int, record: dict[str, Any]) -> None:
         return
     current = chain.sessions[-1]
     if direction == "closed":
-        current.closed = True
+        current.closed, current.outcome = True, str(record.get("outcome"))
     elif direction in MESSAGE_DIRECTIONS:
         current.lines.append(Line(number, record))
         if record.get("link") is None:

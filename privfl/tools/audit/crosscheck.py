@@ -18,6 +18,7 @@ from privfl.tools.audit.chain import Line, Session
 RECEIVED = ("received", "refused")  # a refused message reached the receiver's log too
 SHARED = ("link", "kind", "round", "msg_id", "size")  # what both ends record of a message
 BEST_EFFORT = {"abort"}  # sent to peers that may be gone already: may never be received
+STOPPED = "; or {} stopped before it arrived (its session did not end ok)"
 
 
 def cross_check(sessions: Iterable[Session]) -> list[str]:
@@ -74,10 +75,12 @@ def _unmatched(sender: str, receiver: str, parties: dict[str, list[Session]]) ->
     sent = _by_link(parties[sender], receiver, ("sent",))
     got = _by_link(parties[receiver], sender, RECEIVED)
     findings = []
+    stopped = any(s.outcome != "ok" for s in parties[receiver])
     for link, lines in sorted(sent.items()):
         for line in lines[len(got.get(link, [])) :]:
             if line.record.get("kind") not in BEST_EFFORT:
-                findings.append(_say(parties[sender][0].log, line, f"to {receiver}", "received"))
+                finding = _say(parties[sender][0].log, line, f"to {receiver}", "received")
+                findings.append(finding + (STOPPED.format(receiver) if stopped else ""))
     for link, lines in sorted(got.items()):
         for line in lines[len(sent.get(link, [])) :]:
             findings.append(_say(parties[receiver][0].log, line, f"from {sender}", "sent"))

@@ -88,7 +88,7 @@ def export(report: Report, out: Path) -> None:
         {
             "path": chain.log,
             "sessions": [
-                {"party": s.party, "session": s.session, "job": s.job, "closed": s.closed}
+                {"party": s.party, "session": s.session, "job": s.job, "outcome": s.outcome}
                 for s in chain.sessions
             ],
             "text": report.texts[chain.log],
