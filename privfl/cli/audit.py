@@ -71,6 +71,7 @@ def export_command(run_dirs: tuple[Path, ...], out: Path, chains_only: bool) -> 
 
 
 def _summary(ok: bool, logs: int, findings: int) -> str:
+    read = f"{logs} log{'s' * (logs != 1)}"
     if ok:
-        return f"audit: {logs} logs verified, no findings"
-    return f"audit: {findings} findings in {logs} logs"
+        return f"audit: {read} verified, no findings"
+    return f"audit: {findings} finding{'s' * (findings != 1)} in {read}"

@@ -192,7 +192,8 @@ def test_the_command_line_flags_exports_and_rechecks(
     assert checked.returncode == 1 and "Traceback" not in checked.stderr
     findings = checked.stdout.splitlines()[:-1]
     assert findings and all(f.startswith(str(run)) for f in findings), checked.stdout
-    assert checked.stdout.splitlines()[-1] == f"audit: {len(findings)} findings in 3 logs"
+    summary = checked.stdout.splitlines()[-1]
+    assert summary.startswith(f"audit: {len(findings)} finding") and summary.endswith(" in 3 logs")
     assert exported.returncode == 1 and rechecked.returncode == 1
     data = json.loads(export.read_text())
     assert data["verification"]["findings"] == findings and not data["verification"]["ok"]

@@ -39,11 +39,11 @@ def cross_check(sessions: Iterable[Session]) -> list[str]:
 
 
 def _one_log_each(sid: str, parties: dict[str, list[Session]]) -> list[str]:
+    files = {party: sorted({s.log for s in logs}) for party, logs in sorted(parties.items())}
     return [
-        f"session {sid}: {len(logs)} logs claim party {party} "
-        f"({', '.join(sorted(log.log for log in logs))})"
-        for party, logs in sorted(parties.items())
-        if len({log.log for log in logs}) > 1
+        f"session {sid}: {len(names)} logs claim party {party} ({', '.join(names)})"
+        for party, names in files.items()
+        if len(names) > 1
     ]
 
 

@@ -50,6 +50,7 @@ def verify(paths: Sequence[Path], *, cross: bool = True) -> Report:
 def read_logs(paths: Sequence[Path]) -> dict[str, str]:
     """Each log's name (its path as given) and its whole text."""
     texts: dict[str, str] = {}
+    seen: set[Path] = set()  # one file given twice (``run`` and ``./run/host``) is read once
     for path in paths:
         if path.is_file() and path.name != FILE_NAME:
             texts.update(_from_export(path))
@@ -58,7 +59,9 @@ def read_logs(paths: Sequence[Path]) -> dict[str, str]:
         if not found:
             raise ConfigError(f"no {FILE_NAME} in {path}: pass a party's run folder (its --out)")
         for log in found:
-            texts[str(log)] = log.read_text(errors="replace")
+            if log.resolve() not in seen:
+                seen.add(log.resolve())
+                texts[str(log)] = log.read_text(errors="replace")
     return texts
 
 
