@@ -8,7 +8,7 @@ verify`` flags every such edit. The leaky arm: a party that rewrites its whole c
 consistently passes the chain check alone (``--chains-only``); only the cross-check
 against its peers' logs catches it.
 
-Logs from two real runs (three processes each, 512-bit test keys), made once per module.
+Logs from two real runs (three processes each, 512-bit test keys), made once per session.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from processes import WEAK, privfl
+from processes import privfl
 
 from privfl.parties.audit import FILE_NAME, GENESIS, line_hash
 from privfl.tools.audit.verify import verify
@@ -27,19 +27,10 @@ from privfl.tools.audit.verify import verify
 Tamper = Callable[[list[str]], list[str]]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Two finished run-local sessions (Server, Host, one guest), one epoch each."""
-    made = []
-    for name in ("a", "b"):
-        out = tmp_path_factory.mktemp("runs") / name
-        result = privfl(
-            "vfl", "run-local", *WEAK, "--epochs", "1", "--out", str(out), "--no-progress",
-            timeout=300,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        made.append(out)
-    return made[0], made[1]
+@pytest.fixture
+def runs(vertical_runs: tuple[Path, Path]) -> tuple[Path, Path]:
+    """Two finished sessions (tests/attacks/conftest.py): a to tamper with, b to swap in."""
+    return vertical_runs
 
 
 def copy_of(run: Path, tmp_path: Path) -> Path:

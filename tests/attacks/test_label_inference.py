@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from processes import WEAK, privfl
 from scipy.stats import binom
 
 from privfl.config.vertical import load_job
@@ -31,19 +30,14 @@ from privfl.mechanisms.label_dp import keep_probability, private_generator
 from privfl.parties.vertical.host_steps import private_labels
 from privfl.parties.vertical.runner import load_data
 
-EPSILON = 1.0
+EPSILON = 1.0  # the runs' label ε (tests/attacks/conftest.py; checked below)
 ALPHA = 1e-3
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("run") / "run"
-    result = privfl(
-        "vfl", "run-local", *WEAK, "--epochs", "1", "--label-epsilon", str(EPSILON),
-        "--out", str(out), "--no-progress", timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return out
+@pytest.fixture
+def run(vertical_runs: tuple[Path, Path]) -> Path:
+    """A finished run at label ε = 1 (tests/attacks/conftest.py)."""
+    return vertical_runs[0]
 
 
 def bayes_guess(seen: np.ndarray, prior_one: float, epsilon: float) -> np.ndarray:
@@ -64,6 +58,7 @@ def bound_with_margin(epsilon: float, rows: int) -> float:
 def test_label_inference_stays_under_the_label_dp_bound(run: Path, factor: float) -> None:
     # Prepare: the true labels of the Host's training rows, and what the Host trained on.
     job = load_job(run / "kit" / "job.toml")
+    assert job.label_dp.epsilon == EPSILON
     labels = load_data(job, "host", None, None).y_train
     assert labels is not None
     truth = labels.astype(int)
