@@ -60,32 +60,36 @@ def line_hash(line: str) -> str:
 
 
 class _Chain:
-    """The next ``seq`` and ``prev`` of one file, read from its tail once, then kept."""
+    """The next ``seq`` and ``prev`` of one file, read from the file whenever it changed."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lock = threading.Lock()
         self.size = -1  # bytes of the file after our last line; -1: read it first
         self.seq, self.prev = 0, GENESIS  # set from the file before the first append
+        self.cut = False  # the file ends inside a line (a crash while writing it)
 
     def append(self, record: dict[str, Any]) -> None:
+        """Write ``record`` with its ``seq`` and ``prev`` as the file's next line."""
         with self.lock:
-            if self._size_now() != self.size:  # new to us, or replaced: read its tail again
+            if self._size_now() != self.size:  # new to us, or written by another: read it
                 self._read_tail()
             line = json.dumps({**record, "seq": self.seq, "prev": self.prev})
             with open_private(self.path, "a") as handle:
-                handle.write(line + "\n")
-            self.seq += 1
-            self.prev = line_hash(line)
+                # A cut line stays a line of its own (verify flags it), never glued to ours.
+                handle.write(("\n" if self.cut else "") + line + "\n")
+            self.seq, self.prev, self.cut = self.seq + 1, line_hash(line), False
             self.size = self._size_now()
 
     def _size_now(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0
 
     def _read_tail(self) -> None:
-        lines = self.path.read_text().splitlines() if self.path.exists() else []
+        text = self.path.read_text() if self.path.exists() else ""
+        lines = text.splitlines()
         self.seq = len(lines)
         self.prev = line_hash(lines[-1]) if lines else GENESIS
+        self.cut = bool(text) and not text.endswith("\n")
 
 
 def _chain(path: Path) -> _Chain:

@@ -101,3 +101,15 @@ def test_both_ends_of_a_link_derive_the_same_key_and_no_one_else() -> None:
 
     assert ours == link_key(bob[1], alice[0], "s")
     assert ours != link_key(eve[1], bob[0], "s") and ours != link_key(alice[1], bob[0], "s2")
+
+
+def test_a_line_cut_by_a_crash_stays_apart_and_the_chain_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / FILE_NAME
+    AuditLog(path, party="alice", session="s", job="j").close("error")
+    path.write_text(path.read_text()[:-20])  # killed while writing its closed line
+
+    AuditLog(path, party="alice", session="s", job="j").close("ok")
+
+    text = path.read_text().splitlines()
+    assert len(text) == 4 and json.loads(text[2])["seq"] == 2
+    assert json.loads(text[2])["prev"] == line_hash(text[1])
