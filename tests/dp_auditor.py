@@ -89,9 +89,9 @@ def _select(
 def audit(
     sample: Sampler,
     inputs: tuple[float, float],
-    *,
     n_select: int,
     n_eval: int,
+    *,
     delta: float = 0.0,
     alpha: float = ALPHA,
 ) -> Audit:
