@@ -22,6 +22,10 @@ COMMANDS = {
     ),
     "init": ("privfl.cli.init:init", "Write job kits (job file + CURVE keys) for either mode."),
     "keys": ("privfl.cli.keys:keys", "CURVE key pairs that authenticate each party."),
+    "audit": (
+        "privfl.cli.audit:audit",
+        "Check the parties' hash-chained audit logs; export them for a reviewer.",
+    ),
     "bench": ("privfl.cli.bench:bench", "Benchmarks: measure, never deploy."),
     "conformance": (
         "privfl.cli.conformance:command",

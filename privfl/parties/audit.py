@@ -1,10 +1,11 @@
 """The audit log: one JSON line per message a party sends, receives or refuses — never the payload.
 
-Each line: ``time`` (UTC, ISO 8601), ``direction`` (sent / received / refused),
+Each message line: ``time`` (UTC, ISO 8601), ``direction`` (sent / received / refused),
 ``peer``, ``kind``, ``session``, ``round``, ``msg_id``, ``size`` (bytes of all
-frames), ``key_id`` and ``hmac_sha256``: HMAC-SHA256 of the body frame (the payload)
-under this party's audit key for this session. A refused message may have no
-readable header: its kind, round and id are null.
+frames), ``key_id``, ``hmac_sha256``: HMAC-SHA256 of the body frame (the payload)
+under this party's audit key for this session, and ``link``: the digest of the whole
+message that its sender and its receiver both record (:mod:`privfl.parties.audit_links`).
+A refused message may have no readable header: its kind, round and id are null.
 
 Why keyed: many payloads are low-entropy (a ``boost_split`` is four small
 integers), so a plain sha256 of one is reversed by hashing every candidate. Each
@@ -13,6 +14,13 @@ with its ``key_id``, to ``audit-keys.jsonl`` next to the log (mode 0600, like ev
 run file): a reader of the log alone learns nothing about a payload, while the
 party can still show which payload a line records (:func:`verify`), and two sites
 can compare a message by disclosing that one session's key.
+
+Why chained: every line also carries ``seq`` (its 0-based line number in the file)
+and ``prev`` (the sha256 of the previous line's bytes; 64 zeros on the first line),
+so an edited, deleted or moved line breaks the chain at the next one. Each session
+opens with an ``opened`` line binding the party, the session and the job fingerprint,
+and ends with a ``closed`` line, so a log cut after a session shows it
+(:mod:`privfl.tools.audit` checks all of it).
 """
 
 from __future__ import annotations
@@ -22,15 +30,23 @@ import hmac
 import json
 import secrets
 import threading
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from privfl.parties.files import append_jsonl, private_dir
+from privfl.parties.audit_links import link_digest
+from privfl.parties.files import append_jsonl, open_private, private_dir
 from privfl.protocol.messages import Header
 
 FILE_NAME = "audit.jsonl"
 KEYS_FILE = "audit-keys.jsonl"
 KEY_BYTES = 32
+GENESIS = "0" * 64  # the ``prev`` of a log's first line
+
+# One chain per file and process: a start-up Abort's log may write the same file.
+_CHAINS: dict[Path, _Chain] = {}
+_CHAINS_LOCK = threading.Lock()
 
 
 def digest(key: bytes, payload: bytes) -> str:
@@ -38,39 +54,121 @@ def digest(key: bytes, payload: bytes) -> str:
     return hmac.new(key, payload, hashlib.sha256).hexdigest()
 
 
-class AuditLog:
-    """Appends audit records to a file; usable as a Channel observer (thread-safe)."""
+def line_hash(line: str) -> str:
+    """The sha256 (hex) of one log line as written, without its newline: the next ``prev``."""
+    return hashlib.sha256(line.encode()).hexdigest()
+
+
+class _Chain:
+    """The next ``seq`` and ``prev`` of one file, read from the file whenever it changed."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.lock = threading.Lock()
+        self.size = -1  # bytes of the file after our last line; -1: read it first
+        self.seq, self.prev = 0, GENESIS  # set from the file before the first append
+        self.cut = False  # the file ends inside a line (a crash while writing it)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write ``record`` with its ``seq`` and ``prev`` as the file's next line."""
+        with self.lock:
+            if self._size_now() != self.size:  # new to us, or written by another: read it
+                self._read_tail()
+            line = json.dumps({**record, "seq": self.seq, "prev": self.prev})
+            with open_private(self.path, "a") as handle:
+                # A cut line stays a line of its own (verify flags it), never glued to ours.
+                handle.write(("\n" if self.cut else "") + line + "\n")
+            self.seq, self.prev, self.cut = self.seq + 1, line_hash(line), False
+            self.size = self._size_now()
+
+    def _size_now(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def _read_tail(self) -> None:
+        text = self.path.read_text() if self.path.exists() else ""
+        lines = text.splitlines()
+        self.seq = len(lines)
+        self.prev = line_hash(lines[-1]) if lines else GENESIS
+        self.cut = bool(text) and not text.endswith("\n")
+
+
+def _chain(path: Path) -> _Chain:
+    with _CHAINS_LOCK:
+        key = path.resolve()
+        if key not in _CHAINS:
+            _CHAINS[key] = _Chain(key)
+        return _CHAINS[key]
+
+
+def _now(timespec: str = "microseconds") -> str:
+    return datetime.now(UTC).isoformat(timespec=timespec)
+
+
+class AuditLog:
+    """Appends chained audit records to a file; usable as a Channel observer (thread-safe).
+
+    ``links``: each peer's link key for this session (no entry: ``link`` is null).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        party: str,
+        session: str,
+        job: str,
+        links: Mapping[str, bytes] | None = None,
+    ) -> None:
+        self.path = path
         private_dir(path.parent)
-        self._lock = threading.Lock()
+        self.party, self.session = party, session
+        self._links = dict(links or {})
         self._key = secrets.token_bytes(KEY_BYTES)  # this session's; never reused
         self.key_id = secrets.token_hex(8)
-        created = datetime.now(UTC).isoformat(timespec="seconds")
         append_jsonl(
             path.parent / KEYS_FILE,
-            {"key_id": self.key_id, "key": self._key.hex(), "created": created},
+            {"key_id": self.key_id, "key": self._key.hex(), "created": _now("seconds")},
         )
+        self._chain = _chain(path)
+        self._chain.append(
+            {"time": _now(), "direction": "opened", "party": party, "session": session,
+             "job": job, "key_id": self.key_id}
+        )  # fmt: skip
 
     def __call__(
         self, direction: str, peer: str, header: Header | None, frames: list[bytes]
     ) -> None:
         """Record one message; ``frames[-1]`` is the payload that gets digested."""
-        record = {
-            "time": datetime.now(UTC).isoformat(timespec="microseconds"),
-            "direction": direction,
-            "peer": peer,
-            "kind": str(header.kind) if header else None,
-            "session": header.session if header else None,
-            "round": header.round if header else None,
-            "msg_id": header.msg_id if header else None,
-            "size": sum(len(f) for f in frames),
-            "key_id": self.key_id,
-            "hmac_sha256": digest(self._key, frames[-1] if frames else b""),
-        }
-        with self._lock:
-            append_jsonl(self.path, record)
+        link = self._links.get(peer)
+        self._chain.append(
+            {
+                "time": _now(),
+                "direction": direction,
+                "peer": peer,
+                "kind": str(header.kind) if header else None,
+                "session": header.session if header else None,
+                "round": header.round if header else None,
+                "msg_id": header.msg_id if header else None,
+                "size": sum(len(f) for f in frames),
+                "key_id": self.key_id,
+                "hmac_sha256": digest(self._key, frames[-1] if frames else b""),
+                "link": link_digest(link, frames) if link is not None else None,
+            }
+        )
+
+    def __enter__(self) -> AuditLog:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """Close with outcome ok, or error when the session ends by an exception."""
+        self.close("ok" if kind is None else "error")
+
+    def close(self, outcome: str) -> None:
+        """End this session's records (``outcome``: ok or error): a cut log then shows it."""
+        self._chain.append(
+            {"time": _now(), "direction": "closed", "party": self.party,
+             "session": self.session, "outcome": outcome}
+        )  # fmt: skip
 
 
 def verify(folder: Path, record: dict[str, object], payload: bytes) -> bool:

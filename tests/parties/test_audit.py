@@ -7,21 +7,25 @@ import json
 from pathlib import Path
 from typing import Any
 
+import zmq
 from helpers import failures, memory_job, run_in_threads
 
-from privfl.parties.audit import FILE_NAME, AuditLog, verify
+from privfl.parties.audit import FILE_NAME, GENESIS, AuditLog, line_hash, verify
+from privfl.parties.audit_links import link_digest, link_key
 from privfl.protocol import codec
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind
 
 FIELDS = {
     "time", "direction", "peer", "kind", "session", "round", "msg_id", "size", "key_id",
-    "hmac_sha256",
+    "hmac_sha256", "link", "seq", "prev",
 }  # fmt: skip
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """The message lines of a log (not its opened and closed lines)."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in records if r["direction"] not in ("opened", "closed")]
 
 
 def test_every_message_is_audited_on_both_sides_without_its_payload(tmp_path: Path) -> None:
@@ -54,7 +58,7 @@ def test_every_message_is_audited_on_both_sides_without_its_payload(tmp_path: Pa
 
 
 def test_refused_messages_are_audited_too(tmp_path: Path) -> None:
-    audit = AuditLog(tmp_path / FILE_NAME)
+    audit = AuditLog(tmp_path / FILE_NAME, party="alice", session="s", job="j")
     header = Header(PROTOCOL, VERSION, "s", "bob", "alice", 0, 1, Kind.ABORT)
     frames = codec.encode(header, Abort(reason="x"))
 
@@ -67,3 +71,45 @@ def test_refused_messages_are_audited_too(tmp_path: Path) -> None:
     assert not verify(tmp_path, refused, b"\xff garbagE")
     assert refused["hmac_sha256"] != hashlib.sha256(b"\xff garbage").hexdigest()
     assert received["kind"] == "abort" and received["msg_id"] == 1
+
+
+def test_each_line_chains_to_the_one_before_across_sessions(tmp_path: Path) -> None:
+    path = tmp_path / FILE_NAME
+    header = Header(PROTOCOL, VERSION, "s", "bob", "alice", 0, 1, Kind.ABORT)
+    frames = codec.encode(header, Abort(reason="x"))
+
+    for session in ("s", "s2"):  # a resumed run appends a second session to the same file
+        with AuditLog(path, party="alice", session=session, job="j", links={"bob": b"k"}) as log:
+            log("received", "bob", header, frames)
+
+    text = path.read_text().splitlines()
+    records = [json.loads(line) for line in text]
+    assert [r["direction"] for r in records] == ["opened", "received", "closed"] * 2
+    assert [r["seq"] for r in records] == list(range(6))
+    assert records[0]["prev"] == GENESIS
+    for before, record in zip(text, records[1:], strict=False):
+        assert record["prev"] == line_hash(before)
+    assert records[3] == records[3] | {"party": "alice", "session": "s2", "job": "j"}
+    assert records[5]["outcome"] == "ok"
+    assert records[1]["link"] == link_digest(b"k", frames)
+
+
+def test_both_ends_of_a_link_derive_the_same_key_and_no_one_else() -> None:
+    alice, bob, eve = (zmq.curve_keypair() for _ in range(3))
+
+    ours = link_key(alice[1], bob[0], "s")
+
+    assert ours == link_key(bob[1], alice[0], "s")
+    assert ours != link_key(eve[1], bob[0], "s") and ours != link_key(alice[1], bob[0], "s2")
+
+
+def test_a_line_cut_by_a_crash_stays_apart_and_the_chain_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / FILE_NAME
+    AuditLog(path, party="alice", session="s", job="j").close("error")
+    path.write_text(path.read_text()[:-20])  # killed while writing its closed line
+
+    AuditLog(path, party="alice", session="s", job="j").close("ok")
+
+    text = path.read_text().splitlines()
+    assert len(text) == 4 and json.loads(text[2])["seq"] == 2
+    assert json.loads(text[2])["prev"] == line_hash(text[1])

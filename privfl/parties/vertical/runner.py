@@ -12,8 +12,6 @@ from privfl.config.vertical import JobConfig
 from privfl.data.tables import IdTable
 from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
-from privfl.parties.audit import FILE_NAME as AUDIT_FILE
-from privfl.parties.audit import AuditLog
 from privfl.parties.files import private_dir
 from privfl.parties.progress import Observer
 from privfl.parties.session import PartyContext, keyring, run_role
@@ -22,7 +20,7 @@ from privfl.parties.vertical.guest import run_guest
 from privfl.parties.vertical.host import EpochHook, run_host
 from privfl.parties.vertical.secureboost.run import run_boost_party
 from privfl.parties.vertical.server import run_server
-from privfl.parties.vertical.startup import DATA_FAILED, telling_peers
+from privfl.parties.vertical.startup import DATA_FAILED, open_audit, telling_peers
 from privfl.protocol.channel import Channel
 from privfl.protocol.messages import Header
 from privfl.protocol.reliable import ReliableTransport
@@ -102,7 +100,7 @@ def run_party(
     if transport is None:
         with telling_peers(job, name, out):  # the endpoint and keys are the job's: no data
             transport = open_transport(job, name)
-    audit = AuditLog(out / AUDIT_FILE)
+    audit = open_audit(job, name, out)
 
     def observe(direction: str, peer: str, header: Header | None, frames: list[bytes]) -> None:
         audit(direction, peer, header, frames)
@@ -118,7 +116,8 @@ def run_party(
     )
     ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
     boost = job.model.kind == "secureboost"  # its own roles, before the GLM roles start
-    with run_role(name, channel, lambda: ctx.peers, [transport]):
+    # The audit log closes after run_role has sent the Aborts: a cut log lacks that line.
+    with audit, run_role(name, channel, lambda: ctx.peers, [transport]):
         if role == "server":
             return run_boost_party(ctx, None) if boost else run_server(ctx)
         if table is not None:

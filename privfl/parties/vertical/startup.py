@@ -28,6 +28,7 @@ from privfl.config.vertical import JobConfig
 from privfl.errors import PrivflError
 from privfl.parties.audit import FILE_NAME as AUDIT_FILE
 from privfl.parties.audit import AuditLog
+from privfl.parties.audit_links import link_keys
 from privfl.parties.session import keyring, log_stop
 from privfl.protocol.channel import Channel
 from privfl.protocol.liveness import UNPROVEN_AFTER
@@ -78,12 +79,14 @@ def abort_outbound(
         show_unusable_key(job.party(name).endpoint, len(peers))
         return []
     transport = ReliableTransport(sockets)
-    audit = AuditLog(out / AUDIT_FILE) if out is not None and out.is_dir() else None
+    audit = open_audit(job, name, out) if out is not None and out.is_dir() else None
     channel = Channel(transport, session=job.session, timeout=REACH_SECONDS, observer=audit)
     try:
         told = _tell_as_they_connect(sockets, channel, sorted(peers), error)
     finally:
         transport.close()
+        if audit is not None:
+            audit.close("error")
     missed = sorted(set(peers) - set(told))
     log.info("told %s that we stopped%s", ", ".join(told) or "no peer", _missed(missed))
     return told
@@ -120,6 +123,18 @@ def show_unusable_key(endpoint: str, peers: int) -> None:
         monitor.close(linger=0)
         router.close(linger=0)
         ctx.term()
+
+
+def open_audit(job: JobConfig, name: str, out: Path) -> AuditLog:
+    """Our audit log for this session, with a link key per peer from the job's CURVE keys."""
+    peers = [n for n in job.parties if n != name]
+    try:
+        links = link_keys(keyring(job, name, peers), job.session)
+    except (PrivflError, OSError):  # in-memory test jobs have no key folder: no link digests
+        links = {}
+    return AuditLog(
+        out / AUDIT_FILE, party=name, session=job.session, job=job.fingerprint(), links=links
+    )
 
 
 def _tell_as_they_connect(

@@ -1,0 +1,29 @@
+"""Real vertical runs that several attack modules read, made once per test session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from processes import WEAK, privfl
+
+LABEL_EPSILON = 1.0  # the label ε of these runs (test_label_inference.py bounds against it)
+
+
+@pytest.fixture(scope="session")
+def vertical_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two finished ``run-local`` sessions (Server, Host, one guest; 512-bit test keys).
+
+    One epoch each, label ε = 1: their audit logs, label draws and kits are read, never
+    written (tests tamper with copies).
+    """
+    made = []
+    for name in ("a", "b"):
+        out = tmp_path_factory.mktemp("runs") / name
+        result = privfl(
+            "vfl", "run-local", *WEAK, "--epochs", "1", "--label-epsilon", str(LABEL_EPSILON),
+            "--out", str(out), "--no-progress", timeout=300,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        made.append(out)
+    return made[0], made[1]
