@@ -22,6 +22,10 @@ COMMANDS = {
     ),
     "init": ("privfl.cli.init:init", "Write job kits (job file + CURVE keys) for either mode."),
     "keys": ("privfl.cli.keys:keys", "CURVE key pairs that authenticate each party."),
+    "site": (
+        "privfl.cli.governance:site",
+        "What a site's governance office reads: the ε ledger per project.",
+    ),
     "bench": ("privfl.cli.bench:bench", "Benchmarks: measure, never deploy."),
     "conformance": (
         "privfl.cli.conformance:command",

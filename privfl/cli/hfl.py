@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.governance import policy_option
 from privfl.cli.options import (
     job_option,
     no_progress_option,
@@ -278,6 +279,7 @@ def role_command(role: str) -> click.Command:
     )
     @verbose_option
     @overwrite_option
+    @policy_option
     @friendly_errors
     def command(
         job_file: Path,
@@ -287,7 +289,9 @@ def role_command(role: str) -> click.Command:
         slow: float,
         verbose: bool,
         overwrite: bool,
+        policy_file: Path | None,
     ) -> None:
+        from privfl.cli.governance import book_hfl, hfl_gate
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.runs.outdir import claim
 
@@ -298,9 +302,11 @@ def role_command(role: str) -> click.Command:
             raise click.UsageError(
                 f"party {party} is a {spec.role}; run the matching `privfl hfl` command"
             )
+        policy = hfl_gate(job, party, policy_file)  # before any data, socket or message
         out = out or run_dir_default() / party
         claim(out, overwrite=overwrite, can_resume=False)
         setup_logging(out, party, verbose)
+        book_hfl(policy, job, party)  # booked when it starts: a crash still counts
         if role == "aggregator":
             from privfl.parties.horizontal.aggregator import run_aggregator
 

@@ -13,6 +13,7 @@ import click
 
 from privfl.cli.boost import boost_options, pop_boost_options, with_boost
 from privfl.cli.errors import friendly_errors
+from privfl.cli.governance import policy_option
 from privfl.cli.options import (
     job_option,
     no_progress_option,
@@ -452,6 +453,7 @@ def party_command(role: str) -> click.Command:
         "start every party with it.",
     )
     @overwrite_option
+    @policy_option
     @click.option(
         "--redraw-labels",
         is_flag=True,
@@ -473,8 +475,10 @@ def party_command(role: str) -> click.Command:
         verbose: bool,
         resume: bool,
         overwrite: bool,
+        policy_file: Path | None,
         redraw_labels: bool,
     ) -> None:
+        from privfl.cli.governance import book_vertical, vertical_gate
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.parties.vertical.inputs import parse_features, party_inputs
         from privfl.parties.vertical.runner import run_party
@@ -487,9 +491,13 @@ def party_command(role: str) -> click.Command:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
         if redraw_labels and role != "host":
             raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
+        with telling_peers(job, party, None):  # before any data, inbox or protocol message
+            policy = vertical_gate(job, party, policy_file)
         out = out or run_dir_default() / party
         claim(out, resume=resume, overwrite=overwrite)
         setup_logging(out, party, verbose)
+        with telling_peers(job, party, out):  # booked when it starts: a crash still counts
+            book_vertical(policy, job, party, again=redraw_labels)
         with telling_peers(job, party, out, DATA_FAILED):  # peers hear of it, not its cells
             data, table = party_inputs(
                 job, party, data_file, id_column, label_column, parse_features(features)
