@@ -17,9 +17,9 @@ import click
 
 from privfl.cli.errors import friendly_errors
 from privfl.config.horizontal import HflJob
+from privfl.config.policy import ENV_VAR, SYSTEM_PATH, SitePolicy, find_policy, load_policy
 from privfl.config.vertical import JobConfig
 from privfl.errors import PrivflError
-from privfl.config.policy import ENV_VAR, SYSTEM_PATH, SitePolicy, find_policy, load_policy
 
 policy_option = click.option(
     "--policy",

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from privfl.errors import ConfigError, PrivacyBudgetExceeded
 from privfl.config.policy import SitePolicy
+from privfl.errors import ConfigError, PrivacyBudgetExceeded
 from privfl.parties.files import open_private, write_json
 
 VERSION = 1

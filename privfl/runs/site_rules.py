@@ -12,9 +12,9 @@ import math
 from collections.abc import Iterator, Mapping
 
 from privfl.config.horizontal import HflJob
+from privfl.config.policy import SitePolicy
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
-from privfl.config.policy import SitePolicy
 from privfl.learning.secureboost import node_floor
 
 # A broken rule: what the job does, and the policy key it breaks ("label_dp max_epsilon").
