@@ -66,6 +66,18 @@ def vertical_gate(job: JobConfig, party: str, option: Path | None) -> SitePolicy
     return policy
 
 
+def vertical_gate_telling(job: JobConfig, party: str, option: Path | None) -> SitePolicy | None:
+    """:func:`vertical_gate`; a refusal is sent to the peers that connect as an Abort (the
+    only message a refusing party sends), so none waits for its timeout."""
+    from privfl.parties.vertical.startup import abort_outbound
+
+    try:
+        return vertical_gate(job, party, option)
+    except PrivflError as exc:
+        abort_outbound(job, party, exc)
+        raise
+
+
 def hfl_gate(job: HflJob, party: str, option: Path | None) -> SitePolicy | None:
     """Refuse a horizontal job this site's policy forbids; returns the policy (or None)."""
     from privfl.runs.site_rules import check_hfl

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from privfl.cli.errors import friendly_errors
-from privfl.cli.governance import policy_option, vertical_gate
+from privfl.cli.governance import policy_option, vertical_gate_telling
 from privfl.cli.options import job_option, out_option, party_option, verbose_option
 from privfl.config.vertical import JobConfig, load_job
 
@@ -76,7 +76,7 @@ def predict_cmd(
     job = load_job(job_file)
     role = job.party(party).role
     # bound by the same rules as training (no ε is booked: prediction releases no DP output)
-    vertical_gate(job, party, policy_file)
+    vertical_gate_telling(job, party, policy_file)
     out = out or run_dir_default() / party / "predictions.csv"
     setup_logging(out.parent, party, verbose)
     if job.model.kind == "secureboost":

@@ -478,7 +478,7 @@ def party_command(role: str) -> click.Command:
         policy_file: Path | None,
         redraw_labels: bool,
     ) -> None:
-        from privfl.cli.governance import book_vertical, vertical_gate
+        from privfl.cli.governance import book_vertical, vertical_gate_telling
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.parties.vertical.inputs import parse_features, party_inputs
         from privfl.parties.vertical.runner import run_party
@@ -491,8 +491,7 @@ def party_command(role: str) -> click.Command:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
         if redraw_labels and role != "host":
             raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
-        with telling_peers(job, party, None):  # before any data, inbox or protocol message
-            policy = vertical_gate(job, party, policy_file)
+        policy = vertical_gate_telling(job, party, policy_file)  # before data, inbox, messages
         out = out or run_dir_default() / party
         claim(out, resume=resume, overwrite=overwrite)
         setup_logging(out, party, verbose)
