@@ -522,6 +522,7 @@ def party_command(role: str) -> click.Command:
                 resume=resume,
                 observer=observer,
                 redraw_labels=redraw_labels,
+                min_shared=policy.psi.min_intersection if policy else 0,
             )
         finally:
             if close:

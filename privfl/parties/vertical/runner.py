@@ -82,6 +82,7 @@ def run_party(
     resume: bool = False,
     label_rng: np.random.Generator | None = None,
     redraw_labels: bool = False,
+    min_shared: int = 0,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
@@ -91,7 +92,8 @@ def run_party(
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
     ``resume``: continue after the last epoch every party has a checkpoint of.
     ``redraw_labels`` (Host): draw the label noise anew instead of reusing the job's
-    saved draw; the extra ε is booked.
+    saved draw; the extra ε is booked. ``min_shared``: the fewest ids the intersection
+    may hold (this site's policy); fewer stops the run before training.
     """
     role = job.party(name).role
     private_dir(out)
@@ -116,7 +118,9 @@ def run_party(
         observer=observe,
         max_pending_bytes=job.max_buffered_mib * 1024 * 1024,
     )
-    ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
+    ctx = PartyContext(
+        name=name, job=job, channel=channel, out=out, resume=resume, min_shared=min_shared
+    )
     boost = job.model.kind == "secureboost"  # its own roles, before the GLM roles start
     with run_role(name, channel, lambda: ctx.peers, [transport]):
         if role == "server":
