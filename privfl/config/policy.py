@@ -137,7 +137,9 @@ def policy_from_dict(data: dict[str, Any], source: Path | None = None) -> SitePo
         str(name): build(ProjectBudget, table, f"projects.{name}", name=str(name))
         for name, table in require_table(data.pop("projects", {}), "projects").items()
     }
-    sections = {key: build(cls, data.pop(key, {}), key) for key, cls in TABLES.items()}
+    sections: dict[str, Any] = {
+        key: build(cls, data.pop(key, {}), key) for key, cls in TABLES.items()
+    }
     policy = build(SitePolicy, data, "", projects=projects, source=source, **sections)
     check_ranges(policy)
     return policy

@@ -11,6 +11,7 @@ by basic composition: a project's spent ε is the sum of its runs' ε (δ likewi
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import math
 from collections.abc import Iterator
@@ -91,7 +92,7 @@ def admit(policy: SitePolicy, booking: Booking, spend: Spend, *, again: bool = F
         if not again and any(same_run(r, booking) for r in runs):
             return False
         check_budget(policy, booking.project, spend.epsilon, runs)
-        runs.append(entry(booking, spend))
+        runs.append({**entry(booking, spend), "policy_sha256": policy_digest(policy)})
         write_json(path, {"version": VERSION, "runs": runs}, durable=True)
     return True
 
@@ -122,6 +123,13 @@ def entry(booking: Booking, spend: Spend) -> dict[str, Any]:
     if math.isinf(spend.epsilon):
         record["epsilon"] = "inf"
     return record
+
+
+def policy_digest(policy: SitePolicy) -> str:
+    """SHA-256 of the policy file's bytes: which version of the policy admitted the run."""
+    if policy.source is None:
+        return ""
+    return hashlib.sha256(policy.source.read_bytes()).hexdigest()
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 import threading
@@ -93,3 +94,4 @@ def test_site_budget_prints_projects_and_runs(tmp_path: Path) -> None:
     }
     assert [r["party"] for r in report["runs"]] == ["host", "guest-1"]
     assert report["runs"][0]["unit"] == "per label"
+    assert report["runs"][0]["policy_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
