@@ -26,8 +26,16 @@ policy_option = click.option(
     "policy_file",
     type=click.Path(path_type=Path),
     default=None,
-    help=f"This site's policy file (docs/deploy.md, Governance). [${ENV_VAR}, else "
+    help=f"This site's policy file (docs/deploy.md, section 9). [${ENV_VAR}, else "
     f"{SYSTEM_PATH} if it exists; none: no site limits]",
+)
+
+project_option = click.option(
+    "--project",
+    default=None,
+    help="The approved project whose site ε budgets the job spends: written into the "
+    "job (and its fingerprint); sites whose policy lists projects refuse a job without "
+    "one (docs/deploy.md, section 9). [none]",
 )
 
 

@@ -13,7 +13,7 @@ import click
 
 from privfl.cli.boost import boost_options, pop_boost_options, with_boost
 from privfl.cli.errors import friendly_errors
-from privfl.cli.governance import policy_option
+from privfl.cli.governance import policy_option, project_option
 from privfl.cli.options import (
     job_option,
     no_progress_option,
@@ -577,10 +577,16 @@ def site_kit_options(func: F) -> F:
     help="First port; parties take consecutive ports. [free ports now]",
 )
 @site_kit_options
+@project_option
 @overwrite_option
 @friendly_errors
 def init_vfl(
-    out: Path, host_name: str, base_port: int | None, overwrite: bool, **opts: Any
+    out: Path,
+    host_name: str,
+    base_port: int | None,
+    project: str | None,
+    overwrite: bool,
+    **opts: Any,
 ) -> None:
     """Write OUT/job.toml and OUT/keys/ for running each party as its own command.
 
@@ -602,6 +608,7 @@ def init_vfl(
     claim(out, overwrite=overwrite, can_resume=False)
     site = pop_site_options(opts)
     job = build_job(None, host=host_name, base_port=base_port, **opts)
+    job = replace(job, project=project) if project else job
     if site.parties or site.psi or site.psi_key_bits or site.feature_counts:
         job = init_sites(job, out, site)
         if site.parties:

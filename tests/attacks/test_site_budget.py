@@ -30,11 +30,9 @@ POLICY = (
 def job_file(tmp_path: Path, name: str, epsilon: float) -> Path:
     """A one-epoch kit of project sepsis with label ε ``epsilon`` (`privfl init vfl`)."""
     args = ["init", "vfl", "--out", str(tmp_path / name), *WEAK, "--epochs", "1"]
-    made = CliRunner().invoke(main, [*args, "--label-epsilon", str(epsilon)])
+    made = CliRunner().invoke(main, [*args, "--label-epsilon", str(epsilon), "--project", "sepsis"])
     assert made.exit_code == 0, made.output
-    path = tmp_path / name / "job.toml"
-    path.write_text('project = "sepsis"\n' + path.read_text())
-    return path
+    return tmp_path / name / "job.toml"
 
 
 def run_local(job: Path, out: Path, env: dict[str, str]) -> tuple[int, str]:
