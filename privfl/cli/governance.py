@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,7 +21,10 @@ from privfl.cli.errors import friendly_errors
 from privfl.config.horizontal import HflJob
 from privfl.config.policy import ENV_VAR, SYSTEM_PATH, SitePolicy, find_policy, load_policy
 from privfl.config.vertical import JobConfig
-from privfl.errors import PrivflError
+from privfl.errors import ConfigError, PrivflError
+
+if TYPE_CHECKING:
+    from privfl.runs.site_ledger import Booking
 
 policy_option = click.option(
     "--policy",
@@ -70,7 +75,8 @@ def vertical_gate(job: JobConfig, party: str, option: Path | None) -> SitePolicy
 
     policy = site_policy(option)
     if policy is not None:
-        check_vertical(job, policy, peer_fingerprints(job, party, policy))
+        with noting_refusal(policy, booking(job, party, "vfl")):
+            check_vertical(job, policy, peer_fingerprints(job, party, policy))
     return policy
 
 
@@ -92,32 +98,51 @@ def hfl_gate(job: HflJob, party: str, option: Path | None) -> SitePolicy | None:
 
     policy = site_policy(option)
     if policy is not None:
-        check_hfl(job, policy, peer_fingerprints(job, party, policy))
+        with noting_refusal(policy, booking(job, party, "hfl")):
+            check_hfl(job, policy, peer_fingerprints(job, party, policy))
     return policy
+
+
+def booking(job: JobConfig | HflJob, party: str, mode: str) -> Booking:
+    """Which run of which job at which party a ledger entry is about."""
+    from privfl.runs.site_ledger import Booking
+
+    role = job.party(party).role
+    return Booking(job.project, job.session, job.fingerprint(), party, role, mode)
+
+
+@contextmanager
+def noting_refusal(policy: SitePolicy, run: Booking) -> Iterator[None]:
+    """Keep a refusal in the site ledger, then let it go on to stop the command."""
+    from privfl.runs.site_ledger import note_refusal
+
+    try:
+        yield
+    except ConfigError as exc:
+        note_refusal(policy, run, str(exc))
+        raise
 
 
 def book_vertical(
     policy: SitePolicy | None, job: JobConfig, party: str, *, again: bool = False
 ) -> None:
     """Book this vertical run in the site ledger, or refuse it past the project's budget."""
-    from privfl.runs.site_ledger import Booking, admit
+    from privfl.runs.site_ledger import admit
     from privfl.runs.site_spend import vertical_spend
 
     if policy is not None:
-        role = job.party(party).role
-        booking = Booking(job.project, job.session, job.fingerprint(), party, role, "vfl")
-        admit(policy, booking, vertical_spend(job, role), again=again)
+        run = booking(job, party, "vfl")
+        admit(policy, run, vertical_spend(job, run.role), again=again)
 
 
 def book_hfl(policy: SitePolicy | None, job: HflJob, party: str) -> None:
     """Book this horizontal run in the site ledger, or refuse it past the project's budget."""
-    from privfl.runs.site_ledger import Booking, admit
+    from privfl.runs.site_ledger import admit
     from privfl.runs.site_spend import hfl_spend
 
     if policy is not None:
-        role = job.party(party).role
-        booking = Booking(job.project, job.session, job.fingerprint(), party, role, "hfl")
-        admit(policy, booking, hfl_spend(job, role))
+        run = booking(job, party, "hfl")
+        admit(policy, run, hfl_spend(job, run.role))
 
 
 @click.group()
@@ -130,14 +155,15 @@ def site() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the ledger as JSON.")
 @friendly_errors
 def budget_cmd(policy_file: Path | None, as_json: bool) -> None:
-    """Print each project's budget, spent and left ε at this site, then every booked run."""
-    from privfl.runs.site_ledger import read_ledger
+    """Print each project's budget, spent and left ε at this site, every booked run, and
+    every job the site's policy refused."""
+    from privfl.runs.site_ledger import read_document
 
     policy = site_policy(policy_file)
     if policy is None:
         raise click.UsageError(f"no site policy: pass --policy FILE or set ${ENV_VAR}")
-    runs = read_ledger(policy.ledger_path())
-    report = budget_report(policy, runs)
+    document = read_document(policy.ledger_path())
+    report = {**budget_report(policy, document["runs"]), "refused": document["refused"]}
     click.echo(json.dumps(report, indent=2) if as_json else budget_table(report))
 
 
@@ -164,7 +190,7 @@ def _text(value: float) -> float | str:
 
 
 def budget_table(report: dict[str, Any]) -> str:
-    """The report as two aligned tables: projects, then runs in booking order."""
+    """The report as aligned tables: projects, runs in booking order, refused jobs."""
     from privfl.runs.site_ledger import epsilon_of
 
     head = [("project", "budget ε", "spent ε", "left ε", "runs")]
@@ -185,7 +211,13 @@ def budget_table(report: dict[str, Any]) -> str:
         )
         for r in report["runs"]
     ]
-    return "\n".join([f"site ledger {report['ledger']}", *_aligned(rows), "", *_aligned(runs)])
+    refused = [("refused", "session", "party", "reason")] + [
+        (r["refused"], r["session"], r["party"], r["reason"]) for r in report["refused"]
+    ]
+    return "\n".join(
+        [f"site ledger {report['ledger']}", *_aligned(rows), "", *_aligned(runs)]
+        + (["", *_aligned(refused)] if report["refused"] else [])
+    )
 
 
 def _fmt(value: float | str) -> str:

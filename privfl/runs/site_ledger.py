@@ -51,17 +51,22 @@ class Booking:
     mode: str  # "vfl" or "hfl"
 
 
-def read_ledger(path: Path) -> list[dict[str, Any]]:
-    """The runs booked in ``path`` (none when it does not exist yet)."""
+def read_document(path: Path) -> dict[str, Any]:
+    """The ledger file: ``runs`` booked and ``refused`` jobs (empty when there is none yet)."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        return []
+        return {"version": VERSION, "runs": [], "refused": []}
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read the site ledger {path}: {exc}; restore it") from exc
     if not isinstance(data, dict) or data.get("version") != VERSION:
         raise ConfigError(f"{path} is not a privfl site ledger (version {VERSION})")
-    runs: list[dict[str, Any]] = data.get("runs", [])
+    return {"version": VERSION, "runs": data.get("runs", []), "refused": data.get("refused", [])}
+
+
+def read_ledger(path: Path) -> list[dict[str, Any]]:
+    """The runs booked in ``path`` (none when it does not exist yet)."""
+    runs: list[dict[str, Any]] = read_document(path)["runs"]
     return runs
 
 
@@ -88,13 +93,38 @@ def admit(policy: SitePolicy, booking: Booking, spend: Spend, *, again: bool = F
     """
     path = policy.ledger_path()
     with locked(path):
-        runs = read_ledger(path)
+        document = read_document(path)
+        runs = document["runs"]
         if not again and any(same_run(r, booking) for r in runs):
             return False
-        check_budget(policy, booking.project, spend.epsilon, runs)
+        try:
+            check_budget(policy, booking.project, spend.epsilon, runs)
+        except PrivacyBudgetExceeded as exc:
+            document["refused"].append(refusal(policy, booking, str(exc)))
+            write_json(path, document, durable=True)
+            raise
         runs.append({**entry(booking, spend), "policy_sha256": policy_digest(policy)})
-        write_json(path, {"version": VERSION, "runs": runs}, durable=True)
+        write_json(path, document, durable=True)
     return True
+
+
+def note_refusal(policy: SitePolicy, booking: Booking, reason: str) -> None:
+    """Keep a job this site's policy refused in the ledger, for the office to read."""
+    path = policy.ledger_path()
+    with locked(path):
+        document = read_document(path)
+        document["refused"].append(refusal(policy, booking, reason))
+        write_json(path, document, durable=True)
+
+
+def refusal(policy: SitePolicy, booking: Booking, reason: str) -> dict[str, Any]:
+    """The ledger's record of a refused job: when, which job and party, the rule's line."""
+    return {
+        "refused": datetime.now(UTC).isoformat(timespec="seconds"),
+        **asdict(booking),
+        "reason": reason,
+        "policy_sha256": policy_digest(policy),
+    }
 
 
 def check_budget(

@@ -21,6 +21,7 @@ from processes import WEAK, privfl
 
 from privfl.cli import main
 from privfl.config import policy as policy_module
+from privfl.config.vertical import load_job
 
 POLICY = (
     "[label_dp]\nmax_epsilon = 8\n[keys]\nmin_bits = 512\n[projects.sepsis]\nmax_epsilon = 10\n"
@@ -76,6 +77,9 @@ def test_a_run_past_the_project_budget_is_refused_and_the_ledger_lists_the_earli
     assert {r["party"] for r in report["runs"] if r["session"] == first_session} == {
         "server", "host", "guest-1",
     }  # fmt: skip
+    assert [(r["party"], r["fingerprint"]) for r in report["refused"]] == [
+        ("host", load_job(second).fingerprint())
+    ]
     assert (policy.parent / "ledger.json").stat().st_mode & 0o777 == 0o600
 
 

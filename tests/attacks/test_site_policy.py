@@ -13,6 +13,7 @@ same jobs without the policy: the party goes on to read its data.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from dataclasses import dataclass
@@ -130,9 +131,11 @@ def test_each_adversarial_job_is_refused_by_every_role_before_any_data(
     job = site["root"] / "jobs" / path.name
     policy = site["root"] / "policy.toml"
 
+    lines_seen = []
     for args in commands(job, site, adversarial.horizontal):
         # Act: the site's party command, as its operator starts it.
         result = invoke(args, policy)
+        lines_seen.append(result.stderr.strip().removeprefix("privfl: error: "))
 
         # Assert: exit 1, one line naming the rule, nothing past the gate, no run folder.
         lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -143,7 +146,14 @@ def test_each_adversarial_job_is_refused_by_every_role_before_any_data(
             assert lines[0].startswith("privfl: error: policy: "), lines[0]
             assert lines[0].endswith(f"(policy.toml {adversarial.rule})"), lines[0]
         assert not site["out"].exists(), args
-    assert not (site["root"] / "ledger.json").exists()  # refused before it was booked
+    # The office finds each refusal in the site ledger, and no run booked.
+    ledger = site["root"] / "ledger.json"
+    if adversarial.rule:
+        document = json.loads(ledger.read_text())
+        assert document["runs"] == []
+        assert [r["reason"] for r in document["refused"]] == lines_seen
+    else:  # the job file itself did not load: there is no job to record
+        assert not ledger.exists()
     if adversarial.rule and not adversarial.horizontal:  # the peers hear of the refusal
         assert {name for name, _ in site["told"]} == set(VERTICAL)
         assert all(adversarial.refused in why for _, why in site["told"])

@@ -14,7 +14,15 @@ from click.testing import CliRunner
 from privfl.cli import main
 from privfl.config.policy import load_policy
 from privfl.errors import PrivacyBudgetExceeded
-from privfl.runs.site_ledger import Booking, Spend, admit, read_ledger, spent
+from privfl.runs.site_ledger import (
+    Booking,
+    Spend,
+    admit,
+    note_refusal,
+    read_document,
+    read_ledger,
+    spent,
+)
 
 EIGHT = Spend(8.0, 0.0, "label DP", "per label", "one draw per job")
 
@@ -43,6 +51,8 @@ def test_runs_are_booked_until_the_budget_would_be_passed(tmp_path: Path) -> Non
     )
     runs = read_ledger(policy.ledger_path())
     assert [r["session"] for r in runs] == ["a", "b"] and spent(runs, "sepsis") == 16
+    kept = read_document(policy.ledger_path())["refused"]
+    assert [(r["session"], r["reason"]) for r in kept] == [("c", str(refused.value))]
     assert stat.S_IMODE(policy.ledger_path().stat().st_mode) == 0o600
 
 
@@ -79,11 +89,15 @@ def test_site_budget_prints_projects_and_runs(tmp_path: Path) -> None:
     policy = load_policy(path)
     admit(policy, booking("a"), EIGHT)
     admit(policy, booking("a", "guest-1"), Spend(0.0, 0.0, "none", "no release", ""))
+    note_refusal(policy, booking("b"), "policy: 100 epochs exceed this site's maximum 30")
 
     table = CliRunner().invoke(main, ["site", "budget", "--policy", str(path)])
     as_json = CliRunner().invoke(main, ["site", "budget", "--policy", str(path), "--json"])
 
     assert table.exit_code == 0, table.output
+    assert table.output.splitlines()[-1].endswith(
+        "b        host   policy: 100 epochs exceed this site's maximum 30"
+    ), table.output
     assert "sepsis   20        8        12      2" in table.output
     report = json.loads(as_json.output)
     assert report["projects"]["sepsis"] == {
