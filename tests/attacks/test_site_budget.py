@@ -21,7 +21,6 @@ from processes import WEAK, privfl
 
 from privfl.cli import main
 from privfl.config import policy as policy_module
-from privfl.config.vertical import load_job
 
 POLICY = (
     "[label_dp]\nmax_epsilon = 8\n[keys]\nmin_bits = 512\n[projects.sepsis]\nmax_epsilon = 10\n"
@@ -66,6 +65,7 @@ def test_a_run_past_the_project_budget_is_refused_and_the_ledger_lists_the_earli
         "policy: this run's ε 5 would take project 'sepsis' from 6 to 11, past this site's "
         "budget 10 (policy.toml [projects.sepsis] max_epsilon" in err_b
     ), err_b
+    assert "peer host stopped: host: policy: " in err_b  # its peers heard why, by Abort
     assert not (tmp_path / "run-b" / "host" / "summary.json").exists()
     report = json.loads(shown.stdout)
     assert report["projects"]["sepsis"] == {
@@ -77,9 +77,9 @@ def test_a_run_past_the_project_budget_is_refused_and_the_ledger_lists_the_earli
     assert {r["party"] for r in report["runs"] if r["session"] == first_session} == {
         "server", "host", "guest-1",
     }  # fmt: skip
-    assert [(r["party"], r["fingerprint"]) for r in report["refused"]] == [
-        ("host", load_job(second).fingerprint())
-    ]
+    refused = report["refused"]  # the office sees the attempt (run-local's own copy of the job)
+    assert [r["party"] for r in refused] == ["host"]
+    assert refused[0]["reason"].startswith("policy: this run's ε 5 would take project 'sepsis'")
     assert (policy.parent / "ledger.json").stat().st_mode & 0o777 == 0o600
 
 
