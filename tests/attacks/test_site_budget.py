@@ -65,7 +65,9 @@ def test_a_run_past_the_project_budget_is_refused_and_the_ledger_lists_the_earli
         "policy: this run's ε 5 would take project 'sepsis' from 6 to 11, past this site's "
         "budget 10 (policy.toml [projects.sepsis] max_epsilon" in err_b
     ), err_b
-    assert "peer host stopped: host: policy: " in err_b  # its peers heard why, by Abort
+    consoles = [tmp_path / "run-b" / p / "console.log" for p in ("server", "guest-1")]
+    heard = [c.read_text() for c in consoles if c.exists()]  # its peers heard why, by Abort
+    assert any("peer host stopped: host: policy: " in text for text in heard), heard
     assert not (tmp_path / "run-b" / "host" / "summary.json").exists()
     report = json.loads(shown.stdout)
     assert report["projects"]["sepsis"] == {
