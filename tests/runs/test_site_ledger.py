@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from privfl.cli import main
 from privfl.config.policy import load_policy
-from privfl.errors import PrivacyBudgetExceeded
+from privfl.errors import ConfigError, PrivacyBudgetExceeded
 from privfl.runs.site_ledger import (
     Booking,
     Spend,
@@ -109,3 +109,13 @@ def test_site_budget_prints_projects_and_runs(tmp_path: Path) -> None:
     assert [r["party"] for r in report["runs"]] == ["host", "guest-1"]
     assert report["runs"][0]["unit"] == "per label"
     assert report["runs"][0]["policy_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_an_unreadable_ledger_stops_the_run_instead_of_starting_a_fresh_one(
+    tmp_path: Path,
+) -> None:
+    policy = load_policy(policy_file(tmp_path))
+    policy.ledger_path().write_text("{not json")
+    with pytest.raises(ConfigError, match="cannot read the site ledger .*; restore it"):
+        admit(policy, booking("a"), EIGHT)
+    assert policy.ledger_path().read_text() == "{not json"
