@@ -116,6 +116,6 @@ def test_an_unreadable_ledger_stops_the_run_instead_of_starting_a_fresh_one(
 ) -> None:
     policy = load_policy(policy_file(tmp_path))
     policy.ledger_path().write_text("{not json")
-    with pytest.raises(ConfigError, match="cannot read the site ledger .*; restore it"):
+    with pytest.raises(ConfigError, match=r"cannot read the site ledger .*; restore it"):
         admit(policy, booking("a"), EIGHT)
     assert policy.ledger_path().read_text() == "{not json"
