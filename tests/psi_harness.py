@@ -59,10 +59,11 @@ def id_table(ids: list[str]) -> IdTable:
     return IdTable(ids=tuple(ids), x=np.zeros((len(ids), 1)), feature_names=("x",))
 
 
-def context_of(job: JobConfig, name: str, hub: InMemoryHub) -> PartyContext:
-    """What a party of ``job`` holds to run the stage over ``hub``."""
+def context_of(job: JobConfig, name: str, hub: InMemoryHub, min_shared: int = 0) -> PartyContext:
+    """What a party of ``job`` holds to run the stage over ``hub`` (``min_shared``: its
+    site policy's least intersection)."""
     channel = Channel(hub.transport(name), session=job.session, timeout=job.timeout_seconds)
-    return PartyContext(name=name, job=job, channel=channel, out=Path("."))
+    return PartyContext(name=name, job=job, channel=channel, out=Path("."), min_shared=min_shared)
 
 
 def send_as(job: JobConfig, hub: InMemoryHub, name: str, body: Message, to: str = "") -> Channel:
@@ -77,13 +78,15 @@ def run_stage(
     sites: dict[str, IdTable],
     hub: InMemoryHub,
     deviant: Callable[[], object] | None = None,
+    min_shared: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Each site's aligned table, or the exception it stopped with.
 
     ``deviant`` runs once the honest sites' inboxes are open, before they start: a
     deviating party sends its messages there (with :func:`send_as`).
     """
-    contexts = {n: context_of(job, n, hub) for n in sites}
+    least = min_shared or {}
+    contexts = {n: context_of(job, n, hub, least.get(n, 0)) for n in sites}
     if deviant is not None:
         deviant()
     results: dict[str, Any] = {}

@@ -26,6 +26,10 @@ COMMANDS = {
         "privfl.cli.audit:audit",
         "Check the parties' hash-chained audit logs; export them for a reviewer.",
     ),
+    "site": (
+        "privfl.cli.governance:site",
+        "What a site's governance office reads: the ε ledger per project.",
+    ),
     "bench": ("privfl.cli.bench:bench", "Benchmarks: measure, never deploy."),
     "conformance": (
         "privfl.cli.conformance:command",

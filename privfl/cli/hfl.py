@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.governance import policy_option, project_option
 from privfl.cli.options import (
     job_option,
     no_progress_option,
@@ -278,6 +280,7 @@ def role_command(role: str) -> click.Command:
     )
     @verbose_option
     @overwrite_option
+    @policy_option
     @friendly_errors
     def command(
         job_file: Path,
@@ -287,7 +290,9 @@ def role_command(role: str) -> click.Command:
         slow: float,
         verbose: bool,
         overwrite: bool,
+        policy_file: Path | None,
     ) -> None:
+        from privfl.cli.governance import book_hfl, hfl_gate
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.runs.outdir import claim
 
@@ -298,9 +303,11 @@ def role_command(role: str) -> click.Command:
             raise click.UsageError(
                 f"party {party} is a {spec.role}; run the matching `privfl hfl` command"
             )
+        policy = hfl_gate(job, party, policy_file)  # before any data, socket or message
         out = out or run_dir_default() / party
         claim(out, overwrite=overwrite, can_resume=False)
         setup_logging(out, party, verbose)
+        book_hfl(policy, job, party)  # booked when it starts: a crash still counts
         if role == "aggregator":
             from privfl.parties.horizontal.aggregator import run_aggregator
 
@@ -351,10 +358,16 @@ for _role in ("aggregator", "client", "shuffler"):
     show_default=True,
     help="Client hosts.",
 )
+@project_option
 @overwrite_option
 @friendly_errors
 def init_cmd(
-    out: Path, job_file: Path | None, client_processes: int, overwrite: bool, **opts: Any
+    out: Path,
+    job_file: Path | None,
+    client_processes: int,
+    project: str | None,
+    overwrite: bool,
+    **opts: Any,
 ) -> None:
     """Write OUT/job.toml and CURVE keys for running each party as its own command.
 
@@ -371,6 +384,8 @@ def init_cmd(
         click.echo("privfl: `privfl hfl init` is an alias of `privfl init hfl`", err=True)
 
     job = local_hfl_job(build_config(job_file, opts), client_processes)
+    project = project or (load_hfl_job(job_file).project if job_file else "")
+    job = dataclasses.replace(job, project=project)
     path = write_kit(job, out)
     click.echo(f"wrote {path} and {len(job.parties)} key pairs")
     for name, spec in job.parties.items():

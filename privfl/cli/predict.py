@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.governance import policy_option, vertical_gate_telling
 from privfl.cli.options import job_option, out_option, party_option, verbose_option
 from privfl.config.vertical import JobConfig, load_job
 
@@ -41,6 +42,7 @@ from privfl.config.vertical import JobConfig, load_job
     "in this file's folder. [runs/<timestamp>/<party>/predictions.csv]"
 )
 @verbose_option
+@policy_option
 @friendly_errors
 def predict_cmd(
     job_file: Path,
@@ -50,6 +52,7 @@ def predict_cmd(
     id_column: str | None,
     out: Path | None,
     verbose: bool,
+    policy_file: Path | None,
 ) -> None:
     """Score new rows with the joint model: start the Server, the Host and every Guest.
 
@@ -72,6 +75,8 @@ def predict_cmd(
 
     job = load_job(job_file)
     role = job.party(party).role
+    # bound by the same rules as training (no ε is booked: prediction releases no DP output)
+    vertical_gate_telling(job, party, policy_file)
     out = out or run_dir_default() / party / "predictions.csv"
     setup_logging(out.parent, party, verbose)
     if job.model.kind == "secureboost":

@@ -13,6 +13,7 @@ import click
 
 from privfl.cli.boost import boost_options, pop_boost_options, with_boost
 from privfl.cli.errors import friendly_errors
+from privfl.cli.governance import policy_option, project_option
 from privfl.cli.options import (
     job_option,
     no_progress_option,
@@ -452,6 +453,7 @@ def party_command(role: str) -> click.Command:
         "start every party with it.",
     )
     @overwrite_option
+    @policy_option
     @click.option(
         "--redraw-labels",
         is_flag=True,
@@ -473,8 +475,10 @@ def party_command(role: str) -> click.Command:
         verbose: bool,
         resume: bool,
         overwrite: bool,
+        policy_file: Path | None,
         redraw_labels: bool,
     ) -> None:
+        from privfl.cli.governance import book_vertical, vertical_gate_telling
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.parties.vertical.inputs import parse_features, party_inputs
         from privfl.parties.vertical.runner import run_party
@@ -487,9 +491,12 @@ def party_command(role: str) -> click.Command:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
         if redraw_labels and role != "host":
             raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
+        policy = vertical_gate_telling(job, party, policy_file)  # before data, inbox, messages
         out = out or run_dir_default() / party
         claim(out, resume=resume, overwrite=overwrite)
         setup_logging(out, party, verbose)
+        with telling_peers(job, party, out):  # booked when it starts: a crash still counts
+            book_vertical(policy, job, party, again=redraw_labels)
         with telling_peers(job, party, out, DATA_FAILED):  # peers hear of it, not its cells
             data, table = party_inputs(
                 job, party, data_file, id_column, label_column, parse_features(features)
@@ -515,6 +522,7 @@ def party_command(role: str) -> click.Command:
                 resume=resume,
                 observer=observer,
                 redraw_labels=redraw_labels,
+                min_shared=policy.psi.min_intersection if policy else 0,
             )
         finally:
             if close:
@@ -569,10 +577,16 @@ def site_kit_options(func: F) -> F:
     help="First port; parties take consecutive ports. [free ports now]",
 )
 @site_kit_options
+@project_option
 @overwrite_option
 @friendly_errors
 def init_vfl(
-    out: Path, host_name: str, base_port: int | None, overwrite: bool, **opts: Any
+    out: Path,
+    host_name: str,
+    base_port: int | None,
+    project: str | None,
+    overwrite: bool,
+    **opts: Any,
 ) -> None:
     """Write OUT/job.toml and OUT/keys/ for running each party as its own command.
 
@@ -594,6 +608,7 @@ def init_vfl(
     claim(out, overwrite=overwrite, can_resume=False)
     site = pop_site_options(opts)
     job = build_job(None, host=host_name, base_port=base_port, **opts)
+    job = replace(job, project=project) if project else job
     if site.parties or site.psi or site.psi_key_bits or site.feature_counts:
         job = init_sites(job, out, site)
         if site.parties:

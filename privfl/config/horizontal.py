@@ -172,6 +172,7 @@ class HflJob(JobFile[HflParty]):
     config: HflConfig = field(default_factory=HflConfig)
     parties: dict[str, HflParty] = field(default_factory=dict)
     keys_dir: str = "keys"
+    project: str = ""  # the approved project whose site budgets it spends; "" = none
     source: Path | None = None
 
     def canonical_data(self) -> dict[str, Any]:
@@ -192,7 +193,9 @@ def config_from_dict(data: dict[str, Any]) -> HflConfig:
 
 def to_dict(job: HflJob) -> dict[str, Any]:
     """The job as plain TOML-ready data (without its source path): what the file holds."""
+    project = {"project": job.project} if job.project else {}  # unset: old fingerprints
     return {
+        **project,
         "session": job.session,
         "keys_dir": job.keys_dir,
         "hfl": config_dict(job.config),
@@ -206,7 +209,7 @@ def save_hfl_job(job: HflJob, path: Path) -> None:
     write_toml(to_dict(job), path)
 
 
-JOB_KEYS = ("session", "keys_dir", "hfl", "parties")
+JOB_KEYS = ("session", "project", "keys_dir", "hfl", "parties")
 """The top-level keys of a horizontal job file (``[hfl]`` holds :class:`HflConfig`)."""
 
 
@@ -222,7 +225,7 @@ def load_hfl_job(path: Path) -> HflJob:
 def hfl_from_dict(data: dict[str, Any], source: Path | None = None) -> HflJob:
     """An HflJob from a job file's tables (:func:`to_dict`'s inverse)."""
     check_keys(data, JOB_KEYS, "")
-    for key in ("session", "keys_dir"):
+    for key in ("session", "project", "keys_dir"):
         if key in data:
             convert(data[key], str, key)
     if "session" not in data:
@@ -236,6 +239,7 @@ def hfl_from_dict(data: dict[str, Any], source: Path | None = None) -> HflJob:
         config=config_from_dict(data.get("hfl", {})),
         parties=parties,
         keys_dir=data.get("keys_dir", "keys"),
+        project=data.get("project", ""),
         source=source,
     )
 

@@ -186,6 +186,9 @@ class JobConfig(JobFile[PartySpec]):
     model: ModelConfig = field(default_factory=ModelConfig)
     label_dp: LabelDPConfig = field(default_factory=LabelDPConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    # The approved project whose site budgets this run spends (docs/deploy.md, Governance);
+    # "" = none named. In the fingerprint when set, so every party books the same project.
+    project: str = ""
     source: Path | None = None  # the file it was read from, to resolve keys_dir
 
     def __post_init__(self) -> None:
@@ -377,6 +380,8 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         if job.max_buffered_mib == DEFAULT_BUFFERED_MIB
         else {"max_buffered_mib": job.max_buffered_mib}
     )
+    if job.project:  # a job without a project keeps its old fingerprint
+        extra["project"] = job.project
     if job.model != ModelConfig():  # a job without [model] keeps its old fingerprint
         model = asdict(job.model)
         default = ModelConfig()

@@ -44,6 +44,8 @@ class PartyContext:
     out: Path
     resume: bool = False  # continue from the last checkpoint all parties hold
     checkpoints: bool = True  # False for sessions with nothing to resume (prediction)
+    # Fewest shared ids this site trains on: its policy's [psi] min_intersection (0 = none).
+    min_shared: int = 0
 
     @property
     def peers(self) -> list[str]:

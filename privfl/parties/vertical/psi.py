@@ -75,6 +75,11 @@ def align(ctx: PartyContext, table: IdTable) -> IdTable:
         raise ConfigError(
             "the parties share no id; check that every --id-column holds the same kind of ids"
         )
+    if len(shared.ids) < ctx.min_shared:  # a small group: each row weighs more in the model
+        raise ConfigError(
+            f"policy: the intersection holds {len(shared.ids)} ids, fewer than this site's "
+            f"minimum {ctx.min_shared} (site policy [psi] min_intersection)"
+        )
     return shared
 
 

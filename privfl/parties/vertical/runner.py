@@ -80,6 +80,7 @@ def run_party(
     resume: bool = False,
     label_rng: np.random.Generator | None = None,
     redraw_labels: bool = False,
+    min_shared: int = 0,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
@@ -89,7 +90,8 @@ def run_party(
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
     ``resume``: continue after the last epoch every party has a checkpoint of.
     ``redraw_labels`` (Host): draw the label noise anew instead of reusing the job's
-    saved draw; the extra ε is booked.
+    saved draw; the extra ε is booked. ``min_shared``: the fewest ids the intersection
+    may hold (this site's policy); fewer stops the run before training.
     """
     role = job.party(name).role
     private_dir(out)
@@ -114,7 +116,9 @@ def run_party(
         observer=observe,
         max_pending_bytes=job.max_buffered_mib * 1024 * 1024,
     )
-    ctx = PartyContext(name=name, job=job, channel=channel, out=out, resume=resume)
+    ctx = PartyContext(
+        name=name, job=job, channel=channel, out=out, resume=resume, min_shared=min_shared
+    )
     boost = job.model.kind == "secureboost"  # its own roles, before the GLM roles start
     # The audit log closes after run_role has sent the Aborts: a cut log lacks that line.
     with audit, run_role(name, channel, lambda: ctx.peers, [transport]):

@@ -1,0 +1,232 @@
+"""`--policy` for every party command, and `privfl site budget`: the site's governance glue.
+
+A party finds its policy at ``--policy FILE``, else ``$PRIVFL_POLICY``, else
+``/etc/privfl/policy.toml`` when that exists; a site with none runs without limits.
+The gate runs right after the job file is read: before the party reads data, opens
+its inbox or sends a protocol message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from privfl.cli.errors import friendly_errors
+from privfl.config.horizontal import HflJob
+from privfl.config.policy import ENV_VAR, SYSTEM_PATH, SitePolicy, find_policy, load_policy
+from privfl.config.vertical import JobConfig
+from privfl.errors import ConfigError, PrivflError
+
+if TYPE_CHECKING:
+    from privfl.runs.site_ledger import Booking
+
+policy_option = click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help=f"This site's policy file (docs/deploy.md, section 9). [${ENV_VAR}, else "
+    f"{SYSTEM_PATH} if it exists; none: no site limits]",
+)
+
+project_option = click.option(
+    "--project",
+    default=None,
+    help="The approved project whose site ε budgets the job spends: written into the "
+    "job (and its fingerprint); sites whose policy lists projects refuse a job without "
+    "one (docs/deploy.md, section 9). [none]",
+)
+
+
+def site_policy(option: Path | None) -> SitePolicy | None:
+    """The policy this party runs under, or None when the site has none."""
+    path = find_policy(option)
+    return load_policy(path) if path is not None else None
+
+
+def peer_fingerprints(
+    job: JobConfig | HflJob, party: str, policy: SitePolicy
+) -> dict[str, str | None]:
+    """Each peer's public-key fingerprint from the key folder (None: no usable key file)."""
+    from privfl.protocol.keys import PUBLIC_SUFFIX, fingerprint, load_public_key
+
+    if not policy.peers.allowed:
+        return {}
+    found: dict[str, str | None] = {}
+    for peer in job.parties:
+        if peer == party:
+            continue
+        try:
+            found[peer] = fingerprint(load_public_key(job.keys_path() / f"{peer}{PUBLIC_SUFFIX}"))
+        except (OSError, ValueError, PrivflError):  # missing or malformed: none to allow
+            found[peer] = None
+    return found
+
+
+def vertical_gate(job: JobConfig, party: str, option: Path | None) -> SitePolicy | None:
+    """Refuse a vertical job this site's policy forbids; returns the policy (or None)."""
+    from privfl.runs.site_rules import check_vertical
+
+    policy = site_policy(option)
+    if policy is not None:
+        with noting_refusal(policy, booking(job, party, "vfl")):
+            check_vertical(job, policy, peer_fingerprints(job, party, policy))
+    return policy
+
+
+def vertical_gate_telling(job: JobConfig, party: str, option: Path | None) -> SitePolicy | None:
+    """:func:`vertical_gate`; a refusal is sent to the peers that connect as an Abort (the
+    only message a refusing party sends), so none waits for its timeout."""
+    from privfl.parties.vertical.startup import abort_outbound
+
+    try:
+        return vertical_gate(job, party, option)
+    except PrivflError as exc:
+        abort_outbound(job, party, exc)
+        raise
+
+
+def hfl_gate(job: HflJob, party: str, option: Path | None) -> SitePolicy | None:
+    """Refuse a horizontal job this site's policy forbids; returns the policy (or None)."""
+    from privfl.runs.site_rules import check_hfl
+
+    policy = site_policy(option)
+    if policy is not None:
+        with noting_refusal(policy, booking(job, party, "hfl")):
+            check_hfl(job, policy, peer_fingerprints(job, party, policy))
+    return policy
+
+
+def booking(job: JobConfig | HflJob, party: str, mode: str) -> Booking:
+    """Which run of which job at which party a ledger entry is about."""
+    from privfl.runs.site_ledger import Booking
+
+    role = job.party(party).role
+    return Booking(job.project, job.session, job.fingerprint(), party, role, mode)
+
+
+@contextmanager
+def noting_refusal(policy: SitePolicy, run: Booking) -> Iterator[None]:
+    """Keep a refusal in the site ledger, then let it go on to stop the command."""
+    from privfl.runs.site_ledger import note_refusal
+
+    try:
+        yield
+    except ConfigError as exc:
+        note_refusal(policy, run, str(exc))
+        raise
+
+
+def book_vertical(
+    policy: SitePolicy | None, job: JobConfig, party: str, *, again: bool = False
+) -> None:
+    """Book this vertical run in the site ledger, or refuse it past the project's budget."""
+    from privfl.runs.site_ledger import admit
+    from privfl.runs.site_spend import vertical_spend
+
+    if policy is not None:
+        run = booking(job, party, "vfl")
+        admit(policy, run, vertical_spend(job, run.role), again=again)
+
+
+def book_hfl(policy: SitePolicy | None, job: HflJob, party: str) -> None:
+    """Book this horizontal run in the site ledger, or refuse it past the project's budget."""
+    from privfl.runs.site_ledger import admit
+    from privfl.runs.site_spend import hfl_spend
+
+    if policy is not None:
+        run = booking(job, party, "hfl")
+        admit(policy, run, hfl_spend(job, run.role))
+
+
+@click.group()
+def site() -> None:
+    """What a site's governance office reads: the ledger of ε spent per project."""
+
+
+@site.command("budget")
+@policy_option
+@click.option("--json", "as_json", is_flag=True, help="Print the ledger as JSON.")
+@friendly_errors
+def budget_cmd(policy_file: Path | None, as_json: bool) -> None:
+    """Print each project's budget, spent and left ε at this site, every booked run, and
+    every job the site's policy refused."""
+    from privfl.runs.site_ledger import read_document
+
+    policy = site_policy(policy_file)
+    if policy is None:
+        raise click.UsageError(f"no site policy: pass --policy FILE or set ${ENV_VAR}")
+    document = read_document(policy.ledger_path())
+    report = {**budget_report(policy, document["runs"]), "refused": document["refused"]}
+    click.echo(json.dumps(report, indent=2) if as_json else budget_table(report))
+
+
+def budget_report(policy: SitePolicy, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Budget, spent and left per project (every approved one, every booked one), and runs."""
+    from privfl.runs.site_ledger import spent
+
+    names = sorted(set(policy.projects) | {r["project"] for r in runs})
+    projects = {}
+    for name in names:
+        cap = policy.projects[name].max_epsilon if name in policy.projects else math.inf
+        used = spent(runs, name)
+        projects[name] = {
+            "max_epsilon": _text(cap),
+            "spent": _text(used),
+            "left": _text(cap - used if math.isfinite(cap) else math.inf),
+            "runs": sum(r["project"] == name for r in runs),
+        }
+    return {"ledger": str(policy.ledger_path()), "projects": projects, "runs": runs}
+
+
+def _text(value: float) -> float | str:
+    return value if math.isfinite(value) else "inf"
+
+
+def budget_table(report: dict[str, Any]) -> str:
+    """The report as aligned tables: projects, runs in booking order, refused jobs."""
+    from privfl.runs.site_ledger import epsilon_of
+
+    head = [("project", "budget ε", "spent ε", "left ε", "runs")]
+    rows = head + [
+        (name or "(none)", *(_fmt(p[k]) for k in ("max_epsilon", "spent", "left")), str(p["runs"]))
+        for name, p in report["projects"].items()
+    ]
+    runs = [("started", "project", "session", "party", "role", "ε", "δ", "kind")] + [
+        (
+            r["started"],
+            r["project"] or "(none)",
+            r["session"],
+            r["party"],
+            r["role"],
+            _fmt(epsilon_of(r)),
+            f"{r['delta']:g}",
+            r["kind"],
+        )
+        for r in report["runs"]
+    ]
+    refused = [("refused", "session", "party", "reason")] + [
+        (r["refused"], r["session"], r["party"], r["reason"]) for r in report["refused"]
+    ]
+    return "\n".join(
+        [f"site ledger {report['ledger']}", *_aligned(rows), "", *_aligned(runs)]
+        + (["", *_aligned(refused)] if report["refused"] else [])
+    )
+
+
+def _fmt(value: float | str) -> str:
+    return value if isinstance(value, str) else f"{value:g}"
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
