@@ -37,11 +37,13 @@ class Link:
     up: bool = False
     ever_up: bool = False
     down_since: float = 0.0
+    ups: int = 0  # how many times a connection came up (a relayed party says hello each time)
 
     def on_event(self, event: int, now: float) -> None:
         """Apply one monitor event: a finished handshake is up, a disconnect is down."""
         if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self.up = self.ever_up = True
+            self.ups += 1
         elif event == zmq.EVENT_DISCONNECTED and self.up:
             # Failed reconnects to a frozen peer disconnect again: keep the first time.
             self.up, self.down_since = False, now
@@ -95,6 +97,16 @@ class LinkWatch:
             if age is not None:
                 lost[peer] = age
         return lost
+
+    def ups(self, peer: str) -> int:
+        """How many times the connection to ``peer`` has come up so far (0: never)."""
+        self._drain()
+        return self._links[peer].ups
+
+    def is_up(self, peer: str) -> bool:
+        """Whether the connection to ``peer`` is up now."""
+        self._drain()
+        return self._links[peer].up
 
     def never_up(self) -> list[str]:
         """Peers whose connection has not come up once yet: not started, or failed to start."""
