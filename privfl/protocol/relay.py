@@ -37,53 +37,90 @@ Outgoing = list[tuple[bytes, list[bytes]]]  # (routing id, frames) to send
 
 @dataclass
 class RelayCore:
-    """Routes and presence: which connection each party is on, and who must hear of it."""
+    """Routes and presence: which connection of each party hears from which peer, who is up.
+
+    A party may hold several relayed connections, each for its own peers (the
+    horizontal Shuffler has one towards the client hosts and one towards the
+    aggregator): a route is keyed by (recipient, sender), set by the recipient's
+    hello (which lists the peers that connection serves) or by any message it sends.
+    """
 
     parties: frozenset[str]
-    routes: dict[str, bytes] = field(default_factory=dict)  # party -> routing id
-    conn: dict[str, int] = field(default_factory=dict)  # party -> fd of its connection
-    up: set[str] = field(default_factory=set)
+    routes: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (to, from) -> route
+    conns: dict[str, set[int]] = field(default_factory=dict)  # party -> fds of its connections
+    owner: dict[int, str] = field(default_factory=dict)  # fd -> party
+    # Connections closed: what they sent before closing may still be queued behind the
+    # close event, and must not bring their party back up (until libzmq reuses the fd).
+    closed: set[int] = field(default_factory=set)
+
+    @property
+    def up(self) -> set[str]:
+        """The parties with at least one connection to the relay."""
+        return {p for p, fds in self.conns.items() if fds}
 
     def on_message(self, user: str, routing_id: bytes, fd: int, frames: list[bytes]) -> Outgoing:
         """What a frame set from the authenticated party ``user`` becomes."""
-        if routing_id.split(b"/", 1)[0] != user.encode() or not frames or frames[0] != MAGIC:
+        if routing_id.split(b"/", 1)[0] != user.encode() or len(frames) < 2 or frames[0] != MAGIC:
             log.warning("relay: dropped a frame set from %s (not ours or not its route)", user)
             return []
-        out = self._arrived(user, routing_id, fd)
-        if frames[1:] == [HELLO]:
-            return out
+        out = [] if fd in self.closed else self._arrived(user, fd)
+        if frames[1] == HELLO:
+            peers = [f.decode("utf-8", "replace") for f in frames[2:]]
+            return out + self._hello(user, routing_id, [p for p in peers if p in self.parties])
         if len(frames) != 4 or frames[1] != DATA:
             log.warning("relay: dropped a malformed frame set from %s", user)
             return out
         recipient = frames[2].decode("utf-8", "replace")
-        if recipient not in self.routes or recipient == user:
+        if recipient in self.parties:  # its answers come back over this connection
+            self.routes[(user, recipient)] = routing_id
+        if (recipient, user) not in self.routes or recipient not in self.up:
             log.info("relay: %s sent to %r, which is not connected; dropped", user, recipient)
             return out
         return [*out, *self.forward(user, recipient, frames[3])]
 
     def forward(self, sender: str, recipient: str, sealed: bytes) -> Outgoing:
         """The delivery of one sealed payload (a hostile relay in the tests overrides it)."""
-        return [(self.routes[recipient], [MAGIC, DATA, sender.encode(), sealed])]
+        return [(self.routes[(recipient, sender)], [MAGIC, DATA, sender.encode(), sealed])]
 
-    def _arrived(self, user: str, routing_id: bytes, fd: int) -> Outgoing:
-        """Note the connection ``user`` spoke on; announce it if it was not up."""
-        self.routes[user], self.conn[user] = routing_id, fd
-        if user in self.up:
+    def _hello(self, user: str, routing_id: bytes, peers: list[str]) -> Outgoing:
+        """Route ``peers``' messages for ``user`` to this connection; say which are up."""
+        for peer in peers:
+            self.routes[(user, peer)] = routing_id
+        return [(routing_id, [MAGIC, UP, p.encode()]) for p in peers if p in self.up]
+
+    def _arrived(self, user: str, fd: int) -> Outgoing:
+        """Note the connection ``user`` spoke on; if it was down, tell who listens for it."""
+        was_up = user in self.up
+        self.conns.setdefault(user, set()).add(fd)
+        self.owner[fd] = user
+        if was_up:
             return []
-        self.up.add(user)
         log.info("relay: %s is connected", user)
-        told = [(self.routes[p], [MAGIC, UP, user.encode()]) for p in self.up if p != user]
-        return told + [(routing_id, [MAGIC, UP, p.encode()]) for p in self.up if p != user]
+        return self._notice(user, UP)
+
+    def on_accepted(self, fd: int) -> None:
+        """A new connection on ``fd`` (possibly a closed one's number again)."""
+        self.closed.discard(fd)
 
     def on_disconnect(self, fd: int) -> Outgoing:
-        """A connection closed: if it was a party's current one, tell the others it is down."""
-        gone = [p for p, f in self.conn.items() if f == fd and p in self.up]
-        out: Outgoing = []
-        for party in gone:
-            self.up.discard(party)
-            log.info("relay: %s disconnected", party)
-            out += [(self.routes[p], [MAGIC, DOWN, party.encode()]) for p in self.up]
-        return out
+        """A connection closed: if it was a party's last one, tell the others it is down."""
+        self.closed.add(fd)
+        party = self.owner.pop(fd, None)
+        if party is None:
+            return []
+        self.conns[party].discard(fd)
+        if self.conns[party]:
+            return []
+        log.info("relay: %s disconnected", party)
+        return self._notice(party, DOWN)
+
+    def _notice(self, subject: str, what: bytes) -> Outgoing:
+        """``subject`` is up or down, to every connection that serves it as a peer."""
+        return [
+            (route, [MAGIC, what, subject.encode()])
+            for (to, peer), route in self.routes.items()
+            if peer == subject and to in self.up
+        ]
 
 
 class Relay(Closeable):
@@ -108,7 +145,9 @@ class Relay(Closeable):
         self._sockets = Sockets(RELAY, ring, linger_ms=0)
         try:
             self._router = self._sockets.router(endpoint, max_frame=RELAY_MAX_FRAME)
-            self._events = self._router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            self._events = self._router.get_monitor_socket(
+                zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+            )
         except BaseException:
             self._sockets.close()
             raise
@@ -121,11 +160,18 @@ class Relay(Closeable):
         poller.register(self._events, zmq.POLLIN)
         while not self._stopping.is_set():
             ready = dict(poller.poll(200))
-            if ready.get(self._events):
-                event = recv_monitor_message(self._events)
-                self._send(self.core.on_disconnect(int(event["value"])))
+            self._drain_events()  # first: a connection's events precede its messages
             if ready.get(self._router):
                 self._on_frames(self._router.recv_multipart(copy=False))
+
+    def _drain_events(self) -> None:
+        while self._events.poll(0):
+            event = recv_monitor_message(self._events)
+            fd = int(event["value"])
+            if event["event"] == zmq.EVENT_ACCEPTED:
+                self.core.on_accepted(fd)
+            else:
+                self._send(self.core.on_disconnect(fd))
 
     def _on_frames(self, parts: list[zmq.Frame]) -> None:
         user = frame_property(parts[0], "User-Id")

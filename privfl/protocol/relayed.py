@@ -73,7 +73,7 @@ class RelayedTransport(_Endpoint):
         self._inbox: deque[tuple[str, list[bytes]]] = deque()
         try:
             self._dealer = self._relay_dealer(relay_key, socks_proxy)
-            self._dealer.send_multipart([MAGIC, HELLO])  # queued until the connection is up
+            self._dealer.send_multipart(self._hello_frames())  # queued until the connection is up
         except BaseException:
             self.close()
             raise
@@ -139,11 +139,15 @@ class RelayedTransport(_Endpoint):
         ups = self._links.ups(RELAY)
         if ups > self._hellos:
             try:
-                self._dealer.send_multipart([MAGIC, HELLO], flags=zmq.NOBLOCK)
+                self._dealer.send_multipart(self._hello_frames(), flags=zmq.NOBLOCK)
             except zmq.Again:
                 return False
             self._hellos = ups
         return self._links.is_up(RELAY)
+
+    def _hello_frames(self) -> list[bytes]:
+        """Our hello: the peers whose messages this connection is for."""
+        return [MAGIC, HELLO, *(p.encode() for p in sorted(self._peers))]
 
     def _check_peer(self, peer: str) -> None:
         if peer not in self._peers:
