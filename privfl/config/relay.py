@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Protocol
 
 from privfl.errors import ConfigError
-from privfl.protocol.keys import PUBLIC_SUFFIX, load_public_key
 
 RELAY_NAME = "relay"  # the relay's key files: <keys_dir>/relay.key and relay.key_secret
 VIA_RELAY = "relay"
@@ -32,6 +31,8 @@ class RelayConfig:
 
     def key(self, keys_dir: Path) -> bytes:
         """The relay's public key: from the table, else from the key folder's relay.key."""
+        from privfl.protocol.keys import PUBLIC_SUFFIX, load_public_key  # only where it runs
+
         if self.public_key:
             return self.public_key.encode()
         return load_public_key(keys_dir / f"{RELAY_NAME}{PUBLIC_SUFFIX}")

@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import zmq
 
@@ -42,7 +42,8 @@ class RelayedTransport(_Endpoint):
 
     ``relay_key``: the relay's z85 CURVE public key. ``context``: the session id and job
     fingerprint the seals bind. ``socks_proxy``: ``host:port`` of a SOCKS5 proxy on the
-    way out, or "". Not thread-safe: one instance per thread.
+    way out, or "". ``watch``: the peers whose loss :meth:`lost_peers` reports (None: all;
+    the relay's own loss is always reported). Not thread-safe: one instance per thread.
     """
 
     def __init__(
@@ -58,10 +59,13 @@ class RelayedTransport(_Endpoint):
         linger_ms: int = 1000,
         grace: float = DEFAULT_GRACE_SECONDS,
         sealed: bool = True,
+        watch: Collection[str] | None = None,
     ) -> None:
         super().__init__(name, keys, linger_ms=linger_ms)
         self.relay = relay
         self._peers = frozenset(keys.peers)
+        # whose loss ends our waits (None: every peer's); the relay's always does
+        self._watch = self._peers if watch is None else frozenset(watch)
         self._sealer = Sealer(self.name, keys.secret, keys.peers, context)
         self._sealed = sealed  # False only in the leaky arm of the hostile-relay tests
         self._send_timeout = send_timeout
@@ -233,7 +237,7 @@ class RelayedTransport(_Endpoint):
         lost = self._links.lost()
         now = time.monotonic()
         for peer, since in self._down_since.items():
-            if now - since >= self._links.grace:
+            if peer in self._watch and now - since >= self._links.grace:
                 lost[peer] = now - since
         return lost
 

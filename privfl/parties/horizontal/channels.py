@@ -9,26 +9,39 @@ from collections.abc import Collection
 
 from privfl.config.horizontal import HflJob
 from privfl.errors import PeerUnavailable, ProtocolError
-from privfl.parties.session import keyring
+from privfl.parties.links import Transport as Links
+from privfl.parties.links import open_links
 from privfl.protocol.channel import Channel, Envelope
+from privfl.protocol.keys import KeyRing
 from privfl.protocol.messages import Kind
 from privfl.protocol.transport import Listener, Outbound
 
 log = logging.getLogger("privfl.hfl")
 
 
-def open_listener(job: HflJob, name: str, peers: Collection[str]) -> Listener:
-    return Listener(name, job.party(name).endpoint, keyring(job, name, peers))
+def open_listener(job: HflJob, name: str, peers: Collection[str]) -> Links:
+    """The aggregator's or Shuffler's way in: a listener, or the relay (parties/links.py)."""
+
+    def direct(ring: KeyRing) -> Listener:
+        return Listener(name, job.party(name).endpoint, ring)
+
+    # Like a Listener, it ends no wait when a client host leaves (only the relay's loss does).
+    return open_links(job, name, peers, direct, watch=())
 
 
-def open_outbound(job: HflJob, name: str, targets: Collection[str]) -> Outbound:
-    endpoints = {t: job.party(t).endpoint for t in targets}
+def open_outbound(job: HflJob, name: str, targets: Collection[str]) -> Links:
+    """Connections out to the listeners in ``targets`` (or to the relay, for relayed ones)."""
     # Only the aggregator's loss ends the job; the Shuffler may leave first at the end.
     aggregators = [t for t in targets if job.party(t).role == "aggregator"]
-    return Outbound(name, endpoints, keyring(job, name, targets), watch=aggregators)
+
+    def direct(ring: KeyRing) -> Outbound:
+        endpoints = {t: job.party(t).endpoint for t in ring.peers}
+        return Outbound(name, endpoints, ring, watch=[a for a in aggregators if a in ring.peers])
+
+    return open_links(job, name, targets, direct, watch=aggregators)
 
 
-def make_channel(job: HflJob, transport: Listener | Outbound) -> Channel:
+def make_channel(job: HflJob, transport: Links) -> Channel:
     return Channel(transport, session=job.session, timeout=job.config.timeout_seconds)
 
 

@@ -3,7 +3,8 @@
 Reading the data or binding the inbox can fail (a bad CSV cell, a port in use)
 before :func:`~privfl.parties.session.run_role` has a channel to abort on. The
 peers would then hear nothing until their timeout. Instead the party connects out
-to every peer — over DEALERs only, which need no port of ours — and sends each one
+to every peer — over DEALERs only, which need no port of ours, or through the relay —
+and sends each one
 that answers within ``REACH_SECONDS`` an Abort carrying its one-line error. The
 Abort is authenticated like any message (CURVE with our key pair), so a party
 whose own keys are unusable cannot send one: its peers name it when they give up,
@@ -22,8 +23,11 @@ from privfl.config.vertical import JobConfig
 from privfl.errors import PrivflError
 from privfl.parties.audit import FILE_NAME as AUDIT_FILE
 from privfl.parties.audit import AuditLog
-from privfl.parties.session import keyring, log_stop
+from privfl.parties.links import Transport as Links
+from privfl.parties.links import open_links
+from privfl.parties.session import log_stop
 from privfl.protocol.channel import Channel
+from privfl.protocol.keys import KeyRing
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import Outbound
 
@@ -63,9 +67,12 @@ def abort_outbound(
     ``out``: our folder, whose audit log records the Aborts that left.
     """
     peers = {n: p.endpoint for n, p in job.parties.items() if n != name}
+
+    def direct(ring: KeyRing) -> Outbound:
+        return Outbound(name, {p: peers[p] for p in ring.peers}, ring, watch=ring.peers)
+
     try:
-        ring = keyring(job, name, peers)
-        sockets = Outbound(name, peers, ring, watch=peers)
+        sockets = open_links(job, name, peers, direct)
     except PrivflError as exc:  # no usable key pair: no peer would accept our Abort
         log.info("could not tell the peers that we stopped: %s", exc)
         return []
@@ -82,7 +89,7 @@ def abort_outbound(
 
 
 def _tell_as_they_connect(
-    sockets: Outbound, channel: Channel, peers: list[str], error: BaseException
+    sockets: Links, channel: Channel, peers: list[str], error: BaseException
 ) -> list[str]:
     """Abort each peer as soon as its connection is up, until all are told or time is up."""
     told: list[str] = []

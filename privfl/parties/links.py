@@ -1,0 +1,83 @@
+"""A party's transport from the job: direct sockets, the relay, or both (config/relay.py).
+
+Every role of both modes opens its transport here, so a relayed site needs nothing
+above the transport: the channel, the reliable layer and the protocol stay as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from privfl.config.core import JobFile
+from privfl.config.relay import relayed_peers
+from privfl.parties.session import keyring
+from privfl.protocol.keys import KeyRing
+from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS
+from privfl.protocol.relayed import RelayedTransport
+from privfl.protocol.routed import Direct, RoutedTransport
+
+Transport = Direct | RelayedTransport | RoutedTransport
+
+
+def seal_context(job: JobFile[Any]) -> bytes:
+    """What every seal of the run binds: the session id and the job fingerprint."""
+    return job.session.encode() + b"\0" + job.fingerprint().encode()
+
+
+def open_relayed(
+    job: JobFile[Any],
+    ring: KeyRing,
+    *,
+    send_timeout: float = 30.0,
+    grace: float,
+    watch: Collection[str] | None = None,
+) -> RelayedTransport:
+    """``ring.name``'s connection to the relay, reaching the peers of ``ring``."""
+    relay = job.relay
+    return RelayedTransport(
+        ring.name,
+        relay.endpoint,
+        relay.key(job.keys_path()),
+        ring,
+        context=seal_context(job),
+        socks_proxy=relay.socks_proxy,
+        send_timeout=send_timeout,
+        grace=grace,
+        watch=watch,
+    )
+
+
+def open_links(
+    job: JobFile[Any],
+    name: str,
+    peers: Collection[str],
+    direct: Callable[[KeyRing], Direct],
+    *,
+    send_timeout: float = 30.0,
+    grace: float = DEFAULT_GRACE_SECONDS,
+    watch: Collection[str] | None = None,
+) -> Transport:
+    """The transport that reaches ``peers``: ``direct(ring)`` makes the direct part (its
+    ring holds only the direct peers), the relay reaches the others. ``watch``: the
+    relayed peers whose loss ends a wait (None: all), as an Outbound's ``watch``."""
+    ring = keyring(job, name, peers)
+    via = relayed_peers(job.parties, name, peers)
+    if not via:
+        return direct(ring)
+    relayed = open_relayed(
+        job, subring(ring, via), send_timeout=send_timeout, grace=grace, watch=watch
+    )
+    if via == set(peers):
+        return relayed
+    try:
+        return RoutedTransport(direct(subring(ring, set(peers) - via)), relayed, via)
+    except BaseException:
+        relayed.close()
+        raise
+
+
+def subring(ring: KeyRing, peers: Collection[str]) -> KeyRing:
+    """``ring`` allowing only ``peers``."""
+    keys: Mapping[str, bytes] = {p: k for p, k in ring.peers.items() if p in peers}
+    return KeyRing(ring.name, ring.public, ring.secret, keys)

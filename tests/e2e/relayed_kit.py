@@ -1,0 +1,52 @@
+"""A demo kit whose parties reach each other through a `privfl relay` process (test helper)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+
+import tomli_w
+from processes import WEAK, privfl, spawn
+
+from privfl.protocol.transport import free_tcp_endpoints
+
+
+def make_relayed_kit(
+    tmp_path: Path, *args: str, relayed: tuple[str, ...] | None = None
+) -> tuple[Path, Path]:
+    """A 512-bit kit plus the relay's key pair; returns (direct job, relayed job).
+
+    ``relayed``: the parties with via = "relay" (None: all of them). ``args`` go to
+    ``privfl init vfl``.
+    """
+    kit = tmp_path / "kit"
+    made = privfl("init", "vfl", "--out", str(kit), *WEAK, *args)
+    assert made.returncode == 0, made.stderr
+    keyed = privfl("keys", "gen", "--party", "relay", "--out", str(kit / "keys"))
+    assert keyed.returncode == 0, keyed.stderr
+    direct = kit / "job.toml"
+    data = tomllib.loads(direct.read_text())
+    for name, table in data["parties"].items():
+        if relayed is None or name in relayed:
+            table["via"] = "relay"
+            table["endpoint"] = ""
+    data["relay"] = {"endpoint": free_tcp_endpoints(1)[0]}
+    job = kit / "relayed.toml"
+    job.write_text(tomli_w.dumps(data))
+    return direct, job
+
+
+def start_relay(tmp_path: Path, job: Path, name: str = "relay") -> subprocess.Popen[bytes]:
+    """Start `privfl relay` and wait (for an event, not a delay) until it listens."""
+    ready = tmp_path / f"{name}.ready"
+    process = spawn(
+        "relay", "--job", str(job), "--ready-file", str(ready), log=tmp_path / f"{name}.log"
+    )
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        assert process.poll() is None, (tmp_path / f"{name}.log").read_text()
+        assert time.monotonic() < deadline, "the relay did not start within 120 s"
+        time.sleep(0.05)
+    return process
