@@ -74,6 +74,7 @@ class RelayedTransport(_Endpoint):
         self._ever_up: set[str] = set()
         self._down_since: dict[str, float] = {}
         self._hellos = 0  # the relay connection's ups we said hello on
+        self._broken: set[str] = set()  # peers whose seals broke: nothing more from them
         self._inbox: deque[tuple[str, list[bytes]]] = deque()
         try:
             self._dealer = self._relay_dealer(relay_key, socks_proxy)
@@ -194,6 +195,8 @@ class RelayedTransport(_Endpoint):
         if frames[1] != DATA or len(frames) != 4 or who not in self._peers:
             log.warning("%s: dropped a relay frame set for sender %r", self.name, who)
             return None
+        if who in self._broken:  # reported once; what follows cannot be trusted either
+            return None
         return who, self._open(who, frames[3])
 
     def _open(self, sender: str, payload: bytes) -> list[bytes]:
@@ -202,6 +205,7 @@ class RelayedTransport(_Endpoint):
         try:
             return unpack_frames(self._sealer.open(sender, payload))
         except SealBroken as exc:
+            self._broken.add(sender)
             raise SealBroken(
                 f"{exc}: the relay at {self.relay} (or the network before it) altered, "
                 "replayed, reordered or forged it; the run stops — check who runs the relay"
