@@ -15,13 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import host_start, party_data, read_model, read_summary
+from helpers import host_start, party_data, read_summary
 from processes import spawn
-from relayed_kit import make_relayed_kit, start_relay
+from relayed_kit import make_relayed_kit, oracle, saved, start_relay
 
-from privfl.config.vertical import JobConfig, load_job
-from privfl.data.views import PartyData
-from privfl.learning.glm import Glm, reference_train
+from privfl.config.vertical import load_job
 
 PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
 WEIGHT_TOL, LOSS_TOL = 1e-6, 1e-6
@@ -43,30 +41,6 @@ def start_parties(tmp_path: Path, job: Path, runs: Path) -> dict[str, subprocess
         )
         for role, name in PARTIES
     }
-
-
-def oracle(job: JobConfig, data: dict[str, PartyData], start: np.ndarray) -> list[np.ndarray]:
-    """Plain Taylor logistic regression from the Host's start, with the Host's batch draws."""
-    host = data[job.host]
-    x_host = np.hstack([host.x_train, np.ones((host.x_train.shape[0], 1))])
-    parts = [x_host] + [data[g].x_train for g in job.guests]
-    penalised = [np.r_[np.ones(host.x_train.shape[1]), 0.0]]
-    penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
-    rng = np.random.default_rng(job.seed)
-    thetas, _ = reference_train(
-        parts, host.y_train, job.training, rng, Glm("logistic"), penalised=penalised, start=start
-    )
-    return [t.ravel() for t in thetas]
-
-
-def saved(job: JobConfig, data: dict[str, PartyData], runs: Path) -> list[np.ndarray]:
-    host = read_model(runs, job.host)
-    names = data[job.host].feature_names
-    parts = [np.array([*(host["weights"][f] for f in names), host["bias"]])]
-    for guest in job.guests:
-        weights = read_model(runs, guest)["weights"]
-        parts.append(np.array([weights[f] for f in data[guest].feature_names]))
-    return parts
 
 
 def test_a_fully_relayed_run_trains_the_direct_mesh_model(tmp_path: Path) -> None:
