@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from privfl.errors import ConfigError
@@ -28,14 +27,6 @@ class RelayConfig:
     endpoint: str = ""  # tcp://relay.example.org:443, as this site reaches it
     public_key: str = ""  # the relay's z85 CURVE public key; "" = <keys_dir>/relay.key
     socks_proxy: str = ""  # host:port of a SOCKS5 proxy this site must go out through
-
-    def key(self, keys_dir: Path) -> bytes:
-        """The relay's public key: from the table, else from the key folder's relay.key."""
-        from privfl.protocol.keys import PUBLIC_SUFFIX, load_public_key  # only where it runs
-
-        if self.public_key:
-            return self.public_key.encode()
-        return load_public_key(keys_dir / f"{RELAY_NAME}{PUBLIC_SUFFIX}")
 
 
 class RelayedParty(Protocol):

@@ -10,9 +10,9 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from privfl.config.core import JobFile
-from privfl.config.relay import relayed_peers
+from privfl.config.relay import RELAY_NAME, relayed_peers
 from privfl.parties.session import keyring
-from privfl.protocol.keys import KeyRing
+from privfl.protocol.keys import PUBLIC_SUFFIX, KeyRing, load_public_key
 from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS
 from privfl.protocol.relayed import RelayedTransport
 from privfl.protocol.routed import Direct, RoutedTransport
@@ -23,6 +23,13 @@ Transport = Direct | RelayedTransport | RoutedTransport
 def seal_context(job: JobFile[Any]) -> bytes:
     """What every seal of the run binds: the session id and the job fingerprint."""
     return job.session.encode() + b"\0" + job.fingerprint().encode()
+
+
+def relay_key(job: JobFile[Any]) -> bytes:
+    """The relay's public key: ``[relay] public_key``, else the key folder's relay.key."""
+    if job.relay.public_key:
+        return job.relay.public_key.encode()
+    return load_public_key(job.keys_path() / f"{RELAY_NAME}{PUBLIC_SUFFIX}")
 
 
 def open_relayed(
@@ -38,7 +45,7 @@ def open_relayed(
     return RelayedTransport(
         ring.name,
         relay.endpoint,
-        relay.key(job.keys_path()),
+        relay_key(job),
         ring,
         context=seal_context(job),
         socks_proxy=relay.socks_proxy,
