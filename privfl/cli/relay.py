@@ -7,6 +7,7 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -20,7 +21,7 @@ from privfl.protocol.relay import Relay
 log = logging.getLogger("privfl.relay")
 
 
-def load_any_job(path: Path) -> JobFile[object]:
+def load_any_job(path: Path) -> JobFile[Any]:
     """A vertical or a horizontal job file (a horizontal one has an ``[hfl]`` table)."""
     if "hfl" in read_toml(path, "give the job file the parties use"):
         from privfl.config.horizontal import load_hfl_job

@@ -7,7 +7,7 @@ above the transport: the channel, the reliable layer and the protocol stay as th
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from privfl.config.core import JobFile
 from privfl.config.relay import RELAY_NAME, relayed_peers
@@ -16,8 +16,10 @@ from privfl.protocol.keys import PUBLIC_SUFFIX, KeyRing, load_public_key
 from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS
 from privfl.protocol.relayed import RelayedTransport
 from privfl.protocol.routed import Direct, RoutedTransport
+from privfl.protocol.transport import Listener, Outbound, ZmqTransport
 
 Transport = Direct | RelayedTransport | RoutedTransport
+D = TypeVar("D", ZmqTransport, Outbound, Listener)
 
 
 def seal_context(job: JobFile[Any]) -> bytes:
@@ -59,12 +61,12 @@ def open_links(
     job: JobFile[Any],
     name: str,
     peers: Collection[str],
-    direct: Callable[[KeyRing], Direct],
+    direct: Callable[[KeyRing], D],
     *,
     send_timeout: float = 30.0,
     grace: float = DEFAULT_GRACE_SECONDS,
     watch: Collection[str] | None = None,
-) -> Transport:
+) -> D | RelayedTransport | RoutedTransport:
     """The transport that reaches ``peers``: ``direct(ring)`` makes the direct part (its
     ring holds only the direct peers), the relay reaches the others. ``watch``: the
     relayed peers whose loss ends a wait (None: all), as an Outbound's ``watch``."""

@@ -23,12 +23,13 @@ from privfl.config.vertical import JobConfig
 from privfl.errors import PrivflError
 from privfl.parties.audit import FILE_NAME as AUDIT_FILE
 from privfl.parties.audit import AuditLog
-from privfl.parties.links import Transport as Links
 from privfl.parties.links import open_links
 from privfl.parties.session import log_stop
 from privfl.protocol.channel import Channel
 from privfl.protocol.keys import KeyRing
+from privfl.protocol.relayed import RelayedTransport
 from privfl.protocol.reliable import ReliableTransport
+from privfl.protocol.routed import RoutedTransport
 from privfl.protocol.transport import Outbound
 
 log = logging.getLogger("privfl.party")
@@ -89,7 +90,10 @@ def abort_outbound(
 
 
 def _tell_as_they_connect(
-    sockets: Links, channel: Channel, peers: list[str], error: BaseException
+    sockets: Outbound | RelayedTransport | RoutedTransport,
+    channel: Channel,
+    peers: list[str],
+    error: BaseException,
 ) -> list[str]:
     """Abort each peer as soon as its connection is up, until all are told or time is up."""
     told: list[str] = []
