@@ -8,8 +8,12 @@ import pytest
 from relay_harness import Keys, connect_all, make_keys, relayed, running_relay, wait_for
 
 from privfl.errors import PeerUnavailable
+from privfl.parties.links import subring
+from privfl.protocol.keys import KeyRing
 from privfl.protocol.relayed import RelayedTransport
 from privfl.protocol.reliable import ReliableTransport
+from privfl.protocol.routed import RoutedTransport
+from privfl.protocol.transport import ZmqTransport, free_tcp_endpoints
 
 NAMES = ["alice", "bob", "carol"]
 
@@ -107,3 +111,33 @@ def test_a_dead_relay_is_named_by_every_party(keys: Keys) -> None:
     finally:
         for t in parties:
             t.close()
+
+
+def test_a_mixed_party_reaches_direct_peers_directly_and_relayed_ones_through_the_relay(
+    keys: Keys,
+) -> None:
+    """alice listens (direct) and talks to carol directly, to bob (relayed) via the relay."""
+    inbox_a, inbox_c = free_tcp_endpoints(2)
+    ring = {n: KeyRing(n, *keys[n], peers={p: keys[p][0] for p in NAMES if p != n}) for n in NAMES}
+    with running_relay(keys, NAMES) as relay:
+        direct_a = ZmqTransport(
+            "alice", inbox_a, {"carol": inbox_c}, subring(ring["alice"], {"carol"}), linger_ms=0
+        )
+        a = RoutedTransport(direct_a, relayed(keys, "alice", ["bob"], relay), via={"bob"})
+        b = relayed(keys, "bob", ["alice"], relay)
+        c = ZmqTransport(
+            "carol", inbox_c, {"alice": inbox_a}, subring(ring["carol"], {"alice"}), linger_ms=0
+        )
+        try:
+            wait_for(lambda: a.connected("bob") and a.connected("carol") and b.connected("alice"))
+            a.send("bob", [b"to bob"])
+            a.send("carol", [b"to carol"])
+            assert recv_from(b) == ("alice", [b"to bob"])
+            assert recv_from(c) == ("alice", [b"to carol"])
+            b.send("alice", [b"from bob"])
+            c.send("alice", [b"from carol"])
+            got = {recv_from(a)[0], recv_from(a)[0]}
+            assert got == {"bob", "carol"}
+        finally:
+            for t in (a, b, c):
+                t.close()
