@@ -79,3 +79,22 @@ def saved(job: JobConfig, data: dict[str, PartyData], runs: Path) -> list[np.nda
         weights = read_model(runs, guest)["weights"]
         parts.append(np.array([weights[f] for f in data[guest].feature_names]))
     return parts
+
+
+def relayed_hfl_kit(tmp_path: Path) -> Path:
+    """A horizontal kit (Shuffler, 4 clients in 2 hosts, 2 rounds), every party relayed."""
+    made = privfl(
+        "init", "hfl", "--out", str(tmp_path / "kit"), "--shuffler", "--clients", "4",
+        "--client-processes", "2", "--rounds", "2", "--timeout", "60",
+        env={"OMP_NUM_THREADS": "1"}, timeout=180,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    keys = tmp_path / "kit" / "keys"
+    assert privfl("keys", "gen", "--party", "relay", "--out", str(keys)).returncode == 0
+    path = tmp_path / "kit" / "job.toml"
+    data = tomllib.loads(path.read_text())
+    for table in data["parties"].values():
+        table["via"], table["endpoint"] = "relay", ""
+    data["relay"] = {"endpoint": free_tcp_endpoints(1)[0]}
+    path.write_text(tomli_w.dumps(data))
+    return path

@@ -12,30 +12,9 @@ from pathlib import Path
 
 import processes
 import pytest
-import tomli_w
-from relayed_kit import start_relay
+from relayed_kit import relayed_hfl_kit, start_relay
 
-from privfl.protocol.transport import free_tcp_endpoints
-
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
-
-
-def relayed_hfl_kit(tmp_path: Path) -> Path:
-    made = processes.privfl(
-        "init", "hfl", "--out", str(tmp_path / "kit"), "--shuffler", "--clients", "4",
-        "--client-processes", "2", "--rounds", "2", "--timeout", "60",
-        env=ONE_THREAD, timeout=180,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
-    keys = tmp_path / "kit" / "keys"
-    assert processes.privfl("keys", "gen", "--party", "relay", "--out", str(keys)).returncode == 0
-    path = tmp_path / "kit" / "job.toml"
-    data = tomllib.loads(path.read_text())
-    for table in data["parties"].values():
-        table["via"], table["endpoint"] = "relay", ""
-    data["relay"] = {"endpoint": free_tcp_endpoints(1)[0]}
-    path.write_text(tomli_w.dumps(data))
-    return path
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # as tests/e2e/test_hfl_processes.py
 
 
 @pytest.mark.slow  # about a minute on a loaded 2-core machine (torch in five processes)

@@ -4,7 +4,8 @@ Each site (server, host, guest-1) runs in its own Linux network namespace whose
 nftables ``input`` chain drops every TCP SYN that would open a connection to it
 (tests/e2e/netns_firewall.py, written over netlink: the machine may have no `nft`
 binary); the relay runs in a fourth namespace, all joined by veth pairs to a bridge.
-The run must train to the end and equal the plaintext oracle (label DP off), while
+A vertical run must train to the end and equal the plaintext oracle (label DP off),
+and a horizontal run (aggregator, Shuffler, two client hosts) must train to the end, while
 `ss -ltn` in every site namespace shows no listening TCP socket and a connection from
 the relay's namespace to a site is refused by its firewall.
 
@@ -13,18 +14,21 @@ Needs root, `ip netns`, nf_tables and pyroute2; skipped with the reason otherwis
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomli_w
 from helpers import host_start, party_data
-from relayed_kit import make_relayed_kit, oracle, saved
+from relayed_kit import make_relayed_kit, oracle, relayed_hfl_kit, saved
 
 from privfl.config.vertical import load_job
 
@@ -61,21 +65,23 @@ def unavailable() -> str | None:
 
 
 @pytest.fixture
-def spaces() -> Iterator[dict[str, str]]:
-    """party (and "relay") -> namespace, on one bridge; sites firewalled. Always torn down."""
+def spaces() -> Iterator[Callable[[list[str]], dict[str, str]]]:
+    """Make one namespace per name (and "relay") on one bridge, every site firewalled;
+    returns name -> namespace. Always torn down."""
     reason = unavailable()
     if reason:
         pytest.skip(reason)
     tag = f"{os.getpid() % 100000}"
-    names = [name for _, name in SITES] + ["relay"]
-    switch, made = f"pfr-{tag}-sw", []
-    try:
+    made: list[str] = []
+
+    def make(sites: list[str]) -> dict[str, str]:
+        switch = f"pfr-{tag}-sw"
         run("ip", "netns", "add", switch)
         made.append(switch)
         run("ip", "link", "add", "br0", "type", "bridge", ns=switch)
         run("ip", "link", "set", "br0", "up", ns=switch)
         out = {}
-        for k, name in enumerate(names):
+        for k, name in enumerate([*sites, "relay"]):
             space = out[name] = f"pfr-{tag}-{k}"
             run("ip", "netns", "add", space)
             made.append(space)
@@ -90,10 +96,38 @@ def spaces() -> Iterator[dict[str, str]]:
             run("ip", "link", "set", "lo", "up", ns=space)
             if name != "relay":
                 run(sys.executable, str(FIREWALL), ns=space)
-        yield out
+        return out
+
+    try:
+        yield make
     finally:
         for space in reversed(made):  # deleting a namespace deletes its veth ends and rules
             subprocess.run(["ip", "netns", "del", space], capture_output=True, timeout=30)
+
+
+def start_relay_in(spaces: dict[str, str], job: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
+    """The relay in its namespace, once it listens; the firewall checked from there."""
+    ready = tmp_path / "relay.ready"
+    relay = spawn_in(
+        spaces["relay"], tmp_path / "relay.log", "relay", "--job", str(job), "--ready-file",
+        str(ready),
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        assert relay.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    # The firewall holds: the relay's namespace cannot open a connection to a site.
+    probe = f"import socket; socket.create_connection(('{SUBNET}.1', 22), timeout=2)"
+    refused = run(sys.executable, "-c", probe, ns=spaces["relay"], check=False)
+    assert refused.returncode != 0 and "timed out" in refused.stderr, refused.stderr
+    return relay
+
+
+def stop_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def spawn_in(ns: str, log: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -112,43 +146,29 @@ def listeners(ns: str) -> list[str]:
 
 @pytest.mark.slow
 def test_firewalled_sites_train_through_a_relay_in_its_own_namespace(
-    tmp_path: Path, spaces: dict[str, str]
+    tmp_path: Path, spaces: Callable[[list[str]], dict[str, str]]
 ) -> None:
     # Prepare: the relay at the fourth address; every site relayed; label DP off.
-    relay_address = f"{SUBNET}.{len(SITES) + 1}"
+    names = spaces([name for _, name in SITES])
     _, job = make_relayed_kit(
         tmp_path, "--epochs", "3", "--label-epsilon", "inf", "--timeout", "120",
-        relay=f"tcp://{relay_address}:{RELAY_PORT}",
+        relay=f"tcp://{SUBNET}.{len(SITES) + 1}:{RELAY_PORT}",
     )  # fmt: skip
-    ready = tmp_path / "relay.ready"
-    procs = {"relay": spawn_in(spaces["relay"], tmp_path / "relay.log", "relay", "--job",
-                               str(job), "--ready-file", str(ready))}  # fmt: skip
+    procs = {"relay": start_relay_in(names, job, tmp_path)}
     try:
-        deadline = time.monotonic() + 120
-        while not ready.exists():
-            assert procs["relay"].poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        # The firewall holds: the relay's namespace cannot open a connection to a site.
-        probe = f"import socket; socket.create_connection(('{SUBNET}.2', 22), timeout=2)"
-        refused = run(sys.executable, "-c", probe, ns=spaces["relay"], check=False)
-        assert refused.returncode != 0 and "timed out" in refused.stderr, refused.stderr
-
         # Act
         runs = tmp_path / "runs"
         for role, name in SITES:
             args = ["vfl", role, "--job", str(job), "--party", name, "--out", str(runs / name)]
-            procs[name] = spawn_in(spaces[name], tmp_path / f"{name}.log", *args, "--no-progress")
+            procs[name] = spawn_in(names[name], tmp_path / f"{name}.log", *args, "--no-progress")
         metrics = runs / "host" / "metrics.jsonl"
         while not (metrics.exists() and metrics.read_text().strip()):
             assert procs["host"].poll() is None, (tmp_path / "host.log").read_text()
             time.sleep(0.1)
-        open_ports = {name: listeners(spaces[name]) for _, name in SITES}
+        open_ports = {name: listeners(names[name]) for _, name in SITES}
         codes = {name: procs[name].wait(timeout=300) for _, name in SITES}
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        stop_all(procs)
 
     # Assert: no site listened; every site finished; the model is the oracle's.
     assert open_ports == {name: [] for _, name in SITES}, open_ports
@@ -159,3 +179,38 @@ def test_firewalled_sites_train_through_a_relay_in_its_own_namespace(
     want = oracle(loaded, data, host_start(runs))
     for got, expected in zip(saved(loaded, data, runs), want, strict=True):
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_firewalled_horizontal_run_with_a_shuffler_trains_through_the_relay(
+    tmp_path: Path, spaces: Callable[[list[str]], dict[str, str]]
+) -> None:
+    # Prepare: aggregator, Shuffler and two client hosts, each in its own namespace.
+    job = relayed_hfl_kit(tmp_path)
+    table = tomllib.loads(job.read_text())
+    data = table["parties"]
+    names = spaces(list(data))
+    table["relay"]["endpoint"] = f"tcp://{SUBNET}.{len(data) + 1}:{RELAY_PORT}"
+    job.write_text(tomli_w.dumps(table))
+    procs = {"relay": start_relay_in(names, job, tmp_path)}
+    try:
+        # Act
+        for name, spec in data.items():
+            role = {"aggregator": "aggregator", "shuffler": "shuffler"}.get(spec["role"], "client")
+            args = ["hfl", role, "--job", str(job), "--party", name, "--out", str(tmp_path / name)]
+            procs[name] = spawn_in(names[name], tmp_path / f"{name}.log", *args)
+        metrics = tmp_path / "aggregator" / "metrics.jsonl"
+        while not (metrics.exists() and metrics.read_text().strip()):
+            assert procs["aggregator"].poll() is None, (tmp_path / "aggregator.log").read_text()
+            time.sleep(0.1)
+        open_ports = {name: listeners(names[name]) for name in data}
+        codes = {name: procs[name].wait(timeout=300) for name in data}
+    finally:
+        stop_all(procs)
+
+    # Assert: no site listened; every party finished; both rounds had reports.
+    assert open_ports == {name: [] for name in data}, open_ports
+    logs = {n: (tmp_path / f"{n}.log").read_text()[-1500:] for n in data}
+    assert codes == {name: 0 for name in data}, logs
+    records = [json.loads(x) for x in metrics.read_text().splitlines()]
+    assert len(records) == 2 and all(r["reports"] > 0 for r in records)
