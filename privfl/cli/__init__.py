@@ -20,6 +20,10 @@ COMMANDS = {
         "privfl.cli.hfl:hfl",
         "Horizontal FL: PyTorch clients with local DP and FedAvg.",
     ),
+    "relay": (
+        "privfl.cli.relay:relay",
+        "Carry sealed messages between parties that open no port.",
+    ),
     "init": ("privfl.cli.init:init", "Write job kits (job file + CURVE keys) for either mode."),
     "keys": ("privfl.cli.keys:keys", "CURVE key pairs that authenticate each party."),
     "audit": (

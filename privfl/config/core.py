@@ -17,6 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import rfc8785
 import tomli_w
 
+from privfl.config.relay import RelayConfig
 from privfl.errors import ConfigError
 
 
@@ -29,6 +30,9 @@ class Party(Protocol):
     @property
     def role(self) -> str: ...
 
+    @property
+    def via(self) -> str: ...
+
 
 P = TypeVar("P", bound=Party)
 
@@ -37,8 +41,10 @@ class JobFile(Generic[P]):
     """Party lookup, the key folder and the fingerprint, for a dataclass with these fields."""
 
     __slots__ = ()
+    session: str
     parties: dict[str, P]
     keys_dir: str
+    relay: RelayConfig  # config/relay.py: where the relay is, if any party is relayed
     source: Path | None  # the file it was read from, to resolve keys_dir
 
     def party(self, name: str) -> P:

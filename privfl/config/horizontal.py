@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from privfl.config.core import JobFile, finite, read_toml, write_toml
+from privfl.config.relay import RelayConfig, check_relay
 from privfl.config.schema import build, check_keys, convert, require_table
 from privfl.errors import ConfigError
 
@@ -157,6 +158,7 @@ class HflParty:
     endpoint: str = ""  # the aggregator and the Shuffler listen; client hosts only connect out
     first_client: int = 0
     num_clients: int = 0
+    via: str = ""  # "relay": reach every peer through the relay, listen on no port
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,11 +175,18 @@ class HflJob(JobFile[HflParty]):
     parties: dict[str, HflParty] = field(default_factory=dict)
     keys_dir: str = "keys"
     project: str = ""  # the approved project whose site budgets it spends; "" = none
+    relay: RelayConfig = field(default_factory=RelayConfig)  # site-local: not fingerprinted
     source: Path | None = None
 
+    def __post_init__(self) -> None:
+        check_relay(self.parties.values(), self.relay)
+
     def canonical_data(self) -> dict[str, Any]:
-        """The whole job as the file holds it (:func:`to_dict`)."""
-        return to_dict(self)
+        """The whole job as the file holds it (:func:`to_dict`), without the site-local
+        ``[relay]`` table."""
+        data = to_dict(self)
+        data.pop("relay", None)
+        return data
 
 
 def config_dict(config: HflConfig) -> dict[str, Any]:
@@ -194,22 +203,28 @@ def config_from_dict(data: dict[str, Any]) -> HflConfig:
 def to_dict(job: HflJob) -> dict[str, Any]:
     """The job as plain TOML-ready data (without its source path): what the file holds."""
     project = {"project": job.project} if job.project else {}  # unset: old fingerprints
-    return {
+    data = {
         **project,
         "session": job.session,
         "keys_dir": job.keys_dir,
         "hfl": config_dict(job.config),
-        "parties": {
-            n: {k: v for k, v in asdict(p).items() if k != "name"} for n, p in job.parties.items()
-        },
+        "parties": {n: party_table(p) for n, p in job.parties.items()},
     }
+    if job.relay != RelayConfig():
+        data["relay"] = asdict(job.relay)
+    return data
+
+
+def party_table(party: HflParty) -> dict[str, Any]:
+    """One party's table; ``via`` only when set (a direct job's fingerprint is unchanged)."""
+    return {k: v for k, v in asdict(party).items() if k != "name" and (k != "via" or v)}
 
 
 def save_hfl_job(job: HflJob, path: Path) -> None:
     write_toml(to_dict(job), path)
 
 
-JOB_KEYS = ("session", "project", "keys_dir", "hfl", "parties")
+JOB_KEYS = ("session", "project", "keys_dir", "hfl", "parties", "relay")
 """The top-level keys of a horizontal job file (``[hfl]`` holds :class:`HflConfig`)."""
 
 
@@ -240,6 +255,7 @@ def hfl_from_dict(data: dict[str, Any], source: Path | None = None) -> HflJob:
         parties=parties,
         keys_dir=data.get("keys_dir", "keys"),
         project=data.get("project", ""),
+        relay=build(RelayConfig, data.get("relay", {}), "relay"),
         source=source,
     )
 

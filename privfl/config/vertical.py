@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from privfl.config.core import JobFile, canonical, read_toml, write_toml
+from privfl.config.relay import RelayConfig, check_relay
 from privfl.config.schema import build, require_table
 from privfl.errors import ConfigError
 
@@ -15,7 +16,7 @@ ROLES = ("server", "host", "guest")
 PSI_METHODS = ("rsa", "ecdh")
 LOCAL_KEYS = ("data", "id_column", "label_column", "features")  # may differ between sites
 # Top-level keys each site sets for itself (its patience, its memory): not fingerprinted.
-LOCAL_JOB_KEYS = ("liveness_grace_seconds", "max_buffered_mib")
+LOCAL_JOB_KEYS = ("liveness_grace_seconds", "max_buffered_mib", "relay")
 MAX_GRACE_SECONDS = 60.0
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256
@@ -31,7 +32,7 @@ class PartySpec:
 
     name: str
     role: str
-    endpoint: str
+    endpoint: str = ""  # where its inbox listens; "" only with via = "relay"
     columns: tuple[int, ...] = ()  # demo data: which columns of the bundled table it holds
     # This site's own CSV (local settings: left out of the job fingerprint, see LOCAL_KEYS).
     data: str = ""
@@ -43,6 +44,8 @@ class PartySpec:
     feature_count: int = 0
     # The most ids this site brings to the PSI; peers refuse larger sets (docs/security.md).
     max_ids: int = DEFAULT_MAX_IDS
+    # "relay": reach every peer through the relay and listen on no port (config/relay.py)
+    via: str = ""
 
     @property
     def declared_features(self) -> int:
@@ -189,6 +192,7 @@ class JobConfig(JobFile[PartySpec]):
     # The approved project whose site budgets this run spends (docs/deploy.md, Governance);
     # "" = none named. In the fingerprint when set, so every party books the same project.
     project: str = ""
+    relay: RelayConfig = field(default_factory=RelayConfig)  # site-local: not fingerprinted
     source: Path | None = None  # the file it was read from, to resolve keys_dir
 
     def __post_init__(self) -> None:
@@ -267,6 +271,12 @@ def validate(job: JobConfig) -> None:
             )
         if p.max_ids < 1:
             raise ConfigError(f"parties.{p.name}.max_ids must be at least 1, got {p.max_ids}")
+        if not p.endpoint and not p.via:
+            raise ConfigError(
+                f"parties.{p.name}.endpoint is missing; [parties.{p.name}] must set it "
+                '(or via = "relay", to open no port)'
+            )
+    check_relay(job.parties.values(), job.relay)
     if roles.count("server") != 1 or roles.count("host") != 1 or roles.count("guest") < 1:
         raise ConfigError("a job needs exactly one server, one host and at least one guest")
     t = job.training
@@ -382,6 +392,8 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
     )
     if job.project:  # a job without a project keeps its old fingerprint
         extra["project"] = job.project
+    if job.relay != RelayConfig():
+        extra["relay"] = asdict(job.relay)
     if job.model != ModelConfig():  # a job without [model] keeps its old fingerprint
         model = asdict(job.model)
         default = ModelConfig()
@@ -421,6 +433,8 @@ def party_dict(spec: PartySpec) -> dict[str, Any]:
             table[key] = list(value) if isinstance(value, tuple) else value
     if spec.feature_count:
         table["feature_count"] = spec.feature_count
+    if spec.via:  # written only when set: a direct job's fingerprint is unchanged
+        table["via"] = spec.via
     return table
 
 
@@ -429,6 +443,7 @@ TABLES: dict[str, type] = {
     "model": ModelConfig,
     "label_dp": LabelDPConfig,
     "data": DataConfig,
+    "relay": RelayConfig,
 }
 """The job's tables besides ``[parties]``, each read into its dataclass by config/schema.py."""
 

@@ -48,6 +48,7 @@ class Link:
     # The last failure was the peer's allow-list refusing our key: final at once,
     # libzmq does not retry a connection after a ZAP refusal.
     refused: bool = False
+    ups: int = 0  # how many times a connection came up (a relayed party says hello each time)
 
     def on_event(self, event: int, now: float) -> None:
         """Apply one monitor event: a finished handshake is up, a disconnect is down."""
@@ -57,6 +58,7 @@ class Link:
         if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self.up = self.ever_up = True
             self.failed = 0
+            self.ups += 1
         elif event == zmq.EVENT_DISCONNECTED and self.up:
             # Failed reconnects to a frozen peer disconnect again: keep the first time.
             self.up, self.down_since = False, now
@@ -119,6 +121,16 @@ class LinkWatch:
             for peer, link in self._links.items()
             if not link.ever_up and (link.refused or link.failed >= UNPROVEN_AFTER)
         }
+
+    def ups(self, peer: str) -> int:
+        """How many times the connection to ``peer`` has come up so far (0: never)."""
+        self._drain()
+        return self._links[peer].ups
+
+    def is_up(self, peer: str) -> bool:
+        """Whether the connection to ``peer`` is up now."""
+        self._drain()
+        return self._links[peer].up
 
     def never_up(self) -> list[str]:
         """Peers whose connection has not come up once yet: not started, or failed to start."""

@@ -330,9 +330,12 @@ def test_the_liveness_grace_is_each_sites_own_and_bounded(tmp_path: Path) -> Non
 
 
 def test_every_site_local_top_level_key_is_left_out_of_the_fingerprint() -> None:
-    # Prepare: each site's own patience and memory, and a shared setting for contrast
+    # Prepare: each site's own patience, memory and way to the relay; a shared setting
+    from privfl.config.relay import RelayConfig
+
     job = _job()
-    local = replace(job, liveness_grace_seconds=7.0, max_buffered_mib=64)
+    relay = RelayConfig(endpoint="tcp://relay.example.org:443", socks_proxy="proxy:1080")
+    local = replace(job, liveness_grace_seconds=7.0, max_buffered_mib=64, relay=relay)
     shared = replace(job, timeout_seconds=99.0)
 
     # Act

@@ -57,6 +57,9 @@ def test_bench_smoke_reports_every_variant_and_party(tmp_path: Path) -> None:
     assert "privfl standard" in result.stdout and "floor on 2 cores" in result.stdout
     assert "standard epoch / floor" in result.stdout
     assert data["protocol_counts"]["per_party"]["host"] > 60  # the residual, re-randomised
+    relayed = data["relayed"]  # the same job, every party behind a relay process
+    assert len(relayed["epoch_seconds"]) == 2 and 0.5 <= relayed["accuracy"] <= 1.0
+    assert relayed["ratio_to_direct"] > 0 and "behind the relay" in result.stdout
 
 
 def test_protocol_counts_follow_packing() -> None:

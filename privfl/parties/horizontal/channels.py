@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from privfl.config.horizontal import HflJob
 from privfl.errors import PeerUnavailable, ProtocolError
-from privfl.parties.session import keyring
+from privfl.parties.links import Transport as Links
+from privfl.parties.links import open_links
 from privfl.protocol.channel import Channel, Envelope
+from privfl.protocol.keys import KeyRing
 from privfl.protocol.liveness import unproven_message
 from privfl.protocol.messages import Kind
 from privfl.protocol.transport import Listener, Outbound
@@ -22,29 +24,45 @@ CONNECT_POLL_SECONDS = 0.05
 log = logging.getLogger("privfl.hfl")
 
 
-def open_listener(job: HflJob, name: str, peers: Collection[str]) -> Listener:
-    return Listener(name, job.party(name).endpoint, keyring(job, name, peers))
+def open_listener(job: HflJob, name: str, peers: Collection[str]) -> Links:
+    """The aggregator's or Shuffler's way in: a listener, or the relay (parties/links.py)."""
+
+    def direct(ring: KeyRing) -> Listener:
+        return Listener(name, job.party(name).endpoint, ring)
+
+    # Like a Listener, it ends no wait when a client host leaves (only the relay's loss does).
+    return open_links(job, name, peers, direct, watch=())
 
 
-def open_outbound(job: HflJob, name: str, targets: Collection[str]) -> Outbound:
-    endpoints = {t: job.party(t).endpoint for t in targets}
+def open_outbound(job: HflJob, name: str, targets: Collection[str]) -> Links:
+    """Connections out to the listeners in ``targets`` (or to the relay, for relayed ones)."""
     # Only the aggregator's loss ends the job; the Shuffler may leave first at the end.
     aggregators = [t for t in targets if job.party(t).role == "aggregator"]
-    return Outbound(name, endpoints, keyring(job, name, targets), watch=aggregators)
+
+    def direct(ring: KeyRing) -> Outbound:
+        endpoints = {t: job.party(t).endpoint for t in ring.peers}
+        return Outbound(name, endpoints, ring, watch=[a for a in aggregators if a in ring.peers])
+
+    return open_links(job, name, targets, direct, watch=aggregators)
 
 
-def wait_until_connected(job: HflJob, transport: Outbound, peer: str) -> None:
+def wait_until_connected(job: HflJob, transport: Links, peer: str) -> None:
     """Wait, up to the job's timeout, for our connection to ``peer`` (the aggregator).
 
     Sites start their processes by hand, in any order: a client host or Shuffler
     started before the aggregator waits for it, saying so on the terminal, instead of
     failing its first send after a few seconds.
     """
+    if isinstance(transport, Listener):  # it connects to nobody: others come to it
+        return
     limit = job.config.timeout_seconds
     notices = UnconnectedNotices(transport, limit)
     began = time.monotonic()
+    unproven_peers: Callable[[], dict[str, tuple[str, bool]]] = getattr(
+        transport, "unproven_peers", dict
+    )  # direct sockets only: the relay tells who is up
     while not transport.connected(peer):
-        unproven = transport.unproven_peers()
+        unproven = unproven_peers()
         if unproven:
             raise PeerUnavailable(unproven_message(transport.name, unproven))
         waited = time.monotonic() - began
@@ -55,7 +73,7 @@ def wait_until_connected(job: HflJob, transport: Outbound, peer: str) -> None:
         time.sleep(CONNECT_POLL_SECONDS)
 
 
-def make_channel(job: HflJob, transport: Listener | Outbound) -> Channel:
+def make_channel(job: HflJob, transport: Links) -> Channel:
     return Channel(transport, session=job.session, timeout=job.config.timeout_seconds)
 
 

@@ -13,8 +13,9 @@ from privfl.data.tables import IdTable
 from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
 from privfl.parties.files import private_dir
+from privfl.parties.links import open_links
 from privfl.parties.progress import Observer
-from privfl.parties.session import PartyContext, keyring, run_role
+from privfl.parties.session import PartyContext, run_role
 from privfl.parties.vertical import psi as psi_stage
 from privfl.parties.vertical.guest import run_guest
 from privfl.parties.vertical.host import EpochHook, run_host
@@ -22,6 +23,7 @@ from privfl.parties.vertical.secureboost.run import run_boost_party
 from privfl.parties.vertical.server import run_server
 from privfl.parties.vertical.startup import DATA_FAILED, open_audit, telling_peers
 from privfl.protocol.channel import Channel
+from privfl.protocol.keys import KeyRing
 from privfl.protocol.messages import Header
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import Transport, ZmqTransport
@@ -51,19 +53,20 @@ def load_data(
 
 
 def open_transport(job: JobConfig, name: str) -> ReliableTransport:
-    """The party's ROUTER inbox and DEALERs, CURVE-authenticated, with ACKs and 1 MiB chunks."""
+    """The party's ROUTER inbox and DEALERs (or its way through the relay: parties/links.py),
+    CURVE-authenticated, with ACKs and 1 MiB chunks."""
     peers = {n: p.endpoint for n, p in job.parties.items() if n != name}
-    ring = keyring(job, name, peers)
     send_timeout = min(job.timeout_seconds, 30.0)
-    sockets = ZmqTransport(
-        name,
-        job.party(name).endpoint,
-        peers,
-        ring,
-        send_timeout=send_timeout,
-        grace=job.liveness_grace_seconds,
+    grace = job.liveness_grace_seconds
+
+    def direct(ring: KeyRing) -> ZmqTransport:
+        reached = {n: e for n, e in peers.items() if n in ring.peers}
+        endpoint = job.party(name).endpoint
+        return ZmqTransport(name, endpoint, reached, ring, send_timeout=send_timeout, grace=grace)
+
+    return ReliableTransport(
+        open_links(job, name, peers, direct, send_timeout=send_timeout, grace=grace)
     )
-    return ReliableTransport(sockets)
 
 
 def run_party(

@@ -3,8 +3,8 @@
 Reading the data or binding the inbox can fail (a bad CSV cell, a port in use)
 before :func:`~privfl.parties.session.run_role` has a channel to abort on. The
 peers would then hear nothing until their timeout. Instead the party connects out
-to every peer — over DEALERs only, which need no port of ours — and sends each one
-that answers within ``REACH_SECONDS`` an Abort carrying its one-line error. The
+to every peer — over DEALERs only, which need no port of ours, or through the relay —
+and sends each one that answers within ``REACH_SECONDS`` an Abort carrying its one-line error. The
 Abort is authenticated like any message (CURVE with our key pair), so a party
 whose own keys are unusable cannot send one. It listens at its endpoint for a few
 seconds under a key pair nobody knows instead: the peers' connections fail their
@@ -29,10 +29,14 @@ from privfl.errors import PrivflError
 from privfl.parties.audit import FILE_NAME as AUDIT_FILE
 from privfl.parties.audit import AuditLog
 from privfl.parties.audit_links import link_keys
+from privfl.parties.links import open_links
 from privfl.parties.session import keyring, log_stop
 from privfl.protocol.channel import Channel
+from privfl.protocol.keys import KeyRing
 from privfl.protocol.liveness import UNPROVEN_AFTER
+from privfl.protocol.relayed import RelayedTransport
 from privfl.protocol.reliable import ReliableTransport
+from privfl.protocol.routed import RoutedTransport
 from privfl.protocol.transport import Outbound
 
 log = logging.getLogger("privfl.party")
@@ -71,12 +75,16 @@ def abort_outbound(
     ``out``: our folder, whose audit log records the Aborts that left.
     """
     peers = {n: p.endpoint for n, p in job.parties.items() if n != name}
+
+    def direct(ring: KeyRing) -> Outbound:
+        return Outbound(name, {p: peers[p] for p in ring.peers}, ring, watch=ring.peers)
+
     try:
-        ring = keyring(job, name, peers)
-        sockets = Outbound(name, peers, ring, watch=peers)
+        sockets = open_links(job, name, peers, direct)
     except PrivflError as exc:  # no usable key pair: no peer would accept our Abort
         log.info("could not tell the peers that we stopped: %s", exc)
-        show_unusable_key(job.party(name).endpoint, len(peers))
+        if job.party(name).endpoint:  # a relayed party listens nowhere: peers time out
+            show_unusable_key(job.party(name).endpoint, len(peers))
         return []
     transport = ReliableTransport(sockets)
     audit = open_audit(job, name, out) if out is not None and out.is_dir() else None
@@ -138,7 +146,10 @@ def open_audit(job: JobConfig, name: str, out: Path) -> AuditLog:
 
 
 def _tell_as_they_connect(
-    sockets: Outbound, channel: Channel, peers: list[str], error: BaseException
+    sockets: Outbound | RelayedTransport | RoutedTransport,
+    channel: Channel,
+    peers: list[str],
+    error: BaseException,
 ) -> list[str]:
     """Abort each peer as soon as its connection is up, until all are told or time is up."""
     told: list[str] = []

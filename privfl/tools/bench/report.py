@@ -129,6 +129,10 @@ def run_bench(
             log(f"privfl vfl parties as processes, {obfuscation}, {epochs} epochs on {w.name}")
             result = runs.run_parties(w, bits, obfuscation, epochs, out / w.name / obfuscation)
             real.append(result)
+        log(f"privfl vfl parties behind a relay process, standard, {epochs} epochs on {w.name}")
+        relayed = runs.run_parties(
+            w, bits, "standard", epochs, out / w.name / "relayed", relayed=True
+        )
         floor = floors(w, public.n, primitive, cores, scaling[str(cores)])
         report["datasets"][w.name] = {
             "description": w.describe(),
@@ -136,10 +140,16 @@ def run_bench(
                 {**asdict(v), "epoch": v.epoch, "ratio_to_naive": naive / v.epoch} for v in variants
             ],
             "runs": [{**r.as_dict(), "ratio_to_naive": naive / r.steady_epoch} for r in real],
+            "relayed": {
+                **relayed.as_dict(),
+                "ratio_to_direct": relayed.steady_epoch / real[0].steady_epoch,
+            },
             "protocol_counts": protocol_counts(w, public.n),
             "floor_seconds": floor,
             "acceptance": acceptance(naive, real, floor, report["scaling"], cores),
         }
+        ratio = relayed.steady_epoch / real[0].steady_epoch
+        report["datasets"][w.name]["acceptance"]["met"]["relayed <= 1.10x direct"] = ratio <= 1.10
     return report
 
 
@@ -192,6 +202,12 @@ def render(report: dict[str, Any]) -> str:
                 f"{run['steady_epoch_seconds']:.2f} s/epoch (x{run['ratio_to_naive']:.1f} vs "
                 f"naive), epochs {run['epoch_seconds']}; peak {peak}"
             )
+        relayed = data["relayed"]
+        lines.append(
+            f"  parties behind the relay, standard: {relayed['steady_epoch_seconds']:.2f} s/epoch "
+            f"(x{relayed['ratio_to_direct']:.3f} the direct mesh's, same run), epochs "
+            f"{relayed['epoch_seconds']}"
+        )
         counts = data["protocol_counts"]
         lines.append(
             f"  fresh obfuscations per epoch: {counts['obfuscations']} (guest "

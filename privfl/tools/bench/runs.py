@@ -12,6 +12,7 @@ import os
 import statistics
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from privfl.config.vertical import DataConfig
 from privfl.runs.kits import demo_job, write_kit
 from privfl.runs.launcher import EpochProgress, start_parties, supervise
+from privfl.tools.bench.relayed import relay_process, relayed_job
 from privfl.tools.bench.workload import TEST_SIZE, Workload, write_csv
 
 POLL_SECONDS = 0.2
@@ -123,9 +125,16 @@ class MemoryWatch:
 
 
 def run_parties(
-    workload: Workload, bits: int, obfuscation: str, epochs: int, out: Path
+    workload: Workload,
+    bits: int,
+    obfuscation: str,
+    epochs: int,
+    out: Path,
+    *,
+    relayed: bool = False,
 ) -> RunResult:
-    """Train ``epochs`` epochs with Server, Host and one Guest as processes on loopback."""
+    """Train ``epochs`` epochs with Server, Host and one Guest as processes on loopback;
+    ``relayed``: every party behind a relay process (tools/bench/relayed.py)."""
     job = demo_job(guests=1, key_bits=bits, allow_weak_keys=True, epochs=epochs)
     job = replace(
         job,
@@ -149,16 +158,22 @@ def run_parties(
         for name, table in workload.tables.items():
             path = write_csv(table, out / "data" / f"{name}.csv")
             extra[name] = ["--data", str(path)]
+    job = relayed_job(job) if relayed else job
     start = time.monotonic()
     job_path = write_kit(job, out / "kit")
-    parties = start_parties(job, job_path, out, extra)
-    memory = MemoryWatch({p.name: p.process.pid for p in parties})
-    try:
-        supervise(parties, EpochProgress(out / job.host / "metrics.jsonl", epochs, False))
-    finally:
-        peak = memory.stop()
+    with relay_process(job_path, out / "relay") if relayed else nullcontext():
+        parties = start_parties(job, job_path, out, extra)
+        memory = MemoryWatch({p.name: p.process.pid for p in parties})
+        try:
+            supervise(parties, EpochProgress(out / job.host / "metrics.jsonl", epochs, False))
+        finally:
+            peak = memory.stop()
     wall = time.monotonic() - start
     summary = json.loads((out / job.host / "summary.json").read_text())
     return RunResult(
-        obfuscation, list(summary["epoch_seconds"]), round(wall, 3), peak, summary["accuracy"]
+        obfuscation + (" relayed" if relayed else ""),
+        list(summary["epoch_seconds"]),
+        round(wall, 3),
+        peak,
+        summary["accuracy"],
     )

@@ -1,0 +1,72 @@
+"""An in-process relay on loopback and relayed transports around it, for protocol tests.
+
+Real sockets, real CURVE, real seals: only the processes are threads here. A test that
+needs a hostile relay passes its own :class:`RelayCore` subclass.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from privfl.protocol.keys import KeyRing, generate_keypair, load_secret_keypair
+from privfl.protocol.relay import Relay, RelayCore
+from privfl.protocol.relayed import RELAY, RelayedTransport
+
+Keys = dict[str, tuple[bytes, bytes]]
+CONTEXT = b"session-1\0" + b"f" * 64
+
+
+def make_keys(directory: Path, names: list[str]) -> Keys:
+    """A key pair for each name and for the relay."""
+    pairs: Keys = {}
+    for name in [*names, RELAY]:
+        _, secret_path = generate_keypair(directory, name)
+        pairs[name] = load_secret_keypair(secret_path)
+    return pairs
+
+
+@contextmanager
+def running_relay(keys: Keys, parties: list[str], core: RelayCore | None = None) -> Iterator[Relay]:
+    """A relay serving in a thread on a random loopback port; stopped and closed after."""
+    public, secret = keys[RELAY]
+    relay = Relay("tcp://127.0.0.1:*", public, secret, {p: keys[p][0] for p in parties}, core=core)
+    thread = threading.Thread(target=relay.serve, daemon=True)
+    thread.start()
+    try:
+        yield relay
+    finally:
+        relay.stop()
+        thread.join(timeout=10)
+        relay.close()
+
+
+def relayed(
+    keys: Keys, name: str, peers: list[str], relay: Relay, **kwargs: Any
+) -> RelayedTransport:
+    """``name``'s transport through ``relay`` to ``peers``, linger 0."""
+    public, secret = keys[name]
+    ring = KeyRing(name, public, secret, {p: keys[p][0] for p in peers})
+    kwargs.setdefault("linger_ms", 0)
+    kwargs.setdefault("context", CONTEXT)
+    return RelayedTransport(name, relay.endpoint, keys[RELAY][0], ring, **kwargs)
+
+
+def wait_for(check: Callable[[], bool], seconds: float = 60.0) -> None:
+    """Poll ``check`` until it holds; AssertionError after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {seconds:g} s")
+        time.sleep(0.02)
+
+
+def connect_all(transports: list[RelayedTransport]) -> None:
+    """Wait until each transport sees every one of its peers at the relay."""
+    for t in transports:
+        others = [o.name for o in transports if o is not t]
+        wait_for(lambda t=t, others=others: all(t.connected(o) for o in others))
