@@ -1,16 +1,16 @@
-"""Attack (audit, finding "the Host reads a guest's scores"): batches the Host can solve.
+"""Attack (audit, finding "the Host reads a guest's scores"; issue 21): the Host's equations.
 
 An honest-but-curious Host knows, for every batch of ``b`` rows, its own plaintext
 gradient ``G = X_Hᵀ·4d`` (``F_H`` features and its bias: ``F_H + 1`` equations), its
 scores ``z_H`` and its labels. With ``4d = z_H + Z + 2 − 4ỹ`` (Taylor) that is
 ``X_Hᵀ·Z = G − X_Hᵀ(z_H + 2 − 4ỹ)``: ``F_H + 1`` equations in the ``b`` guest scores
-``Z``. With ``b ≤ F_H + 1`` it solves them. The batch guard used to count only the
-guests' features; now no party accepts a batch that is not larger than the Host's
-gradient entries either (``parties/vertical/batches.py``).
-
-The Host below (21 features, the guest 9) solves each batch of its real run. With
-``allow_small_batches`` (the leaky arm) it reads the guest's scores on every row; without
-it the job is refused by every party, and at the least batch it allows no batch is read.
+``Z``. The Host below (21 features, the guest 9) runs ``tests/score_attack.py`` on its
+real run: every epoch stacked, the last two, each batch alone; a row is read when the
+equations pin it and the estimate is within 0.1 %. Three leaky arms, each read: batches
+no larger than ``F_H + 1`` (``allow_small_batches``); a fresh permutation each epoch
+(stacked, settled scores); rows the Host's own columns single out (digits). Defended:
+the least batch, one plan per job that every guest holds the Host to, and the Host's
+unpinning swaps (``learning/pinning.py``) — no row read at b = 23 or 30.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from privfl.crypto.encoding import DATA_BITS, to_exponents
 from privfl.errors import ConfigError
 from privfl.learning.taylor import batch_plan, batch_sizes
 from privfl.parties.session import PartyContext
+from privfl.parties.vertical import batches as batches_module
 from privfl.parties.vertical import guest as guest_party
 from privfl.parties.vertical import host as host_party
 from privfl.parties.vertical import host_steps
@@ -260,3 +261,21 @@ def test_a_row_no_plan_can_hide_refuses_the_job() -> None:
     message = str(refused.value)
     assert "single out 1 training rows" in message and "another seed" in message
     assert "\n" not in message
+
+
+def test_a_plan_that_stays_pinned_stops_every_party(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: the Host finds 3 rows it cannot unpin.
+    monkeypatch.setattr(batches_module, "pinned", lambda x, plan: 3)
+    job = wide_host_job(30)
+
+    # Act
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+
+    # Assert: the Host refuses before its first batch, in one line, and its peers are told.
+    failed = failures(results)
+    assert set(failed) == set(job.parties)
+    assert isinstance(failed["host"], ConfigError)
+    assert "single out 3 training rows" in str(failed["host"]) and "\n" not in str(failed["host"])
+    assert "single out 3 training rows" in str(failed["guest-1"])
