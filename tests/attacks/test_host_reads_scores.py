@@ -179,7 +179,8 @@ def test_reshuffled_batches_let_the_host_read_every_settled_score(
 ) -> None:
     """Leaky arm: new row sets every epoch stack into as many equations as rows after two
     epochs; once the scores settle (here the step shrinks a thousandfold after epoch 0)
-    the Host solves every one of them. Defended: the same row sets, nothing read."""
+    the Host solves nearly every one of them (measured 353–401 of 426). Defended: the same
+    row sets, nothing read."""
     # Prepare
     job = wide_host_job(23, epochs=3, lr_decay=1000.0)
     if reshuffled:
@@ -191,7 +192,7 @@ def test_reshuffled_batches_let_the_host_read_every_settled_score(
 
     # Assert
     if reshuffled:
-        assert reading.rank == reading.unknowns and reading.read > 0.8 * reading.tried
+        assert reading.rank == reading.unknowns and reading.read > 0.7 * reading.tried
     else:
         assert reading.rank < reading.unknowns and reading.read == 0
 
