@@ -44,11 +44,11 @@ class Reading:
     unknowns: int
 
 
-def null_weights(a: np.ndarray) -> np.ndarray:
-    """Per unknown of ``a x = r``: how far the unseen directions reach it (0: pinned)."""
+def null_weights(a: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per unknown of ``a x = r``: how far the unseen directions reach it (0: pinned); rank."""
     _, s, vt = np.linalg.svd(a, full_matrices=False)
     rank = int((s > s[0] * RCOND).sum())
-    return np.asarray(np.sqrt(np.clip(1.0 - np.sum(vt[:rank] ** 2, axis=0), 0.0, None)))
+    return np.sqrt(np.clip(1.0 - np.sum(vt[:rank] ** 2, axis=0), 0.0, None)), rank
 
 
 def stacked(batches: list[Equations], rows: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -60,8 +60,8 @@ def stacked(batches: list[Equations], rows: int) -> tuple[np.ndarray, np.ndarray
         at += b.x.shape[1]
     r = np.concatenate([b.rhs for b in batches])
     estimate = np.linalg.lstsq(a, r, rcond=RCOND)[0]
-    weights = null_weights(a)
-    return estimate, weights, int(np.linalg.matrix_rank(a, tol=None))
+    weights, rank = null_weights(a)
+    return estimate, weights, rank
 
 
 def attack(batches: list[Equations], rows: int) -> Reading:
@@ -69,13 +69,15 @@ def attack(batches: list[Equations], rows: int) -> Reading:
     two epochs and of every epoch stacked (the scores settle late, so the attacker tries
     both). Rank and unknowns are those of every epoch stacked."""
     last = max(b.epoch for b in batches)
-    windows = [stacked(batches, rows), stacked([b for b in batches if b.epoch >= last - 1], rows)]
+    windows = [stacked(batches, rows)]
+    if min(b.epoch for b in batches) < last - 1:
+        windows.append(stacked([b for b in batches if b.epoch >= last - 1], rows))
     tried = read = lucky = 0
     for b in (b for b in batches if b.epoch == last):
         alone = np.linalg.lstsq(b.x.T, b.rhs, rcond=RCOND)[0]
         spread = b.truth.std()
         right = np.abs(alone - b.truth) < READ * spread
-        pinned = right & (null_weights(b.x.T) < PIN)
+        pinned = right & (null_weights(b.x.T)[0] < PIN)
         for estimate, weights, _ in windows:
             close = np.abs(estimate[b.rows] - b.truth) < READ * spread
             pinned |= close & (weights[b.rows] < PIN)
