@@ -29,6 +29,7 @@ from privfl.config.vertical import JobConfig, ModelConfig, TrainingConfig, sigmo
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS
 from privfl.errors import ConfigError
 from privfl.learning import separable
+from privfl.learning.pinning import unpin
 from privfl.learning.taylor import LOG2, batch_plan, learning_rate, sigmoid
 
 GLM_KINDS = ("logistic", "linear", "poisson", "multiclass")
@@ -203,10 +204,12 @@ def reference_train(
     masks = list(penalised) if penalised is not None else [np.ones(p.shape[1]) for p in parts]
     y_all = targets(glm, labels)
     losses: list[float] = []
+    plan = batch_plan(parts[0].shape[0], cfg.batch_size, rng, min_rows)  # one per job
+    plan = plan if cfg.allow_small_batches else unpin(parts[0], plan)  # as the Host's job_plan
     for epoch in range(cfg.epochs):
         lr = learning_rate(cfg, epoch)
         total, count = 0.0, 0
-        for idx in batch_plan(parts[0].shape[0], cfg.batch_size, rng, min_rows):
+        for idx in plan:
             rows = slice(None) if idx is None else idx
             xs = [p[rows] for p in parts]
             y = y_all[rows]

@@ -53,6 +53,7 @@ def host_start(
     (``mechanisms.label_dp.private_generator``), never from the job's public seed.
     """
     warmup = replace(training, epochs=WARMUP_EPOCHS, batch_size=WARMUP_BATCH, lr_decay=0.0)
+    warmup = replace(warmup, allow_small_batches=True)  # its own columns: no plan to unpin
     start = draw(glm, x.shape[1], rng)
     thetas, _ = reference_train([x], labels, warmup, rng, glm, offset, [penalised], start=start)
     return thetas[0]

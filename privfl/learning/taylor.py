@@ -53,9 +53,11 @@ def batch_sizes(rows: int, batch_size: int, min_rows: int = 1) -> list[int]:
 def batch_plan(
     rows: int, batch_size: int, rng: np.random.Generator, min_rows: int = 1
 ) -> list[np.ndarray | None]:
-    """One epoch's batches: ``[None]`` for full batch, else a shuffled partition of rows.
+    """The batches: ``[None]`` for full batch, else a shuffled partition of rows.
 
     Sizes as :func:`batch_sizes` (a too-small remainder folded into the last batch).
+    Drawn once per job and repeated every epoch: reshuffled row sets would give the Host
+    a new set of equations on its guests' scores each epoch (``learning/pinning.py``).
     """
     sizes = batch_sizes(rows, batch_size, min_rows)
     if len(sizes) == 1:

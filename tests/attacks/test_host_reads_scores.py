@@ -1,16 +1,16 @@
-"""Attack (audit, finding "the Host reads a guest's scores"): batches the Host can solve.
+"""Attack (audit, finding "the Host reads a guest's scores"; issue 21): the Host's equations.
 
 An honest-but-curious Host knows, for every batch of ``b`` rows, its own plaintext
 gradient ``G = X_Hᵀ·4d`` (``F_H`` features and its bias: ``F_H + 1`` equations), its
 scores ``z_H`` and its labels. With ``4d = z_H + Z + 2 − 4ỹ`` (Taylor) that is
 ``X_Hᵀ·Z = G − X_Hᵀ(z_H + 2 − 4ỹ)``: ``F_H + 1`` equations in the ``b`` guest scores
-``Z``. With ``b ≤ F_H + 1`` it solves them. The batch guard used to count only the
-guests' features; now no party accepts a batch that is not larger than the Host's
-gradient entries either (``parties/vertical/batches.py``).
-
-The Host below (21 features, the guest 9) solves each batch of its real run. With
-``allow_small_batches`` (the leaky arm) it reads the guest's scores on every row; without
-it the job is refused by every party, and at the least batch it allows no batch is read.
+``Z``. The Host below (21 features, the guest 9) runs ``tests/score_attack.py`` on its
+real run: every epoch stacked, the last two, each batch alone; a row is read when the
+equations pin it and the estimate is within 0.1 %. Three leaky arms, each read: batches
+no larger than ``F_H + 1`` (``allow_small_batches``); a fresh permutation each epoch
+(stacked, settled scores); rows the Host's own columns single out (digits). Defended:
+the least batch, one plan per job that every guest holds the Host to, and the Host's
+unpinning swaps (``learning/pinning.py``) — no row read at b = 23 or 30.
 """
 
 from __future__ import annotations
@@ -21,21 +21,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import decoded_traffic, failures, memory_job, party_data, run_in_threads
+from score_attack import Equations, Reading, attack
 
 from privfl.config.vertical import JobConfig, with_overrides
 from privfl.crypto.encoding import DATA_BITS, to_exponents
+from privfl.errors import ConfigError
+from privfl.learning.taylor import batch_plan, batch_sizes
+from privfl.parties.session import PartyContext
+from privfl.parties.vertical import batches as batches_module
 from privfl.parties.vertical import guest as guest_party
+from privfl.parties.vertical import host as host_party
 from privfl.parties.vertical import host_steps
+from privfl.parties.vertical.batches import job_least_batch, job_plan
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch
 
 HOST_COLUMNS, GUEST_COLUMNS = tuple(range(21)), tuple(range(21, 30))  # breast cancer's 30
-READ = 1e-3  # a score solved to within this fraction of its batch's spread is read
 
 
-def wide_host_job(batch_size: int, **overrides: bool) -> JobConfig:
+def wide_host_job(batch_size: int, epochs: int = 2, **overrides: float | bool) -> JobConfig:
     """Breast cancer with the Host holding 21 columns, the guest 9; no label noise."""
-    job = memory_job(1, epochs=2, batch_size=batch_size, timeout=20)
+    job = memory_job(1, epochs=epochs, batch_size=batch_size, timeout=20, tolerance=0.0)
     parties = dict(job.parties)
     parties["host"] = replace(parties["host"], columns=HOST_COLUMNS)
     parties["guest-1"] = replace(parties["guest-1"], columns=GUEST_COLUMNS)
@@ -78,33 +84,25 @@ class CuriousHost:
         monkeypatch.setattr(guest_party, "forward", forwarding)
 
 
-def solve(host: CuriousHost, job: JobConfig, batches: list[Batch]) -> tuple[int, int, int, int]:
-    """The Host's least-squares solve of every batch but the first (where Z = 0 is known).
-
-    Returns (rows tried, rows read to READ, batches tried, batches read whole).
-    """
+def equations(host: CuriousHost, job: JobConfig, batches: list[Batch]) -> list[Equations]:
+    """What the Host holds per batch after the first (where Z = 0 is known): ``X_Bᵀ·Z_B``."""
     data = party_data(job)[job.host]
     x_all = to_exponents(data.x_train, DATA_BITS) / float(1 << DATA_BITS)
     x_all = np.hstack([x_all, np.ones((len(x_all), 1))])
     y_all = data.y_train
     assert y_all is not None
-    tried = read = whole = 0
+    out = []
     for batch, theta, gradient in list(zip(batches, host.thetas, host.gradients, strict=True))[1:]:
         assert batch.indices is not None
         x, y = x_all[batch.indices], y_all[batch.indices]
         rhs = gradient[:, 0] - x.T @ (x @ theta[:, 0] + 2.0 - 4.0 * y)
-        solved = np.linalg.lstsq(x.T, rhs, rcond=None)[0]
         truth = host.guest_scores[(batch.epoch, batch.batch)]
-        error = np.abs(solved - truth) / truth.std()
-        tried += len(y)
-        read += int((error < READ).sum())
-        whole += int((error < READ).all())
-    return tried, read, len(batches) - 1, whole
+        out.append(Equations(batch.epoch, np.asarray(batch.indices), x, rhs, truth))
+    return out
 
 
-def run(
-    job: JobConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> tuple[int, int, int, int]:
+def run(job: JobConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Reading:
+    """The real run (in-memory transport, real Paillier), then the Host's attack on it."""
     host = CuriousHost()
     host.watch(monkeypatch)
     hub = InMemoryHub()
@@ -113,7 +111,21 @@ def run(
     batches = [
         b for _, to, _, b in decoded_traffic(hub) if to == "guest-1" and isinstance(b, Batch)
     ]
-    return solve(host, job, batches)
+    return attack(equations(host, job, batches), len(party_data(job)[job.host].x_train))
+
+
+def reshuffle_every_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Host as it was: a fresh permutation of the rows every epoch (guests not checking)."""
+    epoch_of = host_party.train_epoch
+
+    def reshuffled(
+        ctx: PartyContext, state: host_steps.HostState, epoch: int, plan: list[np.ndarray | None]
+    ) -> object:
+        rng = np.random.default_rng(ctx.job.seed + epoch)
+        fresh = batch_plan(len(state.labels), ctx.job.training.batch_size, rng, state.least_batch)
+        return epoch_of(ctx, state, epoch, fresh)
+
+    monkeypatch.setattr(host_party, "train_epoch", reshuffled)
 
 
 def test_with_small_batches_allowed_the_host_reads_every_guest_score(
@@ -123,10 +135,10 @@ def test_with_small_batches_allowed_the_host_reads_every_guest_score(
     job = wide_host_job(16, allow_small_batches=True)
 
     # Act
-    tried, read, batches, whole = run(job, tmp_path, monkeypatch)
+    reading = run(job, tmp_path, monkeypatch)
 
-    # Assert: every row of every batch after the first.
-    assert tried > 800 and read == tried and whole == batches
+    # Assert: every row of every batch of the last epoch, pinned and right.
+    assert reading.tried > 400 and reading.read == reading.tried
 
 
 @pytest.mark.parametrize("size", [16, 22])
@@ -142,19 +154,129 @@ def test_a_batch_the_host_could_solve_is_refused_by_every_party(tmp_path: Path, 
     assert "\n" not in message and "allow_small_batches" in message
 
 
-def test_at_the_least_batch_the_host_no_longer_reads_every_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("size", [23, 30])
+def test_at_the_least_batch_and_above_the_host_reads_no_guest_score(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
 ) -> None:
-    """The guard's limit, measured (docs/security.md): one unknown direction per batch
-    hides most rows, not all — a row the null direction barely touches stays readable,
-    and a batch whose scores happen to be orthogonal to it is read whole."""
-    # Prepare: 23 rows, one more than the Host's 22 equations.
-    job = wide_host_job(23)
+    """Three epochs, their equations stacked: the same row sets every epoch add no direction,
+    so every batch keeps its ``b − 22`` unknown directions and no row is pinned."""
+    # Prepare: 23 rows is one more than the Host's 22 equations.
+    job = wide_host_job(size, epochs=3)
 
     # Act
-    tried, read, batches, whole = run(job, tmp_path, monkeypatch)
+    reading = run(job, tmp_path, monkeypatch)
 
-    # Assert: most rows and most batches are not read (measured: 11–16 % of rows, 0–1 of
-    # 35 batches, where the leaky arm reads them all).
-    assert tried > 700 and batches > 30
-    assert read < tried // 4 and whole < batches // 4
+    # Assert: nothing read; the unknown directions are every batch's own (one epoch's worth).
+    assert reading.tried > 400 and reading.read == 0
+    batches = len(batch_sizes(reading.unknowns, size, size))
+    assert reading.unknowns - reading.rank == reading.unknowns - 22 * batches
+    assert reading.lucky < reading.tried // 10  # close by chance, and the Host cannot tell which
+
+
+@pytest.mark.parametrize("reshuffled", [True, False])
+def test_reshuffled_batches_let_the_host_read_every_settled_score(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reshuffled: bool
+) -> None:
+    """Leaky arm: new row sets every epoch stack into as many equations as rows after two
+    epochs; once the scores settle (here the step shrinks a thousandfold after epoch 0)
+    the Host solves nearly every one of them (measured 353–401 of 426). Defended: the same
+    row sets, nothing read."""
+    # Prepare
+    job = wide_host_job(23, epochs=3, lr_decay=1000.0)
+    if reshuffled:
+        reshuffle_every_epoch(monkeypatch)
+        monkeypatch.setattr(guest_party, "check_repeated", lambda plan, msg: None)
+
+    # Act
+    reading = run(job, tmp_path, monkeypatch)
+
+    # Assert
+    if reshuffled:
+        assert reading.rank == reading.unknowns and reading.read > 0.7 * reading.tried
+    else:
+        assert reading.rank < reading.unknowns and reading.read == 0
+
+
+def test_a_host_that_reshuffles_is_refused_by_the_guest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: a deviating Host sends other row sets in epoch 1.
+    job = wide_host_job(23, epochs=2)
+    reshuffle_every_epoch(monkeypatch)
+
+    # Act
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+
+    # Assert: the guest refuses the first Batch of epoch 1, everyone stops.
+    failed = failures(results)
+    assert set(failed) == set(job.parties)
+    message = str(failed["guest-1"])
+    assert "batch 0 of epoch 1 holds other rows" in message and "\n" not in message
+
+
+def digits_equations(plan: list[np.ndarray | None]) -> tuple[list[Equations], int]:
+    """The digits demo's Host columns (21 pixels and the bias) on ``plan``; the guest's
+    scores ``X_g·w`` for weights of spread 0.1 on its 43 pixels."""
+    job = memory_job(1, dataset="digits", batch_size=64)
+    data = party_data(job)
+    x = np.hstack([data[job.host].x_train, np.ones((len(data[job.host].x_train), 1))])
+    z = data["guest-1"].x_train @ np.random.default_rng(1).normal(0.0, 0.1, 43)
+    batches = [
+        Equations(0, idx, x[idx], x[idx].T @ z[idx], z[idx]) for idx in plan if idx is not None
+    ]
+    return batches, len(x)
+
+
+@pytest.mark.parametrize("unpinned", [False, True])
+def test_rows_the_hosts_own_columns_single_out_are_read_unless_swapped(unpinned: bool) -> None:
+    """Digits at b = 64: a pixel column constant on a batch but for one row (with the bias)
+    gives that row's guest score exactly, at any batch size. The Host's plan swaps such rows
+    into batches where other rows share their pattern (``learning/pinning.py``)."""
+    # Prepare: the seeded plan as drawn (leaky) or as the Host sends it.
+    job = memory_job(1, dataset="digits", batch_size=64)
+    host = party_data(job)[job.host]
+    x = np.hstack([host.x_train, np.ones((len(host.x_train), 1))])
+    least = job_least_batch(job, len(x))
+    drawn = batch_plan(len(x), 64, np.random.default_rng(job.seed), least)
+    plan = job_plan(job, x, least) if unpinned else drawn
+
+    # Act
+    batches, rows = digits_equations(plan)
+    reading = attack(batches, rows)
+
+    # Assert: the same sizes; drawn, some rows read exactly (measured 18 of 1347); sent, none.
+    assert [len(i) for i in plan if i is not None] == [len(i) for i in drawn if i is not None]
+    assert reading.read == 0 if unpinned else reading.read >= 10
+
+
+def test_a_row_no_plan_can_hide_refuses_the_job() -> None:
+    # Prepare: full batch, a column that is non-zero on one row only.
+    job = wide_host_job(0)
+    x = np.hstack([np.random.default_rng(0).normal(size=(40, 3)), np.ones((40, 1))])
+    x[:, 0] = 0.0
+    x[7, 0] = 1.0
+
+    # Act / Assert
+    with pytest.raises(ConfigError) as refused:
+        job_plan(job, x, 23)
+    message = str(refused.value)
+    assert "single out 1 training rows" in message and "another seed" in message
+    assert "\n" not in message
+
+
+def test_a_plan_that_stays_pinned_stops_every_party(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: the Host finds 3 rows it cannot unpin.
+    monkeypatch.setattr(batches_module, "pinned", lambda x, plan: 3)
+    job = wide_host_job(30)
+
+    # Act
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+
+    # Assert: the Host refuses before its first batch, in one line, and its peers are told.
+    failed = failures(results)
+    assert set(failed) == set(job.parties)
+    assert isinstance(failed["host"], ConfigError)
+    assert "single out 3 training rows" in str(failed["host"]) and "\n" not in str(failed["host"])
+    assert "single out 3 training rows" in str(failed["guest-1"])

@@ -14,8 +14,13 @@ before it (:func:`privfl.learning.taylor.batch_sizes`) rather than refused.
 
 from __future__ import annotations
 
+import numpy as np
+
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
+from privfl.learning import pinning
+from privfl.learning.pinning import pinned
+from privfl.learning.taylor import batch_plan
 
 
 def least_batch(job: JobConfig, rows: int, entries: dict[str, int]) -> int:
@@ -85,3 +90,27 @@ def job_least_batch(job: JobConfig, rows: int) -> int:
     differs from the job's.
     """
     return least_batch(job, rows, gradient_entries(job))
+
+
+def job_plan(job: JobConfig, x_host: np.ndarray, least: int) -> list[np.ndarray | None]:
+    """The Host's row sets, the same every epoch; refuses a plan that still pins a row.
+
+    ``x_host``: its training columns with the bias. One permutation from the job's public
+    seed, cut by the sizes every party derives, then rows swapped between batches until
+    the Host's own columns pin no guest score (``learning/pinning.py``): equations from
+    later epochs then fall on the same row sets and add no direction.
+    """
+    rng = np.random.default_rng(job.seed)
+    plan = batch_plan(len(x_host), job.training.batch_size, rng, least)
+    if job.training.allow_small_batches:
+        return plan
+    plan = pinning.unpin(x_host, plan)
+    left = pinned(x_host, plan)
+    if left:
+        raise ConfigError(
+            f"the host's columns single out {left} training rows in the batch plan of this seed "
+            "and batch size: its gradient would give their guest scores away; try another seed "
+            "or training.batch_size (the full batch pins the fewest) or set "
+            "training.allow_small_batches = true"
+        )
+    return plan

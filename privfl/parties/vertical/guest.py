@@ -74,6 +74,7 @@ class GuestState:
     z: np.ndarray | None = None
     masks: list[int] = field(default_factory=list)
     least_batch: int = 1  # the fewest rows a Batch may have (batches.job_least_batch)
+    plan: dict[int, np.ndarray | None] = field(default_factory=dict)  # rows per batch number
 
     def __post_init__(self) -> None:
         self.x_exp = to_exponents(self.data.x_train, DATA_BITS)
@@ -91,6 +92,7 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     each ``rows·k`` long, the last ``[[clip(z_g, ±12)]]``.
     """
     check_indices(msg, len(state.x_exp), state.least_batch)
+    check_repeated(state.plan, msg)
     state.batch = msg
     rows = state.rows()
     z = (state.data.x_train[rows] @ state.theta).ravel()
@@ -106,6 +108,27 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     squares = encrypt(state, encode([float(z @ z)], LOSS_BITS, n))
     state.stage = Stage.AWAIT_RESIDUAL
     return Forward(epoch=msg.epoch, batch=msg.batch, scores=scores, sum_squares=squares)
+
+
+def check_repeated(plan: dict[int, np.ndarray | None], msg: Batch) -> None:
+    """Refuse a Batch whose rows differ from the first one we saw under its number.
+
+    The Host must send the same row sets every epoch (docs/protocol.md §6.2): each new row
+    set would give it ``F_H + 1`` more equations in our scores, and two epochs of
+    reshuffled batches determine every one of them.
+    """
+    rows = None if msg.indices is None else np.sort(msg.indices)
+    if msg.batch not in plan:
+        plan[msg.batch] = rows
+        return
+    seen = plan[msg.batch]
+    if (rows is None) != (seen is None) or (
+        rows is not None and seen is not None and not np.array_equal(rows, seen)
+    ):
+        raise ProtocolError(
+            f"batch {msg.batch} of epoch {msg.epoch} holds other rows than in the epoch before; "
+            "every epoch must repeat the same batches (docs/protocol.md §6.2): refused"
+        )
 
 
 def check_indices(msg: Batch, rows: int, least: int) -> None:

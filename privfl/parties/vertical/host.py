@@ -21,13 +21,13 @@ from privfl.data.views import PartyData
 from privfl.errors import ConfigError, TrainingDiverged
 from privfl.learning import glm as glms
 from privfl.learning.metrics import binary_metrics, glm_metrics, loss_label, plot_history
-from privfl.learning.taylor import batch_plan, batch_sizes, learning_rate, sigmoid
+from privfl.learning.taylor import batch_sizes, learning_rate, sigmoid
 from privfl.parties import checkpoint, label_draws
 from privfl.parties.files import append_jsonl, open_private, write_json
 from privfl.parties.label_draws import LabelDraw
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical import host_steps as steps
-from privfl.parties.vertical.batches import check_batch, job_least_batch
+from privfl.parties.vertical.batches import check_batch, job_least_batch, job_plan
 from privfl.parties.vertical.handshake import (
     announce,
     check_hello,
@@ -121,10 +121,11 @@ def train(
     rng = np.random.default_rng(job.seed)  # public: batch order only
     metrics_path = ctx.out / "metrics.jsonl"
     records = resume_host(ctx, state, rng, drawn)
+    plan = job_plan(job, state.x_train, state.least_batch)  # the same row sets every epoch
     reason = "max_epochs"
     for epoch in range(len(records), job.training.epochs):
         began = time.monotonic()
-        result = train_epoch(ctx, state, epoch, rng)
+        result = train_epoch(ctx, state, epoch, plan)
         if result.reason == "diverged":
             why = (
                 "the Taylor approximation only holds for small scores"
@@ -179,12 +180,11 @@ def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str],
 
 
 def train_epoch(
-    ctx: PartyContext, state: HostState, epoch: int, rng: np.random.Generator
+    ctx: PartyContext, state: HostState, epoch: int, plan: list[np.ndarray | None]
 ) -> EpochResult:
-    """Every batch of one epoch (steps 1–7), then the Server's verdict on the loss."""
+    """Every batch of one epoch (steps 1–7) in ``plan``, then the Server's verdict on the loss."""
     channel, job = ctx.channel, ctx.job
     server = job.server
-    plan = batch_plan(len(state.labels), job.training.batch_size, rng, state.least_batch)
     lr = learning_rate(job.training, epoch)
     for number, idx in enumerate(plan):
         rows: slice | np.ndarray = slice(None) if idx is None else idx

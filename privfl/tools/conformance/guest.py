@@ -157,7 +157,9 @@ class GuestRun:
 
     def forward(self, epoch: int, indices: np.ndarray | None) -> np.ndarray | None:
         """Send ``batch``; return the decrypted scores after checking ``sum_squares``'s scale."""
-        batch = Batch(epoch, 0, 1, indices)
+        # Batch number = epoch: each of the two is a batch number's first row set, which a
+        # guest keeps for every later epoch (docs/protocol.md §6.2).
+        batch = Batch(epoch, epoch, epoch + 1, indices)
         self.host.channel.send(self.party, batch, epoch)
         what = f"epoch {epoch}: Batch is answered with a Forward"
         env = expect(self.report, self.host, Kind.FORWARD, self.party, what)

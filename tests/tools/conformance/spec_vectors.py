@@ -120,11 +120,13 @@ def psi_rsa_vector() -> dict[str, Any]:
 
 
 def batches_vector() -> list[dict[str, Any]]:
-    """The Host's batch indices of epochs 0 and 1 for a few (seed, rows, batch_size, least)."""
+    """The Host's batch indices of epochs 0 and 1 (the same: one plan per job) for a few
+    (seed, rows, batch_size, least), before any row is swapped (learning/pinning.py)."""
     out = []
     for seed, rows, size, least in BATCH_CASES:
         rng = np.random.default_rng(seed)
-        epochs = [batch_plan(rows, size, rng, least) for _ in range(2)]
+        plan = batch_plan(rows, size, rng, least)  # one per job: every epoch repeats it
+        epochs = [plan, plan]
         plans = [[None if b is None else [int(i) for i in b] for b in plan] for plan in epochs]
         out.append(
             {
