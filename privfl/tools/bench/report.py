@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -61,6 +62,26 @@ def floors(
     }
 
 
+def cpu_floors(w: Workload, n: int, primitive_cpu: dict[str, float]) -> dict[str, float]:
+    """CPU seconds the arithmetic of one epoch needs (every party's, on any number of cores).
+
+    The same counts as :func:`floors`, priced in CPU seconds per primitive
+    (``time.process_time``): what a busy machine cannot inflate.
+    """
+    counts = protocol_counts(w, n)
+    decrypt = counts["decryptions"] * primitive_cpu["decrypt"]
+    return {
+        "standard": counts["obfuscations"] * primitive_cpu["powmod_r_n"] + decrypt,
+        "djn": counts["obfuscations"] * primitive_cpu["djn_obfuscation"] + decrypt,
+    }
+
+
+def busy(load_average: float, cores: int) -> bool:
+    """A machine whose 1-minute load average exceeds its core count: wall ratios are not
+    this code's, only CPU ratios are."""
+    return load_average > cores
+
+
 def in_process(
     w: Workload, keys: tuple[Any, Any, Any], cores: int, naive_rows: int, log: Log
 ) -> list[stages.EpochTimes]:
@@ -104,6 +125,7 @@ def run_bench(
     keys = stages.keys(bits)
     public = keys[0]
     primitive = stages.primitives(*keys)
+    primitive_cpu = stages.primitives(*keys, clock=time.process_time)
     count = 2 * CHUNK * cores
     log(f"encryption throughput: 1 vs {cores} worker processes ({count} obfuscations)")
     scaling = {str(k): stages.throughput(public, k, count) for k in sorted({1, cores})}
@@ -113,6 +135,7 @@ def run_bench(
         "cpu_count": os.cpu_count(),
         "load_average": list(os.getloadavg()),
         "primitives_seconds": primitive,
+        "primitives_cpu_seconds": primitive_cpu,
         "obfuscations_per_second": scaling,
         "scaling": scaling[str(cores)] / scaling["1"],
         "datasets": {},
@@ -130,6 +153,8 @@ def run_bench(
             result = runs.run_parties(w, bits, obfuscation, epochs, out / w.name / obfuscation)
             real.append(result)
         floor = floors(w, public.n, primitive, cores, scaling[str(cores)])
+        floor_cpu = cpu_floors(w, public.n, primitive_cpu)
+        loaded = busy(max(report["load_average"][0], os.getloadavg()[0]), os.cpu_count() or 1)
         report["datasets"][w.name] = {
             "description": w.describe(),
             "stages": [
@@ -138,24 +163,45 @@ def run_bench(
             "runs": [{**r.as_dict(), "ratio_to_naive": naive / r.steady_epoch} for r in real],
             "protocol_counts": protocol_counts(w, public.n),
             "floor_seconds": floor,
-            "acceptance": acceptance(naive, real, floor, report["scaling"], cores),
+            "floor_cpu_seconds": floor_cpu,
+            "load_average_after": list(os.getloadavg()),
+            "acceptance": acceptance(
+                naive, real, floor, report["scaling"], cores, floor_cpu, loaded
+            ),
         }
     return report
 
 
 def acceptance(
-    naive: float, real: list[runs.RunResult], floor: dict[str, float], scaling: float, cores: int
+    naive: float,
+    real: list[runs.RunResult],
+    floor: dict[str, float],
+    scaling: float,
+    cores: int,
+    floor_cpu: dict[str, float],
+    loaded: bool,
 ) -> dict[str, Any]:
-    """The issue's targets, evaluated on this run's numbers (reported, never asserted)."""
+    """The issue's targets, evaluated on this run's numbers (reported, never asserted).
+
+    On a ``loaded`` machine (see :func:`busy`) the floor target is judged on the CPU
+    ratio, every party's and worker's CPU seconds per epoch over the floor's, and its
+    line says so; the wall ratio is still reported.
+    """
     standard, djn = real
+    wall = standard.steady_epoch / floor["standard"]
+    cpu = {r.obfuscation: r.steady_epoch_cpu / floor_cpu[r.obfuscation] for r in real}
+    within = cpu["standard"] if loaded else wall
+    judged = "CPU, machine busy" if loaded else "wall, machine idle"
     return {
         "standard_vs_naive": naive / standard.steady_epoch,
-        "standard_over_floor": standard.steady_epoch / floor["standard"],
+        "standard_over_floor": wall,
+        "cpu_over_floor": cpu,
+        "busy": loaded,
         "djn_vs_naive": naive / djn.steady_epoch,
         "scaling_per_core": scaling / cores,
         "met": {
             "standard >= 3x naive": naive / standard.steady_epoch >= 3,
-            "standard within 15% of floor": standard.steady_epoch <= 1.15 * floor["standard"],
+            f"standard within 15% of floor (judged on {judged})": within <= 1.15,
             "djn >= 15x naive": naive / djn.steady_epoch >= 15,
             "throughput >= 0.8 x cores": scaling >= 0.8 * cores,
         },
@@ -205,6 +251,23 @@ def render(report: dict[str, Any]) -> str:
             f"({standard['steady_epoch_seconds']:.2f} s over {floor['standard']:.2f} s; "
             f"x{standard['steady_epoch_seconds'] / floor['standard_at_measured_rate']:.2f} "
             "at the measured worker rate)"
+        )
+        cpu_floor = data["floor_cpu_seconds"]
+        lines += [
+            f"  {run['obfuscation']:<8} CPU s per epoch (every party and worker) / floor CPU s: "
+            f"x{data['acceptance']['cpu_over_floor'][run['obfuscation']]:.2f} "
+            f"({run['steady_epoch_cpu_seconds']:.2f} over {cpu_floor[run['obfuscation']]:.2f}; "
+            f"wall x{run['steady_epoch_seconds'] / floor[run['obfuscation']]:.2f})"
+            for run in data["runs"]
+        ]
+        load = data["load_average_after"][0]
+        lines.append(
+            f"  load average {load:.2f} on {report['cpu_count']} cores after the runs: "
+            + (
+                "busy, the floor line below judges the CPU ratio"
+                if data["acceptance"]["busy"]
+                else "idle, the floor line below judges the wall ratio"
+            )
         )
         lines.append(
             f"  floor on {report['cores']} cores: standard {floor['standard']:.2f} s, djn "
