@@ -35,6 +35,7 @@ from privfl.config.vertical import (
     sigmoid_of,
     with_overrides,
 )
+from privfl.crypto.engine import ENGINES, POOL, Engine
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -444,6 +445,26 @@ def party_command(role: str) -> click.Command:
         default=0,
         help="Processes for Paillier obfuscations and Xᵀ[[d]] (Host, Guest); 0 = one per core. [0]",
     )
+    @click.option(
+        "--engine",
+        type=click.Choice(ENGINES),
+        default=POOL.kind,
+        show_default=True,
+        help="Where this party's --workers run (Host, Guest): processes on this machine, or its "
+        "site's own Ray cluster (pip install 'privfl[ray]'; every node this institution's).",
+    )
+    @click.option(
+        "--ray-address",
+        default=None,
+        help="With --engine ray: 'auto' (the cluster this machine joined with `ray start`) or "
+        "ray://HEAD:10001. [a cluster of this machine alone]",
+    )
+    @click.option(
+        "--ray-private-key",
+        is_flag=True,
+        help="With --engine ray, key holder only (SecureBoost Host): also send the private "
+        "primes to the cluster's workers for decryptions. Off: they stay on this machine.",
+    )
     @verbose_option
     @click.option(
         "--resume",
@@ -470,6 +491,9 @@ def party_command(role: str) -> click.Command:
         features: str | None,
         no_progress: bool,
         workers: int,
+        engine: str,
+        ray_address: str | None,
+        ray_private_key: bool,
         verbose: bool,
         resume: bool,
         overwrite: bool,
@@ -488,6 +512,7 @@ def party_command(role: str) -> click.Command:
         if redraw_labels and role != "host":
             raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
         out = out or run_dir_default() / party
+        engine_ = Engine(engine, ray_address, ray_private_key)  # before any file is written
         claim(out, resume=resume, overwrite=overwrite)
         setup_logging(out, party, verbose)
         with telling_peers(job, party, out, DATA_FAILED):  # peers hear of it, not its cells
@@ -511,6 +536,7 @@ def party_command(role: str) -> click.Command:
                 data=data,
                 on_epoch=hook,
                 workers=workers,
+                engine=engine_,
                 table=table,
                 resume=resume,
                 observer=observer,
