@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ray_cluster import ray_cluster  # noqa: F401  (a fixture)
 
 from privfl.crypto.engine import Engine
 from privfl.crypto.paillier import (
@@ -90,7 +89,7 @@ def test_ray_without_ray_or_with_pool_options_says_what_to_do(
 
 
 def test_private_blocks_run_in_this_machines_processes(
-    ray_cluster: Any,  # noqa: F811
+    ray_cluster: Any,
     keypair: Keys,
 ) -> None:
     public, private = keypair
