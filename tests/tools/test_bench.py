@@ -167,3 +167,11 @@ def test_cpu_per_epoch_is_taken_between_the_hosts_records(tmp_path: Path) -> Non
     watch.epoch_cpu = [5.0, 7.5, 10.25]
     watch.stop()
     assert watch.per_epoch_cpu() == [5.0, 2.5, 2.75]
+
+
+def test_data_holders_get_the_engine_and_workers_the_bench_was_given() -> None:
+    from privfl.tools.bench.runs import Workers
+
+    assert Workers(3).args() == ["--workers", "3"]
+    ray = Workers(2, "127.0.0.1:6379", 1234).args()
+    assert ray == ["--workers", "2", "--engine", "ray", "--ray-address", "127.0.0.1:6379"]

@@ -166,10 +166,32 @@ class MemoryWatch:
         }
 
 
+@dataclass(frozen=True)
+class Workers:
+    """Where the Host's and Guest's workers run: ``count`` per party (0 = one per core)
+    in their own pools, or on the Ray cluster at ``ray_address`` (its head ``ray_pid``,
+    watched like a party: its processes' CPU time and memory are the workers')."""
+
+    count: int = 0
+    ray_address: str | None = None
+    ray_pid: int = 0
+
+    def args(self) -> list[str]:
+        """The data holders' command-line options."""
+        engine = ["--engine", "ray", "--ray-address", self.ray_address] if self.ray_address else []
+        return ["--workers", str(self.count), *engine]
+
+
 def run_parties(
-    workload: Workload, bits: int, obfuscation: str, epochs: int, out: Path
+    workload: Workload,
+    bits: int,
+    obfuscation: str,
+    epochs: int,
+    out: Path,
+    workers: Workers | None = None,
 ) -> RunResult:
     """Train ``epochs`` epochs with Server, Host and one Guest as processes on loopback."""
+    workers = workers or Workers()
     job = demo_job(guests=1, key_bits=bits, allow_weak_keys=True, epochs=epochs)
     job = replace(
         job,
@@ -178,7 +200,7 @@ def run_parties(
         data=DataConfig(test_size=TEST_SIZE, split_seed=0),
         training=replace(job.training, tolerance=0.0),  # run every epoch asked for
     )
-    extra: dict[str, list[str]] = {}
+    extra: dict[str, list[str]] = {name: workers.args() for name in (job.host, *job.guests)}
     if workload.tables is not None:
         tables = workload.tables
         specs = {
@@ -192,12 +214,13 @@ def run_parties(
         job = replace(job, parties=specs)
         for name, table in workload.tables.items():
             path = write_csv(table, out / "data" / f"{name}.csv")
-            extra[name] = ["--data", str(path)]
+            extra[name] += ["--data", str(path)]
     start = time.monotonic()
     job_path = write_kit(job, out / "kit")
     parties = start_parties(job, job_path, out, extra)
     metrics = out / job.host / "metrics.jsonl"
-    memory = MemoryWatch({p.name: p.process.pid for p in parties}, metrics)
+    pids = {p.name: p.process.pid for p in parties}
+    memory = MemoryWatch(pids | ({"ray": workers.ray_pid} if workers.ray_pid else {}), metrics)
     try:
         supervise(parties, EpochProgress(metrics, epochs, False))
     finally:
