@@ -69,6 +69,26 @@ def connect(address: str | None) -> Any:
     return ray
 
 
+def placements(ray: Any, count: int) -> list[str]:
+    """``count`` node ids, dealt round the cluster's live nodes in proportion to their CPUs.
+
+    In the two-node test (tests/e2e/test_ray_two_nodes.py) Ray's SPREAD strategy put
+    every actor that asks for no CPU on one node; a party adds nodes to use them, so
+    its workers are placed explicitly.
+    """
+    slots = [
+        node["NodeID"]
+        for node in ray.nodes()
+        if node["Alive"]
+        for _ in range(int(node["Resources"].get("CPU", 0)))
+    ]
+    if not slots:
+        raise ConfigError("the Ray cluster has no CPUs: start its nodes with --num-cpus")
+    # Node by node would fill the first node before the next; interleave them instead.
+    order = sorted(range(len(slots)), key=lambda i: (slots[: i + 1].count(slots[i]), i))
+    return [slots[order[i % len(slots)]] for i in range(count)]
+
+
 class RayPool(NoisePool):
     """Obfuscators and split computations on a Ray cluster's workers (see module doc)."""
 
@@ -93,11 +113,18 @@ class RayPool(NoisePool):
         self._key_primes = primes
         self._local: ProcessPoolExecutor | None = None  # the key holder's private blocks
         # num_cpus=0: as with the pool, the OS shares the cores between noise and
-        # compute; SPREAD puts a party's actors on every node of the cluster.
-        actor = self._ray.remote(num_cpus=0, scheduling_strategy="SPREAD")(Worker)
-        self._noise = [actor.remote(n, h_s, shared, nice) for _ in range(self.workers)]
-        self._busy = [actor.remote(n, h_s, shared, 0) for _ in range(self.workers)]
+        # compute; each worker is pinned to a node, in proportion to the nodes' CPUs.
+        places = placements(self._ray, self.workers)
+        self._noise = [self._actor(p).remote(n, h_s, shared, nice) for p in places]
+        self._busy = [self._actor(p).remote(n, h_s, shared, 0) for p in places]
         self._next_noise = itertools.cycle(self._noise)
+
+    def _actor(self, node: str) -> Any:
+        """The worker actor class, placed on ``node`` (elsewhere if that node is gone)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        where = NodeAffinitySchedulingStrategy(node, soft=True)
+        return self._ray.remote(num_cpus=0, scheduling_strategy=where)(Worker)
 
     @property
     def parallel(self) -> bool:

@@ -38,9 +38,15 @@ def engine(request: pytest.FixtureRequest) -> Engine:
     return request.param  # type: ignore[no-any-return]
 
 
+def few(engine: Engine) -> int:
+    """Two pool workers (one would run inline); one Ray worker: its two actors are remote,
+    and each is a process to start."""
+    return 2 if engine.kind == "pool" else 1
+
+
 def test_obfuscators_encrypt_correctly(engine: Engine, keypair: Keys) -> None:
     public, private = keypair
-    pool = engine.pool(public.n, 2)
+    pool = engine.pool(public.n, few(engine))
     try:
         pool.prefetch(CHUNK + 5)
         noise = pool.take(2 * CHUNK)
@@ -68,7 +74,7 @@ def test_split_decryptions_keep_their_order(engine: Engine, keypair: Keys) -> No
     p, q = private_primes(private)
     values = list(range(12))
     cts = public.encrypt(values)
-    pool = engine.pool(public.n, 2, primes=(p, q))
+    pool = engine.pool(public.n, few(engine), primes=(p, q))
     try:
         blocks = [(public.n, p, q, cts[i : i + 4]) for i in range(0, 12, 4)]
         assert pool.run_split(decrypt_with_primes, blocks, private=True) == values
@@ -95,7 +101,7 @@ def test_private_blocks_run_in_this_machines_processes(
     public, private = keypair
     # Ray's workers cannot import this test module: _parent travels by value to them.
     ray_cluster.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    pool = Engine("ray").pool(public.n, 2, primes=private_primes(private))
+    pool = Engine("ray").pool(public.n, 1, primes=private_primes(private))
     try:
         local = pool.run_split(_parent, [(), ()], private=True)
         remote = pool.run_split(_parent, [(), ()])
@@ -108,3 +114,26 @@ def test_private_blocks_run_in_this_machines_processes(
 def _parent() -> list[int]:
     """Worker task: the worker's parent process."""
     return [os.getppid()]
+
+
+class FakeRay:
+    """What ``placements`` reads of a cluster: its nodes."""
+
+    def __init__(self, cpus: dict[str, int], dead: tuple[str, ...] = ()) -> None:
+        self._nodes = [
+            {"NodeID": name, "Alive": name not in dead, "Resources": {"CPU": float(n)}}
+            for name, n in cpus.items()
+        ]
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes
+
+
+def test_workers_are_dealt_round_the_live_nodes_by_their_cpus() -> None:
+    from privfl.crypto.ray_pool import placements
+
+    cluster = FakeRay({"a": 2, "b": 1, "c": 4}, dead=("c",))
+    assert placements(cluster, 3) == ["a", "b", "a"]
+    assert placements(cluster, 4) == ["a", "b", "a", "a"]
+    with pytest.raises(ConfigError, match="no CPUs"):
+        placements(FakeRay({"a": 0}), 2)

@@ -33,15 +33,18 @@ class SeenEngine(Engine):
         return opened
 
 
-def train(job: JobConfig, out: Path, on_ray: list[str]) -> Path:
-    """Every party in a thread; the ``on_ray`` parties' workers on the Ray cluster.
+def train(job: JobConfig, out: Path, on_ray: dict[str, int]) -> Path:
+    """Every party in a thread; the ``on_ray`` parties' workers (so many) on the Ray cluster.
 
     The Host's flips and start come from a seeded generator (not private), so two runs
-    start alike; every party has 2 workers.
+    start alike; a party off Ray has 2 worker processes. Each Ray worker is two actors,
+    each a process to start: the tests keep them few.
     """
     SeenEngine.opened.clear()
     options: dict[str, dict[str, Any]] = {
-        name: {"workers": 2, **({"engine": SeenEngine("ray")} if name in on_ray else {})}
+        name: {"workers": on_ray[name], "engine": SeenEngine("ray")}
+        if name in on_ray
+        else {"workers": 2}
         for name in [job.host, *job.guests]
     }
     options[job.host]["label_rng"] = np.random.default_rng(7)
@@ -57,8 +60,8 @@ def test_logistic_regression_on_ray_equals_the_pool_run(tmp_path: Path) -> None:
     job = memory_job(1, epochs=2, epsilon=1.0)
 
     # Act
-    pool = train(job, tmp_path / "pool", on_ray=[])
-    ray = train(job, tmp_path / "ray", on_ray=["host", "guest-1"])
+    pool = train(job, tmp_path / "pool", on_ray={})
+    ray = train(job, tmp_path / "ray", on_ray={"guest-1": 1})  # Xᵀ[[d]], its obfuscators
 
     # Assert: the same weights at both parties, the same loss history.
     for name in ("host", "guest-1"):
@@ -67,13 +70,14 @@ def test_logistic_regression_on_ray_equals_the_pool_run(tmp_path: Path) -> None:
 
 
 def test_secureboost_on_ray_equals_the_pool_run(tmp_path: Path) -> None:
-    # Prepare: the Host (key holder: its decryptions stay local) and the guest on Ray.
+    # Prepare: the guest's bin sums, divisions and packing split over 2 Ray workers; the
+    # Host (key holder) on one, its obfuscators there by the public key alone.
     model = ModelConfig(kind="secureboost", trees=2, depth=2, bins=8)
     job = memory_job(1, timeout=60.0, model=model)
 
     # Act
-    pool = train(job, tmp_path / "pool", on_ray=[])
-    ray = train(job, tmp_path / "ray", on_ray=["host", "guest-1"])
+    pool = train(job, tmp_path / "pool", on_ray={})
+    ray = train(job, tmp_path / "ray", on_ray={"host": 1, "guest-1": 2})
 
     # Assert: the same trees, the same guest lookup table, the same metrics.
     for name in ("host", "guest-1"):
