@@ -77,6 +77,13 @@ def bench() -> None:
     "or one Ray cluster this bench starts on this machine (pip install 'privfl[ray]').",
 )
 @click.option(
+    "--batch-size",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Mini-batch of the real runs (0 = the full batch): one batch's ciphertexts in flight.",
+)
+@click.option(
     "--runs-only",
     is_flag=True,
     help="Only the real runs and their floors (no naive, stage or fate_utils timings): "
@@ -132,6 +139,7 @@ def vfl(
     naive_rows: int,
     cores: int,
     engine: str,
+    batch_size: int,
     runs_only: bool,
     json_file: Path | None,
     out: Path | None,
@@ -195,6 +203,7 @@ def vfl(
         log=lambda line: click.echo(f"bench: {line}", err=True),
         engine=engine,
         runs_only=runs_only,
+        batch_size=batch_size,
     )
     click.echo(render(report))
     write_report(report, json_file)

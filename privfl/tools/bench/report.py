@@ -120,12 +120,14 @@ def run_bench(
     log: Log,
     engine: str = "pool",
     runs_only: bool = False,
+    batch_size: int = 0,
 ) -> dict[str, Any]:
     """Every measurement of ``privfl bench vfl``, as one JSON-ready dict.
 
     ``cores`` workers per data holder, on its own pool or (``engine="ray"``) on one Ray
     cluster of ``cores`` CPUs on this machine; ``runs_only``: the real runs and their
-    floors only (no naive, stage or fate_utils timings), for scale curves.
+    floors only (no naive, stage or fate_utils timings), for scale curves;
+    ``batch_size``: the real runs' mini-batch (0: the full batch).
     """
     cores = cores or os.cpu_count() or 1
     log(f"generating a {bits}-bit key pair")
@@ -140,6 +142,7 @@ def run_bench(
         "key_bits": bits,
         "cores": cores,
         "engine": engine,
+        "batch_size": batch_size,
         "cpu_count": os.cpu_count(),
         "load_average": list(os.getloadavg()),
         "primitives_seconds": primitive,
@@ -156,7 +159,7 @@ def run_bench(
             log(w.describe())
             variants = [] if runs_only else in_process(w, keys, cores, naive_rows, log)
             real = [
-                _real_run(w, bits, obfuscation, epochs, out, workers, log)
+                _real_run(w, bits, obfuscation, (epochs, batch_size), out, workers, log)
                 for obfuscation in ("standard", "djn")
             ]
             report["datasets"][w.name] = _dataset(w, report, variants, real, keys[0].n, cores)
@@ -167,14 +170,17 @@ def _real_run(
     w: Workload,
     bits: int,
     obfuscation: str,
-    epochs: int,
+    schedule: tuple[int, int],
     out: Path,
     workers: runs.Workers,
     log: Log,
 ) -> runs.RunResult:
+    """One real run of ``schedule`` = (epochs, batch size) on ``workers``."""
+    epochs, batch_size = schedule
     where = f"on Ray at {workers.ray_address}" if workers.ray_address else "in process pools"
     log(f"privfl vfl parties as processes, {obfuscation}, {epochs} epochs on {w.name}, {where}")
-    return runs.run_parties(w, bits, obfuscation, epochs, out / w.name / obfuscation, workers)
+    path = out / w.name / obfuscation
+    return runs.run_parties(w, bits, obfuscation, epochs, path, workers, batch_size)
 
 
 def _dataset(
@@ -252,9 +258,11 @@ def acceptance(
 
 def render(report: dict[str, Any]) -> str:
     """The report as text tables."""
+    batch = report.get("batch_size")
     lines = [
         f"privfl bench vfl: {report['key_bits']}-bit keys, {report['cores']} cores, "
-        f"workers on {report.get('engine', 'pool')} "
+        f"workers on {report.get('engine', 'pool')}, "
+        f"{f'batches of {batch}' if batch else 'full batch'} "
         f"(load average {report['load_average'][0]:.2f} at start)",
     ]
     p = report["primitives_seconds"]

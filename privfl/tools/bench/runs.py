@@ -189,8 +189,12 @@ def run_parties(
     epochs: int,
     out: Path,
     workers: Workers | None = None,
+    batch_size: int = 0,
 ) -> RunResult:
-    """Train ``epochs`` epochs with Server, Host and one Guest as processes on loopback."""
+    """Train ``epochs`` epochs with Server, Host and one Guest as processes on loopback.
+
+    ``batch_size`` 0 trains on the full batch; a mini-batch keeps one batch's
+    ciphertexts in flight at a time (what memory per row then depends on)."""
     workers = workers or Workers()
     job = demo_job(guests=1, key_bits=bits, allow_weak_keys=True, epochs=epochs)
     job = replace(
@@ -198,7 +202,8 @@ def run_parties(
         obfuscation=obfuscation,
         timeout_seconds=600.0,
         data=DataConfig(test_size=TEST_SIZE, split_seed=0),
-        training=replace(job.training, tolerance=0.0),  # run every epoch asked for
+        # run every epoch asked for
+        training=replace(job.training, tolerance=0.0, batch_size=batch_size),
     )
     extra: dict[str, list[str]] = {name: workers.args() for name in (job.host, *job.guests)}
     if workload.tables is not None:
