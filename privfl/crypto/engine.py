@@ -60,7 +60,15 @@ class Engine:
             return NoisePool(n, workers, h_s, nice, primes)
         from privfl.crypto.ray_pool import RayPool
 
-        return RayPool(n, workers, h_s, nice, primes, engine=self)
+        return RayPool(
+            n,
+            workers,
+            h_s,
+            nice,
+            primes,
+            address=self.address,
+            private_on_cluster=self.private_on_cluster,
+        )
 
 
 POOL = Engine()

@@ -4,9 +4,9 @@ Each actor gets the modulus (and the DJN generator) once, when it starts; a task
 carries only its size, or its block of columns. A list every block of a call shares
 (the ciphertexts of ``Xᵀ[[d]]``, of a histogram) is put in the object store once and
 fetched once per node. The key holder's primes reach the actors only with
-``Engine(private_on_cluster=True)``; otherwise its CRT work (decryptions) runs in
-processes on this machine and its obfuscators are computed without the primes (the
-same distribution, ``r^n mod n²``, at the public-key cost).
+``private_on_cluster`` (the operator's ``--ray-private-key``); otherwise its CRT work
+(decryptions) runs in processes on this machine and its obfuscators are computed
+without the primes (the same distribution, ``r^n mod n²``, at the public-key cost).
 """
 
 from __future__ import annotations
@@ -15,14 +15,11 @@ import itertools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from privfl.crypto.paillier import obfuscators, obfuscators_crt
 from privfl.crypto.pools import BACKGROUND_NICE, NoisePool, _spawn_pool
 from privfl.errors import ConfigError
-
-if TYPE_CHECKING:
-    from privfl.crypto.engine import Engine
 
 
 def _ray() -> Any:
@@ -100,14 +97,15 @@ class RayPool(NoisePool):
         nice: int = BACKGROUND_NICE,
         primes: tuple[int, int] | None = None,
         *,
-        engine: Engine,
+        address: str | None = None,
+        private_on_cluster: bool = False,
     ) -> None:
-        self._ray = connect(engine.address)
+        self._ray = connect(address)
         cluster = int(self._ray.cluster_resources().get("CPU", 1))
         super().__init__(n, 1, h_s, nice, primes)  # no local processes: the fields only
         self.workers = workers or cluster
-        self.private_on_cluster = engine.private_on_cluster
-        shared = primes if engine.private_on_cluster else None
+        self.private_on_cluster = private_on_cluster
+        shared = primes if private_on_cluster else None
         if primes is not None and shared is None:
             self.primes = None  # obfuscators by the public key on the cluster
         self._key_primes = primes
