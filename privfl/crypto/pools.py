@@ -77,6 +77,8 @@ class NoisePool:
     The same workers also split a party's ``Xᵀ[[d]]`` by columns (:meth:`matvec_t`).
     """
 
+    chunk = CHUNK  # obfuscators per background task
+
     def __init__(
         self,
         n: int,
@@ -122,13 +124,13 @@ class NoisePool:
     def prefetch(self, count: int, *, bulk: bool = False) -> None:
         """Start computing ``count`` more obfuscators in the background.
 
-        In tasks of ``CHUNK``; ``bulk``, for a batch that is taken whole later (a
+        In tasks of ``chunk`` (``CHUNK`` here); ``bulk``, for a batch that is taken whole later (a
         SecureBoost tree's gradients), in four tasks per worker: the 235 submissions of
         7,500 obfuscators cost the submitting process about 20 ms.
         """
         if not self.parallel:
             return
-        chunk = max(CHUNK, -(-count // (4 * self.workers))) if bulk else CHUNK
+        chunk = max(self.chunk, -(-count // (4 * self.workers))) if bulk else self.chunk
         for start in range(0, count, chunk):
             size = min(chunk, count - start)
             self._pending.append(self._submit_noise(size))

@@ -18,7 +18,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from privfl.crypto.paillier import obfuscators, obfuscators_crt
-from privfl.crypto.pools import BACKGROUND_NICE, NoisePool, _spawn_pool
+from privfl.crypto.pools import BACKGROUND_NICE, CHUNK, NoisePool, _spawn_pool
 from privfl.errors import ConfigError
 
 
@@ -88,6 +88,10 @@ def placements(ray: Any, count: int) -> list[str]:
 
 class RayPool(NoisePool):
     """Obfuscators and split computations on a Ray cluster's workers (see module doc)."""
+
+    # A Ray task costs more than a pipe message: with 32 DJN obfuscations per task
+    # (about 5 ms at 1024 bits) Ray added 28 % CPU at 10,000 rows (docs/performance.md).
+    chunk = 4 * CHUNK
 
     def __init__(
         self,
