@@ -45,7 +45,11 @@ def train(address: str | None, out: Path) -> dict[str, Any]:
 def main(address: str, out: Path) -> None:
     ray.init(address=address, log_to_driver=False)
     deadline = time.monotonic() + JOIN_SECONDS
-    while sum(bool(n["Alive"]) for n in ray.nodes()) < 2:
+    # Alive is not enough: a node's CPUs must be known to the scheduler too, or the
+    # workers' soft node affinity may fall back to the head (seen once: every actor there).
+    while (
+        sum(bool(n["Alive"]) for n in ray.nodes()) < 2 or ray.cluster_resources().get("CPU", 0) < 2
+    ):
         if time.monotonic() > deadline:
             raise SystemExit("the second Ray node never joined")
         time.sleep(0.5)
