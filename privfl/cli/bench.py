@@ -11,6 +11,7 @@ import click
 
 from privfl.cli.errors import friendly_errors
 from privfl.config.vertical import INSTANCE_SPACES, MIN_TEST_KEY_BITS, OBFUSCATIONS
+from privfl.crypto.engine import ENGINES
 from privfl.errors import ConfigError
 from privfl.tools.bench.hfl import HflBench
 
@@ -60,7 +61,33 @@ def bench() -> None:
     help="Most rows naive phe and fate_utils are measured on; beyond, scaled linearly.",
 )
 @click.option(
-    "--cores", type=click.IntRange(0), default=0, help="Worker processes per party; 0 = all cores."
+    "--cores",
+    "--workers",
+    "cores",
+    type=click.IntRange(0),
+    default=0,
+    help="Workers per data holder (and the Ray cluster's CPUs); 0 = all cores.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="pool",
+    show_default=True,
+    help="Where the Host's and Guest's workers run in the real runs: their own process pools, "
+    "or one Ray cluster this bench starts on this machine (pip install 'privfl[ray]').",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Mini-batch of the real runs (0 = the full batch): one batch's ciphertexts in flight.",
+)
+@click.option(
+    "--runs-only",
+    is_flag=True,
+    help="Only the real runs and their floors (no naive, stage or fate_utils timings): "
+    "one point of a scale curve.",
 )
 @click.option(
     "--json",
@@ -111,6 +138,9 @@ def vfl(
     epochs: int,
     naive_rows: int,
     cores: int,
+    engine: str,
+    batch_size: int,
+    runs_only: bool,
     json_file: Path | None,
     out: Path | None,
     model_kind: str,
@@ -131,6 +161,7 @@ def vfl(
       privfl bench vfl --json bench.json                # 2048-bit, both datasets
       privfl bench vfl --dataset breast_cancer
       privfl bench vfl --key-bits 512 --rows 300 --features 10   # a quick look
+      privfl bench vfl --dataset synthetic --rows 10000 --runs-only --engine ray --workers 2
       privfl bench vfl --model secureboost --trees 5 --key-bits 1024
       privfl bench vfl --model secureboost --instance-space shared --instance-space hidden
 
@@ -170,6 +201,9 @@ def vfl(
         cores=cores,
         out=out,
         log=lambda line: click.echo(f"bench: {line}", err=True),
+        engine=engine,
+        runs_only=runs_only,
+        batch_size=batch_size,
     )
     click.echo(render(report))
     write_report(report, json_file)

@@ -36,6 +36,7 @@ from privfl.config.vertical import (
     sigmoid_of,
     with_overrides,
 )
+from privfl.crypto.engine import ENGINES, POOL, Engine
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -445,6 +446,26 @@ def party_command(role: str) -> click.Command:
         default=0,
         help="Processes for Paillier obfuscations and Xᵀ[[d]] (Host, Guest); 0 = one per core. [0]",
     )
+    @click.option(
+        "--engine",
+        type=click.Choice(ENGINES),
+        default=POOL.kind,
+        show_default=True,
+        help="Where this party's --workers run (Host, Guest): processes on this machine, or its "
+        "site's own Ray cluster (pip install 'privfl[ray]'; every node this institution's).",
+    )
+    @click.option(
+        "--ray-address",
+        default=None,
+        help="With --engine ray: 'auto' (the cluster this machine joined with `ray start`) or "
+        "ray://HEAD:10001. [a cluster of this machine alone]",
+    )
+    @click.option(
+        "--ray-private-key",
+        is_flag=True,
+        help="With --engine ray, key holder only (SecureBoost Host): also send the private "
+        "primes to the cluster's workers for decryptions. Off: they stay on this machine.",
+    )
     @verbose_option
     @click.option(
         "--resume",
@@ -472,6 +493,9 @@ def party_command(role: str) -> click.Command:
         features: str | None,
         no_progress: bool,
         workers: int,
+        engine: str,
+        ray_address: str | None,
+        ray_private_key: bool,
         verbose: bool,
         resume: bool,
         overwrite: bool,
@@ -493,6 +517,7 @@ def party_command(role: str) -> click.Command:
             raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
         policy = vertical_gate_telling(job, party, policy_file)  # before data, inbox, messages
         out = out or run_dir_default() / party
+        engine_ = Engine(engine, ray_address, ray_private_key)  # before any file is written
         claim(out, resume=resume, overwrite=overwrite)
         setup_logging(out, party, verbose)
         with telling_peers(job, party, out):  # booked when it starts: a crash still counts
@@ -518,6 +543,7 @@ def party_command(role: str) -> click.Command:
                 data=data,
                 on_epoch=hook,
                 workers=workers,
+                engine=engine_,
                 table=table,
                 resume=resume,
                 observer=observer,

@@ -77,6 +77,8 @@ class NoisePool:
     The same workers also split a party's ``Xᵀ[[d]]`` by columns (:meth:`matvec_t`).
     """
 
+    chunk = CHUNK  # obfuscators per background task
+
     def __init__(
         self,
         n: int,
@@ -99,32 +101,48 @@ class NoisePool:
             self._executor = _spawn_pool(self.workers, nice)
             self._compute = _spawn_pool(self.workers, 0)
 
+    @property
+    def parallel(self) -> bool:
+        """Whether work goes to workers (False: computed inline, in this process)."""
+        return self._executor is not None
+
+    def _submit_noise(self, size: int) -> Future[list[int]]:
+        """One task of ``size`` obfuscators on the (niced) noise workers."""
+        assert self._executor is not None
+        if self.primes is not None:
+            return self._executor.submit(obfuscators_crt, self.n, *self.primes, size)
+        return self._executor.submit(obfuscators, self.n, size, self.h_s)
+
+    def _run_blocks(
+        self, func: Callable[..., list[int]], blocks: Sequence[tuple[object, ...]]
+    ) -> list[int]:
+        """``func(*block)`` for every block on the compute workers, concatenated in order."""
+        assert self._compute is not None
+        futures = [self._compute.submit(func, *block) for block in blocks]
+        return [value for future in futures for value in future.result()]
+
     def prefetch(self, count: int, *, bulk: bool = False) -> None:
         """Start computing ``count`` more obfuscators in the background.
 
-        In tasks of ``CHUNK``; ``bulk``, for a batch that is taken whole later (a
+        In tasks of ``chunk`` (``CHUNK`` here); ``bulk``, for a batch that is taken whole later (a
         SecureBoost tree's gradients), in four tasks per worker: the 235 submissions of
         7,500 obfuscators cost the submitting process about 20 ms.
         """
-        if self._executor is None:
+        if not self.parallel:
             return
-        chunk = max(CHUNK, -(-count // (4 * self.workers))) if bulk else CHUNK
+        chunk = max(self.chunk, -(-count // (4 * self.workers))) if bulk else self.chunk
         for start in range(0, count, chunk):
             size = min(chunk, count - start)
-            if self.primes is not None:
-                task = self._executor.submit(obfuscators_crt, self.n, *self.primes, size)
-            else:
-                task = self._executor.submit(obfuscators, self.n, size, self.h_s)
-            self._pending.append(task)
+            self._pending.append(self._submit_noise(size))
             self._pending_count += size
 
     def take(self, count: int) -> list[int]:
         """``count`` obfuscators: prefetched ones first, the rest computed now in parallel."""
         missing = count - len(self._ready) - self._pending_count
         if missing > 0:
-            if self._executor is None and self.primes is not None:
+            if not self.parallel and self.primes is not None:
                 self._ready.extend(obfuscators_crt(self.n, *self.primes, missing))
-            elif self._executor is None:
+            elif not self.parallel:
                 self._ready.extend(obfuscators(self.n, missing, self.h_s))
             else:
                 self.prefetch(missing)
@@ -142,28 +160,33 @@ class NoisePool:
         same list :meth:`PublicKey.matvec_t` returns.
         """
         columns = x.shape[1] if x.ndim == 2 else 0
-        if self._compute is None or columns < 2:
+        if not self.parallel or columns < 2:
             return key.matvec_t(x, c)
         blocks = np.array_split(np.arange(columns), min(self.workers, columns))
         ciphertexts = [int(v) for v in c]
-        futures = [
-            self._compute.submit(_matvec_block, key.n, np.ascontiguousarray(x[:, b]), ciphertexts)
-            for b in blocks
-            if len(b)
-        ]
-        return [value for future in futures for value in future.result()]
+        return self._run_blocks(
+            _matvec_block,
+            [(key.n, np.ascontiguousarray(x[:, b]), ciphertexts) for b in blocks if len(b)],
+        )
 
     def run_split(
-        self, func: Callable[..., list[int]], blocks: Sequence[tuple[object, ...]]
+        self,
+        func: Callable[..., list[int]],
+        blocks: Sequence[tuple[object, ...]],
+        *,
+        private: bool = False,
     ) -> list[int]:
         """``func(*block)`` for every block, on the compute workers (inline with one), in order.
 
         ``func`` must be a module-level function (the workers import it by name).
+        ``private``: the blocks carry the private key (the key holder's decryptions). This
+        pool's workers are the party's own processes on its own machine, so they run
+        them; an engine whose workers may be other machines keeps them local
+        (:class:`privfl.crypto.ray_pool.RayPool`).
         """
-        if self._compute is None or len(blocks) < 2:
+        if not self.parallel or len(blocks) < 2:
             return [value for block in blocks for value in func(*block)]
-        futures = [self._compute.submit(func, *block) for block in blocks]
-        return [value for future in futures for value in future.result()]
+        return self._run_blocks(func, blocks)
 
     def close(self) -> None:
         """Stop the workers (pending work is dropped)."""

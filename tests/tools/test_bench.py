@@ -13,7 +13,8 @@ import pytest
 from privfl.crypto.packing import slots
 from privfl.errors import ConfigError
 from privfl.runs.kits import demo_job
-from privfl.tools.bench.report import protocol_counts
+from privfl.tools.bench.report import acceptance, busy, protocol_counts, render
+from privfl.tools.bench.runs import MemoryWatch, RunResult
 from privfl.tools.bench.workload import synthetic
 
 
@@ -56,6 +57,9 @@ def test_bench_smoke_reports_every_variant_and_party(tmp_path: Path) -> None:
     assert data["floor_seconds"]["djn"] < data["floor_seconds"]["standard"]
     assert "privfl standard" in result.stdout and "floor on 2 cores" in result.stdout
     assert "standard epoch / floor" in result.stdout
+    assert "CPU s per epoch (every party and worker) / floor CPU s" in result.stdout
+    assert all(len(r["epoch_cpu_seconds"]) == 2 for r in runs.values())
+    assert all(r["steady_epoch_cpu_seconds"] > 0 for r in runs.values())
     assert data["protocol_counts"]["per_party"]["host"] > 60  # the residual, re-randomised
     relayed = data["relayed"]  # the same job, every party behind a relay process
     assert len(relayed["epoch_seconds"]) == 2 and 0.5 <= relayed["accuracy"] <= 1.0
@@ -104,3 +108,73 @@ def test_fate_utils_is_skipped_cleanly_when_absent(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "fate_utils", None)
     monkeypatch.setitem(sys.modules, "fate_utils.paillier", None)
     assert stages.fate_epoch(synthetic(20, 4), 256, 10) is None
+
+
+def _runs(wall: float, cpu: float) -> list[RunResult]:
+    """A standard and a DJN run of 3 epochs (the first is not counted)."""
+    return [
+        RunResult(name, [9.0, wall, wall], 30.0, {}, 0.9, [99.0, cpu, cpu])
+        for name in ("standard", "djn")
+    ]
+
+
+def test_busy_machine_is_judged_on_cpu_ratio_and_says_so() -> None:
+    # Prepare: a wall epoch 5x its floor (the machine was shared), CPU only 1.1x its floor.
+    floor = {"standard": 2.0, "djn": 1.0}
+    floor_cpu = {"standard": 4.0, "djn": 2.0}
+    real = _runs(wall=10.0, cpu=4.4)
+
+    # Act
+    loaded = acceptance(100.0, real, floor, 1.9, 2, floor_cpu, busy(7.5, 2))
+    idle = acceptance(100.0, real, floor, 1.9, 2, floor_cpu, busy(0.5, 2))
+
+    # Assert: the CPU ratio passes where the wall ratio cannot; each line names its basis.
+    assert loaded["cpu_over_floor"]["standard"] == pytest.approx(1.1)
+    assert loaded["standard_over_floor"] == pytest.approx(5.0)
+    assert loaded["met"]["standard within 15% of floor (judged on CPU, machine busy)"]
+    assert not idle["met"]["standard within 15% of floor (judged on wall, machine idle)"]
+    assert not busy(2.0, 2)
+
+
+def test_report_prints_cpu_ratio_next_to_every_wall_ratio() -> None:
+    real = _runs(wall=10.0, cpu=4.4)
+    floor = {"standard": 2.0, "djn": 1.0, "seed_2n": 1.0, "standard_at_measured_rate": 2.5}
+    floor_cpu = {"standard": 4.0, "djn": 2.0}
+    report = {
+        "key_bits": 256, "cores": 2, "cpu_count": 2, "load_average": [7.5, 1, 1],
+        "primitives_seconds": {"powmod_r_n": 1e-3, "djn_obfuscation": 1e-4, "decrypt": 1e-3},
+        "obfuscations_per_second": {"1": 10.0, "2": 19.0}, "scaling": 1.9,
+        "datasets": {"d": {
+            "description": "d", "stages": [],
+            "runs": [{**r.as_dict(), "ratio_to_naive": 10.0} for r in real],
+            "protocol_counts": {"obfuscations": 1, "decryptions": 1,
+                                "per_party": {"guest": 1, "host": 1}},
+            "floor_seconds": floor, "floor_cpu_seconds": floor_cpu,
+            "load_average_after": [7.5, 1, 1],
+            "acceptance": acceptance(100.0, real, floor, 1.9, 2, floor_cpu, True),
+        }},
+    }  # fmt: skip
+
+    text = render(report)
+
+    assert "standard CPU s per epoch (every party and worker) / floor CPU s: x1.10" in text
+    assert "(4.40 over 4.00; wall x5.00)" in text
+    assert "djn      CPU s per epoch (every party and worker) / floor CPU s: x2.20" in text
+    assert "load average 7.50 on 2 cores after the runs: busy" in text
+    assert "yes  standard within 15% of floor (judged on CPU, machine busy)" in text
+
+
+def test_cpu_per_epoch_is_taken_between_the_hosts_records(tmp_path: Path) -> None:
+    # A watch over no process: the marks are what a poll saw at each new Host record.
+    watch = MemoryWatch({}, tmp_path / "metrics.jsonl")
+    watch.epoch_cpu = [5.0, 7.5, 10.25]
+    watch.stop()
+    assert watch.per_epoch_cpu() == [5.0, 2.5, 2.75]
+
+
+def test_data_holders_get_the_engine_and_workers_the_bench_was_given() -> None:
+    from privfl.tools.bench.runs import Workers
+
+    assert Workers(3).args() == ["--workers", "3"]
+    ray = Workers(2, "127.0.0.1:6379", 1234).args()
+    assert ray == ["--workers", "2", "--engine", "ray", "--ray-address", "127.0.0.1:6379"]

@@ -10,6 +10,7 @@ import numpy as np
 
 from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
+from privfl.crypto.engine import POOL, Engine
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
@@ -217,8 +218,13 @@ def take(state: GuestState, count: int) -> list[int]:
     return noise
 
 
-def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str, object]:
-    """Answer the Host batch by batch until it finishes the session; save our own weights."""
+def run_guest(
+    ctx: PartyContext, data: PartyData, workers: int = 1, engine: Engine = POOL
+) -> dict[str, object]:
+    """Answer the Host batch by batch until it finishes the session; save our own weights.
+
+    ``workers`` (0 = one per core) on this machine or the party's Ray cluster (``engine``).
+    """
     job, channel = ctx.job, ctx.channel
     host, server = job.host, job.server
     glm = glms.glm_of(job)
@@ -227,7 +233,7 @@ def run_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str,
         ctx, "guest", data.rows, data.x_train.shape[1], [server, host], digest, len(data.x_train)
     )
     key = receive_public_key(ctx)
-    noise = NoisePool(key.n, workers, key.h_s)
+    noise = engine.pool(key.n, workers, key.h_s)
     # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,
     # the packed test scores); the workers start on them now.
     k = glm.outputs

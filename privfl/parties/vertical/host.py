@@ -15,8 +15,8 @@ import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
+from privfl.crypto.engine import POOL, Engine
 from privfl.crypto.paillier import PublicKey
-from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, TrainingDiverged
 from privfl.learning import glm as glms
@@ -63,10 +63,12 @@ def run_host(
     workers: int = 1,
     label_rng: np.random.Generator | None = None,
     redraw_labels: bool = False,
+    engine: Engine = POOL,
 ) -> dict[str, Any]:
     """Train with every guest and the Server, evaluate each epoch, write the outputs.
 
-    ``workers`` processes compute the Host's obfuscators ahead (0 = one per core).
+    ``workers`` processes compute the Host's obfuscators ahead (0 = one per core), on
+    this machine or on the party's own Ray cluster (``engine``).
     ``label_rng``: None (always, outside experiments) flips the labels with a generator
     seeded from the OS CSPRNG; a seeded one makes the run reproducible and not private.
     The job's public ``seed`` chooses only the batch order. The labels are drawn once
@@ -76,7 +78,7 @@ def run_host(
     job = ctx.job
     drawn = draw_once(ctx, data, label_rng, redraw_labels)  # saved before our first message
     key, guests, least = handshake(ctx, data)
-    noise = NoisePool(key.n, workers, key.h_s)
+    noise = engine.pool(key.n, workers, key.h_s)
     try:
         state = steps.init_state(data, key, guests, job, label_rng, noise, drawn)
         state.least_batch = least

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from privfl.config.vertical import JobConfig
+from privfl.crypto.engine import POOL, Engine
 from privfl.data.tables import IdTable
 from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
@@ -84,11 +85,13 @@ def run_party(
     label_rng: np.random.Generator | None = None,
     redraw_labels: bool = False,
     min_shared: int = 0,
+    engine: Engine = POOL,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
     ``workers`` processes compute a Host's or guest's Paillier obfuscators (0 = one per
-    core). ``label_rng`` (Host, experiments only): a seeded generator for the label flips,
+    core), on this machine or on the party's own Ray cluster (``engine``, site-local).
+    ``label_rng`` (Host, experiments only): a seeded generator for the label flips,
     which makes the run reproducible and **not private**; None draws them from the OS CSPRNG.
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
     ``resume``: continue after the last epoch every party has a checkpoint of.
@@ -132,7 +135,7 @@ def run_party(
         assert data is not None
         check_feature_count(job, name, data)
         if boost:
-            result = run_boost_party(ctx, data, workers, label_rng, redraw_labels)
+            result = run_boost_party(ctx, data, workers, label_rng, redraw_labels, engine)
             return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
         if role == "host":
             result = run_host(
@@ -142,9 +145,10 @@ def run_party(
                 workers=workers,
                 label_rng=label_rng,
                 redraw_labels=redraw_labels,
+                engine=engine,
             )
             return psi_stage.recorded(ctx, table, data, result)
-        return run_guest(ctx, data, workers)
+        return run_guest(ctx, data, workers, engine)
 
 
 def check_feature_count(job: JobConfig, name: str, data: PartyData) -> None:

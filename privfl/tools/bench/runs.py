@@ -2,11 +2,14 @@
 
 Per-epoch wall time comes from the Host's metrics (training step plus evaluation, as a
 user sees it); peak memory per party from the kernel's high-water mark (``VmHWM``) of the
-party process and of its worker processes, sampled while it runs.
+party process and of its worker processes, sampled while it runs. Per-epoch CPU seconds
+are every party's and worker's CPU time between the Host's epoch records: unlike wall
+time, a busy machine does not inflate them.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -35,11 +38,18 @@ class RunResult:
     wall_seconds: float
     per_party: dict[str, dict[str, float]] = field(default_factory=dict)  # MiB, CPU s
     accuracy: float | None = None
+    epoch_cpu_seconds: list[float] = field(default_factory=list)  # every process, per epoch
 
     @property
     def steady_epoch(self) -> float:
         """Median epoch after the first (which also starts the worker processes)."""
         later = self.epoch_seconds[1:] or self.epoch_seconds
+        return float(statistics.median(later))
+
+    @property
+    def steady_epoch_cpu(self) -> float:
+        """Median CPU seconds of every party and worker per epoch after the first."""
+        later = self.epoch_cpu_seconds[1:] or self.epoch_cpu_seconds or [0.0]
         return float(statistics.median(later))
 
     def as_dict(self) -> dict[str, Any]:
@@ -50,6 +60,8 @@ class RunResult:
             "wall_seconds": self.wall_seconds,
             "per_party": self.per_party,
             "accuracy": self.accuracy,
+            "epoch_cpu_seconds": self.epoch_cpu_seconds,
+            "steady_epoch_cpu_seconds": self.steady_epoch_cpu,
         }
 
 
@@ -74,7 +86,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _children(pid: int) -> list[int]:
-    """Direct children of a process (its worker pool)."""
+    """Direct children of a process."""
     found: list[int] = []
     try:
         for task in Path(f"/proc/{pid}/task").iterdir():
@@ -84,11 +96,35 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-class MemoryWatch:
-    """Samples each party's and its workers' VmHWM until stopped (Linux /proc)."""
+def _descendants(pid: int) -> list[int]:
+    """Every process below a party: its worker pool, or a local Ray cluster's workers."""
+    found, todo = [], _children(pid)
+    while todo:
+        proc = todo.pop()
+        found.append(proc)
+        todo += _children(proc)
+    return found
 
-    def __init__(self, pids: dict[str, int]) -> None:
+
+def _records(metrics: Path | None) -> int:
+    """How many epochs the Host has recorded so far."""
+    try:
+        return len(metrics.read_text().splitlines()) if metrics else 0
+    except OSError:
+        return 0
+
+
+class MemoryWatch:
+    """Samples each party's and its workers' VmHWM and CPU time until stopped (Linux /proc).
+
+    ``metrics``: the Host's metrics.jsonl; each time it gains a record, the CPU seconds of
+    every process so far are noted (``epoch_cpu``), sampled every ``POLL_SECONDS``.
+    """
+
+    def __init__(self, pids: dict[str, int], metrics: Path | None = None) -> None:
         self.pids = pids
+        self.metrics = metrics
+        self.epoch_cpu: list[float] = []  # every process's CPU seconds at each epoch's end
         self.party: dict[str, int] = dict.fromkeys(pids, 0)
         self.workers: dict[str, dict[int, int]] = {name: {} for name in pids}
         self.cpu: dict[str, dict[int, float]] = {name: {} for name in pids}
@@ -101,12 +137,20 @@ class MemoryWatch:
             for name, pid in self.pids.items():
                 self.party[name] = max(self.party[name], _hwm_kib(pid))
                 cpu = self.cpu[name]
-                for proc in [pid, *_children(pid)]:
+                for proc in [pid, *_descendants(pid)]:
                     cpu[proc] = max(cpu.get(proc, 0.0), _cpu_seconds(proc))
                     if proc != pid:
                         seen = self.workers[name].get(proc, 0)
                         self.workers[name][proc] = max(seen, _hwm_kib(proc))
+            if _records(self.metrics) > len(self.epoch_cpu):
+                self.epoch_cpu.append(sum(sum(c.values()) for c in self.cpu.values()))
             self._stop.wait(POLL_SECONDS)
+
+    def per_epoch_cpu(self) -> list[float]:
+        """CPU seconds of every party and worker in each recorded epoch (the first from the
+        start: it also includes the key exchange and the workers' start)."""
+        marks = [0.0, *self.epoch_cpu]
+        return [round(b - a, 3) for a, b in itertools.pairwise(marks)]
 
     def stop(self) -> dict[str, dict[str, float]]:
         """Per party: peak MiB of the party process, of it plus its workers, CPU seconds."""
@@ -124,26 +168,49 @@ class MemoryWatch:
         }
 
 
+@dataclass(frozen=True)
+class Workers:
+    """Where the Host's and Guest's workers run: ``count`` per party (0 = one per core)
+    in their own pools, or on the Ray cluster at ``ray_address`` (its head ``ray_pid``,
+    watched like a party: its processes' CPU time and memory are the workers')."""
+
+    count: int = 0
+    ray_address: str | None = None
+    ray_pid: int = 0
+
+    def args(self) -> list[str]:
+        """The data holders' command-line options."""
+        engine = ["--engine", "ray", "--ray-address", self.ray_address] if self.ray_address else []
+        return ["--workers", str(self.count), *engine]
+
+
 def run_parties(
     workload: Workload,
     bits: int,
     obfuscation: str,
     epochs: int,
     out: Path,
+    workers: Workers | None = None,
+    batch_size: int = 0,
     *,
     relayed: bool = False,
 ) -> RunResult:
-    """Train ``epochs`` epochs with Server, Host and one Guest as processes on loopback;
+    """Train ``epochs`` epochs with Server, Host and one Guest as processes on loopback.
+
+    ``batch_size`` 0 trains on the full batch; a mini-batch keeps one batch's
+    ciphertexts in flight at a time (what memory per row then depends on).
     ``relayed``: every party behind a relay process (tools/bench/relayed.py)."""
+    workers = workers or Workers()
     job = demo_job(guests=1, key_bits=bits, allow_weak_keys=True, epochs=epochs)
     job = replace(
         job,
         obfuscation=obfuscation,
         timeout_seconds=600.0,
         data=DataConfig(test_size=TEST_SIZE, split_seed=0),
-        training=replace(job.training, tolerance=0.0),  # run every epoch asked for
+        # run every epoch asked for
+        training=replace(job.training, tolerance=0.0, batch_size=batch_size),
     )
-    extra: dict[str, list[str]] = {}
+    extra: dict[str, list[str]] = {name: workers.args() for name in (job.host, *job.guests)}
     if workload.tables is not None:
         tables = workload.tables
         specs = {
@@ -157,15 +224,18 @@ def run_parties(
         job = replace(job, parties=specs)
         for name, table in workload.tables.items():
             path = write_csv(table, out / "data" / f"{name}.csv")
-            extra[name] = ["--data", str(path)]
+            extra[name] += ["--data", str(path)]
     job = relayed_job(job) if relayed else job
     start = time.monotonic()
     job_path = write_kit(job, out / "kit")
     with relay_process(job_path, out / "relay") if relayed else nullcontext():
         parties = start_parties(job, job_path, out, extra)
-        memory = MemoryWatch({p.name: p.process.pid for p in parties})
+        metrics = out / job.host / "metrics.jsonl"
+        pids = {p.name: p.process.pid for p in parties}
+        watched = pids | ({"ray": workers.ray_pid} if workers.ray_pid else {})
+        memory = MemoryWatch(watched, metrics)
         try:
-            supervise(parties, EpochProgress(out / job.host / "metrics.jsonl", epochs, False))
+            supervise(parties, EpochProgress(metrics, epochs, False))
         finally:
             peak = memory.stop()
     wall = time.monotonic() - start
@@ -176,4 +246,5 @@ def run_parties(
         round(wall, 3),
         peak,
         summary["accuracy"],
+        memory.per_epoch_cpu(),
     )

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from privfl.crypto.engine import POOL, Engine
 from privfl.crypto.gmp import mpz, powmod
 from privfl.crypto.paillier import PublicKey
 from privfl.crypto.pools import NoisePool
@@ -450,14 +451,16 @@ def step(state: GuestBoost, body: Message) -> Message | None:
     raise ProtocolError(f"a SecureBoost guest does not handle {type(body).__name__}")
 
 
-def run_boost_guest(ctx: PartyContext, data: PartyData, workers: int = 1) -> dict[str, Any]:
+def run_boost_guest(
+    ctx: PartyContext, data: PartyData, workers: int = 1, engine: Engine = POOL
+) -> dict[str, Any]:
     """Answer the Host tree by tree until it finishes; save our own lookup table."""
     job = ctx.job
     digest = rows_digest(ctx, data.train_ids, data.test_ids)
     features = data.x_train.shape[1]
     announce(ctx, "guest", data.rows, features, [job.server, job.host], digest, len(data.x_train))
     key = receive_key(ctx)
-    noise = NoisePool(key.n, workers, key.h_s, nice=0)  # on the critical path
+    noise = engine.pool(key.n, workers, key.h_s, nice=0)  # on the critical path
     group = 1 + job.guests.index(ctx.name)
     hidden = job.model.instance_space == "hidden"
     state = GuestBoost(

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from privfl.crypto.engine import POOL, Engine
 from privfl.crypto.paillier import (
     PrivateKey,
     PublicKey,
@@ -218,14 +219,15 @@ def decrypt_split(key: PrivateKey, pool: NoisePool | None, values: Sequence[int]
     """Decrypt over the Host's own worker processes (inline without them), in order.
 
     The workers are this party's processes on its machine: the primes reach them over
-    local pipes (docs/security.md, "Vertical SecureBoost").
+    local pipes (docs/security.md, "Vertical SecureBoost"); an engine whose workers may
+    be other machines keeps these blocks local unless its operator opts in (``private``).
     """
     parts = min(pool.workers if pool is not None else 1, len(values) // 4)
     if pool is None or parts < 2:
         return key.decrypt(values)
     n, (p, q) = key.public_key.n, private_primes(key)
     blocks = [(n, p, q, [int(v) for v in block]) for block in np.array_split(list(values), parts)]
-    return pool.run_split(decrypt_with_primes, blocks)
+    return pool.run_split(decrypt_with_primes, blocks, private=True)
 
 
 def check_decisions(
@@ -295,6 +297,7 @@ def run_boost_host(
     workers: int = 1,
     label_rng: np.random.Generator | None = None,
     redraw_labels: bool = False,
+    engine: Engine = POOL,
 ) -> dict[str, Any]:
     """Train every tree with the guests, evaluate after each, finish, write the outputs.
 
@@ -313,7 +316,7 @@ def run_boost_host(
     public = key.public_key  # the Host's own workers: CRT obfuscators (docs/security.md)
     # Next tree's obfuscators are background work (niced): they fill the waits between
     # levels instead of taking cores from the guest's sums and our own decryptions.
-    noise = NoisePool(public.n, workers, public.h_s, primes=private_primes(key))
+    noise = engine.pool(public.n, workers, public.h_s, primes=private_primes(key))
     try:
         state = init_state(ctx, data, params, key, noise, drawn)
         first = len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests)

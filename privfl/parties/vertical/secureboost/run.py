@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from privfl.crypto.engine import POOL, Engine
 from privfl.data.views import PartyData
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import check_hello, check_rows
@@ -22,6 +23,7 @@ def run_boost_party(
     workers: int = 1,
     label_rng: np.random.Generator | None = None,
     redraw_labels: bool = False,
+    engine: Engine = POOL,
 ) -> dict[str, Any]:
     """Run this party's SecureBoost role to the end of the session.
 
@@ -36,10 +38,10 @@ def run_boost_party(
     if role == "host":
         from privfl.parties.vertical.secureboost.host import run_boost_host
 
-        return run_boost_host(ctx, data, workers, label_rng, redraw_labels)
+        return run_boost_host(ctx, data, workers, label_rng, redraw_labels, engine)
     from privfl.parties.vertical.secureboost.guest import run_boost_guest
 
-    return run_boost_guest(ctx, data, workers)
+    return run_boost_guest(ctx, data, workers, engine)
 
 
 def run_boost_server(ctx: PartyContext) -> dict[str, Any]:

@@ -1,0 +1,139 @@
+"""One suite over both engines: the pool's processes and a local Ray cluster's actors."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from privfl.crypto.engine import Engine
+from privfl.crypto.paillier import (
+    PrivateKey,
+    PublicKey,
+    decrypt_with_primes,
+    generate_keypair,
+    private_primes,
+)
+from privfl.crypto.pools import CHUNK
+from privfl.errors import ConfigError
+
+ENGINES = [Engine(), Engine("ray")]
+
+
+Keys = tuple[PublicKey, PrivateKey]
+
+
+@pytest.fixture(scope="module")
+def keypair() -> Keys:
+    return generate_keypair(512)
+
+
+@pytest.fixture(params=ENGINES, ids=lambda e: e.kind)
+def engine(request: pytest.FixtureRequest) -> Engine:
+    if request.param.kind == "ray":
+        request.getfixturevalue("ray_cluster")
+    return request.param  # type: ignore[no-any-return]
+
+
+def few(engine: Engine) -> int:
+    """Two pool workers (one would run inline); one Ray worker: its two actors are remote,
+    and each is a process to start."""
+    return 2 if engine.kind == "pool" else 1
+
+
+def test_obfuscators_encrypt_correctly(engine: Engine, keypair: Keys) -> None:
+    public, private = keypair
+    pool = engine.pool(public.n, few(engine))
+    try:
+        pool.prefetch(CHUNK + 5)
+        noise = pool.take(2 * CHUNK)
+        assert len(set(noise)) == 2 * CHUNK
+        plain = list(range(2 * CHUNK))
+        assert private.decrypt(public.encrypt_with_noise(plain, noise)) == plain
+    finally:
+        pool.close()
+
+
+def test_matvec_is_the_inline_result(engine: Engine, keypair: Keys) -> None:
+    public, _ = keypair
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 1 << 20, size=(40, 5), dtype=np.int64)
+    c = public.encrypt([int(v) for v in rng.integers(0, 1000, size=40)])
+    pool = engine.pool(public.n, 2)
+    try:
+        assert pool.matvec_t(public, x, c) == public.matvec_t(x, c)
+    finally:
+        pool.close()
+
+
+def test_split_decryptions_keep_their_order(engine: Engine, keypair: Keys) -> None:
+    public, private = keypair
+    p, q = private_primes(private)
+    values = list(range(12))
+    cts = public.encrypt(values)
+    pool = engine.pool(public.n, few(engine), primes=(p, q))
+    try:
+        blocks = [(public.n, p, q, cts[i : i + 4]) for i in range(0, 12, 4)]
+        assert pool.run_split(decrypt_with_primes, blocks, private=True) == values
+    finally:
+        pool.close()
+
+
+def test_ray_without_ray_or_with_pool_options_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ConfigError, match="need --engine ray"):
+        Engine("pool", address="auto")
+    with pytest.raises(ConfigError, match="must be one of pool, ray"):
+        Engine("spark")
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(ConfigError, match=r"pip install 'privfl\[ray\]'"):
+        Engine("ray").pool(1 << 64 | 1, 1)
+
+
+def test_private_blocks_run_in_this_machines_processes(
+    ray_cluster: Any,
+    keypair: Keys,
+) -> None:
+    public, private = keypair
+    # Ray's workers cannot import this test module: _parent travels by value to them.
+    ray_cluster.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    pool = Engine("ray").pool(public.n, 1, primes=private_primes(private))
+    try:
+        local = pool.run_split(_parent, [(), ()], private=True)
+        remote = pool.run_split(_parent, [(), ()])
+    finally:
+        pool.close()
+    assert local == [os.getpid(), os.getpid()]  # our own worker processes
+    assert os.getpid() not in remote  # Ray's workers, children of its raylet
+
+
+def _parent() -> list[int]:
+    """Worker task: the worker's parent process."""
+    return [os.getppid()]
+
+
+class FakeRay:
+    """What ``placements`` reads of a cluster: its nodes."""
+
+    def __init__(self, cpus: dict[str, int], dead: tuple[str, ...] = ()) -> None:
+        self._nodes = [
+            {"NodeID": name, "Alive": name not in dead, "Resources": {"CPU": float(n)}}
+            for name, n in cpus.items()
+        ]
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes
+
+
+def test_workers_are_dealt_round_the_live_nodes_by_their_cpus() -> None:
+    from privfl.crypto.ray_pool import placements
+
+    cluster = FakeRay({"a": 2, "b": 1, "c": 4}, dead=("c",))
+    assert placements(cluster, 3) == ["a", "b", "a"]
+    assert placements(cluster, 4) == ["a", "b", "a", "a"]
+    with pytest.raises(ConfigError, match="no CPUs"):
+        placements(FakeRay({"a": 0}), 2)

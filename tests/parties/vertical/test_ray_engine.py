@@ -1,0 +1,85 @@
+"""A party on Ray trains to the same model as on its process pool (local Ray cluster, 512-bit).
+
+The engine is site-local: the peers cannot tell it, and the decrypted arithmetic is the
+same, so the saved models, the loss history and the trees must be equal exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import failures, memory_job, read_model, read_summary, run_in_threads
+
+from privfl.config.vertical import JobConfig, ModelConfig
+from privfl.crypto.engine import Engine
+from privfl.crypto.pools import NoisePool
+from privfl.crypto.ray_pool import RayPool
+from privfl.protocol.memory import InMemoryHub
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+
+class SeenEngine(Engine):
+    """The Ray engine, noting every pool it opens (so a test knows Ray did the work)."""
+
+    opened: list[NoisePool] = []  # noqa: RUF012  (one list for the whole module)
+
+    def pool(self, *args: Any, **kwargs: Any) -> NoisePool:
+        opened = super().pool(*args, **kwargs)
+        self.opened.append(opened)
+        return opened
+
+
+def train(job: JobConfig, out: Path, on_ray: dict[str, int]) -> Path:
+    """Every party in a thread; the ``on_ray`` parties' workers (so many) on the Ray cluster.
+
+    The Host's flips and start come from a seeded generator (not private), so two runs
+    start alike; a party off Ray has 2 worker processes. Each Ray worker is two actors,
+    each a process to start: the tests keep them few.
+    """
+    SeenEngine.opened.clear()
+    options: dict[str, dict[str, Any]] = {
+        name: {"workers": on_ray[name], "engine": SeenEngine("ray")}
+        if name in on_ray
+        else {"workers": 2}
+        for name in [job.host, *job.guests]
+    }
+    options[job.host]["label_rng"] = np.random.default_rng(7)
+    results = run_in_threads(job, InMemoryHub(record=False), out, options=options)
+    assert not failures(results), failures(results)
+    assert len(SeenEngine.opened) == len(on_ray)
+    assert all(isinstance(p, RayPool) for p in SeenEngine.opened)
+    return out
+
+
+def test_logistic_regression_on_ray_equals_the_pool_run(tmp_path: Path) -> None:
+    # Prepare: ε = 1, so the flips (seeded) are part of what must be equal.
+    job = memory_job(1, epochs=2, epsilon=1.0)
+
+    # Act
+    pool = train(job, tmp_path / "pool", on_ray={})
+    ray = train(job, tmp_path / "ray", on_ray={"guest-1": 1})  # Xᵀ[[d]], its obfuscators
+
+    # Assert: the same weights at both parties, the same loss history.
+    for name in ("host", "guest-1"):
+        assert read_model(ray, name)["weights"] == read_model(pool, name)["weights"]
+    assert read_summary(ray)["loss_history"] == read_summary(pool)["loss_history"]
+
+
+def test_secureboost_on_ray_equals_the_pool_run(tmp_path: Path) -> None:
+    # Prepare: the guest's bin sums, divisions and packing split over 2 Ray workers; the
+    # Host (key holder) on one, its obfuscators there by the public key alone.
+    model = ModelConfig(kind="secureboost", trees=2, depth=2, bins=8)
+    job = memory_job(1, timeout=60.0, model=model)
+
+    # Act
+    pool = train(job, tmp_path / "pool", on_ray={})
+    ray = train(job, tmp_path / "ray", on_ray={"host": 1, "guest-1": 2})
+
+    # Assert: the same trees, the same guest lookup table, the same metrics.
+    for name in ("host", "guest-1"):
+        assert read_model(ray, name) == read_model(pool, name)
+    assert read_summary(ray)["auc"] == read_summary(pool)["auc"]
