@@ -25,7 +25,7 @@ import numpy as np
 from privfl.config.core import encode_sections
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
-from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode
+from privfl.crypto.encoding import LOSS_BITS, VALUE_BITS, decode, encode
 from privfl.data.alignment import row_commitment
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, CryptoError
@@ -60,7 +60,6 @@ from privfl.tools.conformance.peer import (
 )
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
 
-LOSS_BITS = VALUE_BITS + DATA_BITS
 SECOND_BATCH = 8  # rows of the second batch: small, so that λθ/b shows in the scores
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
-from privfl.crypto.encoding import VALUE_BITS, decode, encode
+from privfl.crypto.encoding import LOSS_FACTOR, VALUE_BITS, decode, encode
 from privfl.crypto.paillier import PrivateKey
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.data.alignment import row_commitment
@@ -257,7 +257,7 @@ def _serve_host(
                 rules.losses.add((body.epoch, body.batch))
                 (residue,) = private.decrypt(body.value.values)
                 loss = float(decode([residue], body.scale_bits, n)[0]) / body.denominator
-                rows_in_batch = body.denominator // 8  # the Host sends [[8·b·L]]
+                rows_in_batch = body.denominator // LOSS_FACTOR  # the Host sends [[8·b·L]]
                 losses.append((loss * rows_in_batch, rows_in_batch))
                 if (epoch, body.batch) == (0, 0):  # θ_H moves after each batch; θ_g stays 0
                     # With z_g = 0 each row's Taylor loss is log 2 + (4d)²/8 − 1/2, whatever ỹ.

@@ -10,14 +10,14 @@ import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
-from privfl.crypto.encoding import VALUE_BITS, encode
+from privfl.crypto.encoding import LOSS_BITS, VALUE_BITS, encode, loss_denominator
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.crypto.paillier import unmask
 from privfl.data.alignment import positions, row_commitment
 from privfl.errors import CryptoError
 from privfl.learning.taylor import batch_sizes
 from privfl.parties.vertical.batches import job_least_batch
-from privfl.parties.vertical.server_rules import LOSS_BITS, split_sizes
+from privfl.parties.vertical.server_rules import split_sizes
 from privfl.protocol import fresh
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
@@ -170,10 +170,12 @@ def _server_epoch(
             if env is None or not isinstance(env.body, Decrypted):
                 return False
             _check_decrypted(report, env.body, request, masks, values, key.n)
-        loss = encode([8 * rows * mean], LOSS_BITS, key.n)
+        loss = encode([loss_denominator(rows) * mean], LOSS_BITS, key.n)
         value = fresh.encrypt(key, loss)
         n_batches = len(plan.batches)
-        host.channel.send(party, Loss(epoch, batch, n_batches, value, 8 * rows, LOSS_BITS), epoch)
+        host.channel.send(
+            party, Loss(epoch, batch, n_batches, value, loss_denominator(rows), LOSS_BITS), epoch
+        )
     env = expect(report, host, Kind.EPOCH_RESULT, party, "Loss → EpochResult")
     if env is None:
         return False
