@@ -79,6 +79,7 @@ _GLM_KIT = {  # the GLM scripts (tools/conformance): known answers of the kinds 
     "host": "privfl.tools.conformance.host:host_script",
     "server": "privfl.tools.conformance.server:server_script",
 }
+_GUEST_KIT = {"guest": _GLM_KIT["guest"]}  # kinds whose host and server scripts are to come
 _REGRESSION = ("rmse", "mae", "r2")
 
 
@@ -120,15 +121,15 @@ KINDS: dict[str, ModelKind] = {
         ),
         glm_kind(
             "linear", "linear regression", ("label_low", "label_high"), "real", _REGRESSION,
-            "Ridge",
+            "Ridge", kit=_GUEST_KIT,
         ),
         glm_kind(
             "poisson", "Poisson regression", ("label_low", "label_high", "exposure"), "real",
-            ("deviance", *_REGRESSION), "PoissonRegressor",
+            ("deviance", *_REGRESSION), "PoissonRegressor", kit=_GUEST_KIT,
         ),
         glm_kind(
             "multiclass", "multiclass logistic regression", ("classes", "sigmoid"), "class",
-            ("accuracy", "precision", "recall", "f1"), "LogisticRegression",
+            ("accuracy", "precision", "recall", "f1"), "LogisticRegression", kit=_GUEST_KIT,
         ),
         ModelKind(
             "secureboost", "SecureBoost", TREE_KEYS, "binary", "auc",

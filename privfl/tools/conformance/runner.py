@@ -29,7 +29,8 @@ def script_for(kind: ModelKind, role: str) -> Script:
             f"make its kit with `privfl init vfl --model {covered()[0]}`"
         )
     if role not in kind.conformance:
-        raise ConfigError(f"no conformance script for a {kind.name} {role}")
+        has = ", ".join(kind.conformance)
+        raise ConfigError(f"no conformance script for a {kind.name} {role} (it has: {has})")
     script: Script = kind.load(kind.conformance[role])
     return script
 
