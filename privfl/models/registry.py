@@ -74,12 +74,11 @@ class ModelKind:
 
 
 _V = "privfl.parties.vertical"
-_GLM_KIT = {  # the GLM scripts (tools/conformance): known answers of the kinds given them
+_GLM_KIT = {  # the GLM scripts (tools/conformance): each reads the kind's known answers
     "guest": "privfl.tools.conformance.guest:guest_script",
     "host": "privfl.tools.conformance.host:host_script",
     "server": "privfl.tools.conformance.server:server_script",
 }
-_GUEST_KIT = {"guest": _GLM_KIT["guest"]}  # kinds whose host and server scripts are to come
 _REGRESSION = ("rmse", "mae", "r2")
 
 
@@ -121,15 +120,15 @@ KINDS: dict[str, ModelKind] = {
         ),
         glm_kind(
             "linear", "linear regression", ("label_low", "label_high"), "real", _REGRESSION,
-            "Ridge", kit=_GUEST_KIT,
+            "Ridge", kit=_GLM_KIT,
         ),
         glm_kind(
             "poisson", "Poisson regression", ("label_low", "label_high", "exposure"), "real",
-            ("deviance", *_REGRESSION), "PoissonRegressor", kit=_GUEST_KIT,
+            ("deviance", *_REGRESSION), "PoissonRegressor", kit=_GLM_KIT,
         ),
         glm_kind(
             "multiclass", "multiclass logistic regression", ("classes", "sigmoid"), "class",
-            ("accuracy", "precision", "recall", "f1"), "LogisticRegression", kit=_GUEST_KIT,
+            ("accuracy", "precision", "recall", "f1"), "LogisticRegression", kit=_GLM_KIT,
         ),
         ModelKind(
             "secureboost", "SecureBoost", TREE_KEYS, "binary", "auc",

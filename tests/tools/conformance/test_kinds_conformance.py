@@ -1,8 +1,9 @@
-"""The kit plays the Server and Host for every GLM kind's guest (models/registry.py).
+"""The kit plays the other roles for every GLM kind's guest, host and server
+(models/registry.py).
 
-One honest run per kind (our guest must pass every check, the kind's own among them)
-and one broken guest per kind, whose bug a check named for that kind must catch
-(``broken_guest.py``). Real processes, CURVE sockets, 512-bit keys.
+One honest run per kind and role (our party must pass every check, the kind's own
+among them) and one broken guest per kind, whose bug a check named for that kind must
+catch (``broken_guest.py``). Real processes, CURVE sockets, 512-bit keys.
 """
 
 from __future__ import annotations
@@ -36,6 +37,17 @@ OWN_CHECKS = {
         "epoch 1: forward.scores block σ(z + 4) is σ(z + 4) of the scores at scale 2^16",
         "epoch 1: forward.sum_squares is Σz² at scale 2^48 (z at 2^16)",
     ],
+}
+# The host's checks that are the kind's own (Poisson and separable: the common ones).
+HOST_CHECKS = {
+    "linear": ["first batch's squared loss is mean(½ r²), r = z_H − y (z_g = 0)"],
+    "poisson": ["every decryption request is packed and allowed (⌈count / slots(n)⌉ values)"],
+    "multiclass-taylor": [
+        "first batch's Taylor loss is mean(log 2 + (4d)²/8 − 1/2) (z_g = 0), summed over the "
+        "k classes",
+        "first residual 4d = z_H − 4ỹ + 2 is not ±2: the host starts private",
+    ],
+    "multiclass-separable": ["packed test scores every epoch, training scores at each flipback"],
 }
 # A bug per kind and the check that names it.
 BUGS = {
@@ -86,6 +98,33 @@ def test_our_guest_conforms_for_every_glm_kind(
     assert checker.returncode == 0 and "FAIL" not in checker.stdout, output
     for name in OWN_CHECKS[kind]:
         assert f"PASS  {name}" in checker.stdout, checker.stdout
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_our_host_conforms_for_every_glm_kind(
+    kits: dict[str, Path], tmp_path: Path, kind: str
+) -> None:
+    # Act
+    checker = check(kits[kind], tmp_path / "h", "host", "host", "finish", cli("vfl"))
+
+    # Assert
+    output = checker.stdout + checker.stderr
+    assert checker.returncode == 0 and "FAIL" not in checker.stdout, output
+    for name in HOST_CHECKS[kind]:
+        assert f"PASS  {name}" in checker.stdout, checker.stdout
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_our_server_conforms_for_every_glm_kind(
+    kits: dict[str, Path], tmp_path: Path, kind: str
+) -> None:
+    # Act: the played Host and guests size every request by the kind's k
+    checker = check(kits[kind], tmp_path / "s", "server", "server", "finish", cli("vfl"))
+
+    # Assert
+    output = checker.stdout + checker.stderr
+    assert checker.returncode == 0 and "FAIL" not in checker.stdout, output
+    assert "PASS  gradient decryption is correct" in checker.stdout, checker.stdout
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
