@@ -24,6 +24,7 @@ after ``finish`` the guest must stay silent, close its inbox and exit 0.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 
 import numpy as np
@@ -35,7 +36,7 @@ from privfl.crypto.encoding import LOSS_BITS, VALUE_BITS, decode, encode
 from privfl.data.alignment import row_commitment
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, CryptoError
-from privfl.learning.glm import glm_of
+from privfl.learning.glm import Glm, glm_of
 from privfl.learning.taylor import learning_rate
 from privfl.parties.vertical.batches import job_least_batch
 from privfl.protocol.channel import body_as
@@ -91,11 +92,20 @@ class GuestRun:
         self.key = self.private.public_key
         self.fresh = Freshness(self.private, order)
         self.data = demo_data(job, party)
-        self.glm = glm_of(job)  # the kind's known answers (learning/kinds)
-        self.k = self.glm.outputs
         self.hello: Hello | None = None
         self.key_sender = self.server  # the Server's key (the Host's for SecureBoost)
         self.train_rows = 0  # the first (full) batch's rows
+
+    @functools.cached_property
+    def glm(self) -> Glm:
+        """The GLM kind's known answers (learning/kinds); the SecureBoost guest script,
+        which reuses this class for the set-up, never asks."""
+        return glm_of(self.job)
+
+    @property
+    def k(self) -> int:
+        """Outputs per row of the job's GLM."""
+        return self.glm.outputs
 
     @property
     def x_train(self) -> np.ndarray:
