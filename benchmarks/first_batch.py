@@ -24,16 +24,15 @@ import numpy as np
 from privfl.config.vertical import TrainingConfig
 from privfl.data.views import PartyData, demo_columns, demo_table, split_view
 from privfl.learning import start as starts
-from privfl.learning.glm import Glm, mean_of, reference_train
-from privfl.learning.metrics import glm_metrics
+from privfl.learning.glm import glm_named, mean_of, reference_train
 
 CASES = [  # model, dataset, batch size, metric
-    (Glm("logistic"), "breast_cancer", 0, "accuracy"),
-    (Glm("multiclass", 10, "taylor"), "digits", 64, "accuracy"),
-    (Glm("multiclass", 10, "separable"), "digits", 64, "accuracy"),
-    (Glm("multiclass", 3, "taylor"), "wine", 0, "accuracy"),
-    (Glm("linear"), "diabetes", 0, "rmse"),
-    (Glm("poisson"), "counts", 0, "deviance"),
+    (glm_named("logistic"), "breast_cancer", 0, "accuracy"),
+    (glm_named("multiclass", 10, "taylor"), "digits", 64, "accuracy"),
+    (glm_named("multiclass", 10, "separable"), "digits", 64, "accuracy"),
+    (glm_named("multiclass", 3, "taylor"), "wine", 0, "accuracy"),
+    (glm_named("linear"), "diabetes", 0, "rmse"),
+    (glm_named("poisson"), "counts", 0, "deviance"),
 ]
 
 
@@ -67,7 +66,7 @@ def accuracy(draws: int, warmup: bool) -> None:
                                     start=start)  # fmt: skip
             x_t = np.hstack([host.x_test, np.ones((len(host.x_test), 1))])
             eta = x_t @ th[0] + guest.x_test @ th[1]
-            got = glm_metrics(glm.kind, host.y_test, mean_of(glm, eta, host.offset_test))
+            got = glm.metrics(host.y_test, mean_of(glm, eta, host.offset_test))
             results.append(float(got[metric]))
         print(f"{glm.kind:10} {dataset:13} {glm.sigmoid:9} {metric}: zero {results[0]:.4f}, "
               f"private {np.mean(results[1:]):.4f} ({min(results[1:]):.4f}–"
@@ -102,7 +101,7 @@ def attack(trials: int, b: int, features: list[int]) -> None:
     y = host.y_train
     assert y is not None
     pen = np.r_[np.ones(host.x_train.shape[1]), 0.0]
-    glm, cfg = Glm("logistic"), TrainingConfig()
+    glm, cfg = glm_named("logistic"), TrainingConfig()
     joint, _ = reference_train([x_h, guest.x_train], y, replace(cfg, epochs=1, batch_size=64),
                                np.random.default_rng(0), glm)  # fmt: skip
     arms: dict[str, Callable[[np.random.Generator], np.ndarray]] = {

@@ -13,6 +13,7 @@ from privfl.cli.errors import friendly_errors
 from privfl.config.vertical import INSTANCE_SPACES, MIN_TEST_KEY_BITS, OBFUSCATIONS
 from privfl.crypto.engine import ENGINES
 from privfl.errors import ConfigError
+from privfl.models.registry import kind_named
 from privfl.tools.bench.hfl import HflBench
 
 DATASETS = ("breast_cancer", "synthetic")
@@ -174,11 +175,11 @@ def vfl(
     if key_bits < MIN_TEST_KEY_BITS:
         raise ConfigError(f"--key-bits must be at least {MIN_TEST_KEY_BITS}")
     out = out or Path("runs") / time.strftime("bench-%Y%m%d-%H%M%S")
-    if model_kind == "secureboost":
+    if not kind_named(model_kind).is_glm:  # the trees' benchmark (tools/bench/boost.py)
         from privfl.config.vertical import ModelConfig
         from privfl.tools.bench.boost import render_boost, run_boost_bench
 
-        model = ModelConfig(kind="secureboost", trees=trees, depth=depth, bins=bins)
+        model = ModelConfig(kind=model_kind, trees=trees, depth=depth, bins=bins)
         report = run_boost_bench(
             bits=key_bits,
             datasets=list(datasets or DATASETS),

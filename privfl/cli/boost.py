@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from privfl.config.vertical import BOOST_HELP, INSTANCE_SPACES, ModelConfig
+from privfl.models.registry import kind_named
 
 F = TypeVar("F", bound=Callable[..., Any])
 # ``--l2`` would read as the GLMs' [training] l2: the tree penalty is on leaf weights.
@@ -58,7 +59,7 @@ def pop_boost_options(opts: dict[str, Any]) -> dict[str, Any]:
 
 def with_boost(model: ModelConfig, given: dict[str, Any]) -> ModelConfig:
     """``model`` with the tree settings given on the command line; refused for a GLM."""
-    if given and model.kind != "secureboost":
+    if given and "trees" not in kind_named(model.kind).reads:
         shown = ", ".join(flag(key) for key in given)
         raise click.UsageError(
             f"{shown} set trees: add --model secureboost (the job trains {model.kind})"

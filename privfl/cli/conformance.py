@@ -36,9 +36,11 @@ def command(
     Either start the party under test first, with its usual command and the same
     kit, or give that command after ``--``: the tool starts it and also checks its
     exit status (0 after finish, non-zero after a violation). Prints PASS/FAIL per
-    check; exits 0 only if every check passed. The job must be logistic (one or more
-    guests) or "secureboost", which gets the SecureBoost scripts (guest and host:
-    histograms, partitions, gradients, node requests); other kinds are refused. See
+    check; exits 0 only if every check passed. Each model kind has its scripts (the
+    registry of kinds): every GLM kind (logistic, linear, poisson, multiclass) gets
+    the guest, host and server scripts with its own known answers; "secureboost" the
+    SecureBoost guest and host scripts (histograms, partitions, gradients, node
+    requests); a role a kind has no script for is refused in one line. See
     docs/conformance.md.
 
     \b

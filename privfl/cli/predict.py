@@ -69,19 +69,31 @@ def predict_cmd(
       privfl vfl predict --job kit/job.toml --party host --model run/host \\
           --data new-host.csv --id-column patient_id --out predictions.csv
     """
+    from privfl.models.registry import kind_of
     from privfl.parties.session import run_dir_default, setup_logging
-    from privfl.parties.vertical.predict import load_model, predict_party, prediction_rows
-    from privfl.parties.vertical.runner import open_transport
 
     job = load_job(job_file)
-    role = job.party(party).role
     # bound by the same rules as training (no ε is booked: prediction releases no DP output)
     vertical_gate_telling(job, party, policy_file)
     out = out or run_dir_default() / party / "predictions.csv"
     setup_logging(out.parent, party, verbose)
-    if job.model.kind == "secureboost":
-        predict_boost(job, party, model, data_file, id_column, out)
-        return
+    kind = kind_of(job)
+    kind.load(kind.predict)(job, party, model, data_file, id_column, out)
+
+
+def predict_glm(
+    job: JobConfig,
+    party: str,
+    model: Path | None,
+    data_file: Path | None,
+    id_column: str | None,
+    out: Path,
+) -> None:
+    """One party's side of a GLM prediction session (the registry's, models/registry.py)."""
+    from privfl.parties.vertical.predict import load_model, predict_party, prediction_rows
+    from privfl.parties.vertical.runner import open_transport
+
+    role = job.party(party).role
     saved, table, by_id = None, None, False
     if role != "server":
         if model is None or data_file is None:

@@ -29,14 +29,14 @@ from privfl.config.vertical import (
     DEFAULT_DATASET,
     MODEL_KINDS,
     MULTICLASS_BATCH,
-    REGRESSION_KINDS,
     JobConfig,
     check_key_bits,
     load_job,
-    sigmoid_of,
     with_overrides,
 )
 from privfl.crypto.engine import ENGINES, POOL, Engine
+from privfl.models.registry import DEFAULT_KIND, kind_named, kind_of
+from privfl.runs.tables import fmt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -191,11 +191,14 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
     for it (then the job is refused, naming the missing bounds).
     """
     model = replace(base.model, kind=kind)
+    reads = kind_named(kind).reads
     training = base.training
-    if kind == "multiclass":
+    if "classes" in reads:
         classes = opts.get("classes") or model.classes or demo_classes(table)
         model = replace(model, classes=classes)
-        if training.batch_size == 0 and sigmoid_of(replace(base, model=model)) == "separable":
+        from privfl.learning.glm import glm_of
+
+        if training.batch_size == 0 and glm_of(replace(base, model=model)).separable:
             # the separable residual is the logistic gradient: full batch converges slowly
             training = replace(training, batch_size=MULTICLASS_BATCH)
     if opts.get("label_low") is not None or opts.get("label_high") is not None:
@@ -206,11 +209,11 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
             label_low=model.label_low if low is None else low,
             label_high=model.label_high if high is None else high,
         )
-    if kind == "poisson" and table == "counts":
+    if "exposure" in reads and table == "counts":  # the demo table's own column
         model = replace(model, exposure="exposure")
     label_dp = base.label_dp
     no_bounds = not model.label_low < model.label_high
-    if kind in REGRESSION_KINDS and no_bounds and opts.get("label_epsilon") is None:
+    if "label_low" in reads and no_bounds and opts.get("label_epsilon") is None:
         if math.isfinite(label_dp.epsilon):
             click.echo(
                 f"privfl: {kind} regression without --label-low/--label-high: no label DP "
@@ -289,12 +292,8 @@ def run_local_cmd(
         job = relocate(build_job(base, **opts))
     out = out or run_dir_default()
     claim(out, resume=resume, overwrite=overwrite)
-    what = (
-        f"SecureBoost, label ε={job.label_dp.epsilon:g}, up to {job.model.trees} trees "
-        f"of depth {job.model.depth}"
-        if job.model.kind == "secureboost"
-        else f"label ε={job.label_dp.epsilon:g}, up to {job.training.epochs} epochs"
-    )
+    rounds, unit = kind_of(job).rounds_of(job)
+    what = f"{kind_of(job).title}, label ε={job.label_dp.epsilon:g}, up to {rounds} {unit}s"
     click.echo(
         f"privfl: {len(job.guests)} guest(s), {job.key_bits}-bit keys ({job.obfuscation}), "
         f"{what} -> {out}",
@@ -306,111 +305,18 @@ def run_local_cmd(
     # the wall time is the whole command's, so it counts them too.
     references = demo_references(job)
     record_references(job, out, summary, references, started)
-    if job.model.kind == "secureboost":
-        from privfl.parties.vertical.secureboost.report import results_table as boost_table
-
-        click.echo(boost_table(summary, out))
-        return
-    baseline = references[0]["value"] if references else None
-    click.echo(results_table(summary, baseline, out))
-
-
-def results_table(summary: dict[str, Any], baseline: float | None, out: Path) -> str:
-    """The end-of-run table: joint metrics, bottom models, privacy, where the files are."""
-
-    def fmt(value: Any) -> str:
-        return "n/a" if value is None else f"{value:.4f}"
-
-    kind = summary.get("model", {}).get("kind", "logistic")
-    if kind != "logistic":
-        return glm_table(summary, kind, out, baseline)
-    rows = [
-        ("joint accuracy", fmt(summary["accuracy"])),
-        ("joint precision", fmt(summary["precision"])),
-        ("joint recall", fmt(summary["recall"])),
-        ("joint F1", fmt(summary["f1"])),
-        ("joint AUC", fmt(summary["auc"])),
-        ("host bottom-model accuracy", fmt(summary["bottom_accuracy"]["host"])),
-        ("guests bottom-model accuracy", fmt(summary["bottom_accuracy"]["guests_combined"])),
-    ]
-    if baseline is not None:
-        rows.append(("centralised sklearn LR (reference)", fmt(baseline)))
-    flip = summary["flip"]
-    rows += [
-        ("final Taylor loss", fmt(summary["loss_history"][-1])),
-        ("epochs", f"{summary['epochs']} ({summary['stop_reason']})"),
-        (
-            "label ε / flip prob. / flipped",
-            f"{summary['label_epsilon']} / {flip['probability']:.4g} / "
-            f"{flip['count']} of {flip['rows']}",
-        ),
-        ("flipped back", str(summary["flipback"]["flipped_back"])),
-        ("wall time", f"{summary['wall_seconds']:.1f} s"),
-        ("outputs", str(out)),
-    ]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-
-GLM_ROWS = {
-    "multiclass": ("accuracy", "precision", "recall", "f1"),
-    "linear": ("rmse", "mae", "r2"),
-    "poisson": ("deviance", "rmse", "mae", "r2"),
-}
-
-
-REFERENCE = {
-    "multiclass": "LogisticRegression",
-    "linear": "Ridge",
-    "poisson": "PoissonRegressor",
-}
-
-
-def glm_table(summary: dict[str, Any], kind: str, out: Path, baseline: float | None = None) -> str:
-    """The end-of-run table of a linear, Poisson or multiclass model."""
-    macro = " (macro)" if kind == "multiclass" else ""
-    rows = [
-        (f"test {name}{macro if name != 'accuracy' else ''}", _fmt(summary.get(name)))
-        for name in GLM_ROWS[kind]
-    ]
-    if baseline is not None:
-        headline = GLM_ROWS[kind][0]
-        rows.append(
-            (f"centralised sklearn {REFERENCE[kind]} {headline} (reference)", _fmt(baseline))
-        )
-    flip = summary["flip"]
-    if flip["mechanism"] == "none":
-        noise = "no label DP"
-    elif flip.get("laplace_scale"):
-        noise = f"Laplace scale {flip['laplace_scale']:.4g}"
-    else:
-        noise = f"flip prob. {flip['probability']:.4g}, {flip['count']} of {flip['rows']} changed"
-    rows += [
-        ("model", f"{kind} on {summary.get('dataset')}"),
-        ("final loss", _fmt(summary["loss_history"][-1])),
-        ("epochs", f"{summary['epochs']} ({summary['stop_reason']})"),
-        ("label ε", f"{summary['label_epsilon']} ({flip['mechanism']}; {noise})"),
-        ("wall time", f"{summary['wall_seconds']:.1f} s"),
-        ("outputs", str(out)),
-    ]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-
-def _fmt(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
+    kind = kind_of(job)
+    click.echo(kind.load(kind.report)(summary, references, out))
 
 
 def host_line(party: str, result: dict[str, Any], out: Path) -> str:
-    """The Host's one-line result after `privfl vfl host`."""
-    kind = result.get("model", {}).get("kind", "logistic")
-    if kind in ("logistic", "secureboost"):
-        return (
-            f"{party}: accuracy {result['accuracy']:.4f}, F1 {result['f1']:.4f}, "
-            f"AUC {result['auc']:.4f}; outputs in {out}"
-        )
-    shown = ", ".join(f"{name} {_fmt(result.get(name))}" for name in GLM_ROWS[kind])
-    return f"{party}: {kind}: {shown}; outputs in {out}"
+    """The Host's one-line result after `privfl vfl host`: its kind's report metrics."""
+    kind = kind_named(result.get("model", {}).get("kind", DEFAULT_KIND))
+    shown = ", ".join(f"{NAMES.get(m, m)} {fmt(result.get(m))}" for m in kind.report_metrics)
+    return f"{party}: {kind.name}: {shown}; outputs in {out}"
+
+
+NAMES = {"f1": "F1", "auc": "AUC"}
 
 
 def party_command(role: str) -> click.Command:

@@ -15,6 +15,19 @@ VALUE_BITS = 32
 DATA_BITS = 16
 """Fractional bits of plaintext multipliers (features) applied to ciphertexts as exponents."""
 
+LOSS_BITS = VALUE_BITS + DATA_BITS
+"""Fractional bits of a value times a multiplier: ``Xᵀr``, ``Σz²``, cross terms and the
+loss (docs/protocol.md §6.8). The one definition every party and the kit read."""
+
+LOSS_FACTOR = 8
+"""The Host sends a batch's loss as ``[[LOSS_FACTOR·b·L]]``: the 8 clears the Taylor ⅛."""
+
+
+def loss_denominator(rows: int) -> int:
+    """The denominator of a batch of ``rows`` rows' loss: ``8·b``."""
+    return LOSS_FACTOR * rows
+
+
 _EXPONENT_LIMIT = 2**62
 """Exponents must fit int64 with headroom, so that a sum of two never wraps silently."""
 

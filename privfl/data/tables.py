@@ -29,6 +29,7 @@ import numpy as np
 from privfl.config.vertical import JobConfig
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError
+from privfl.models.registry import kind_named
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -265,18 +266,17 @@ def site_data(
         id_column=id_column or spec.id_column or None,
         label_column=label,
         features=tuple(features) or spec.features,
-        label_kind=LABEL_KINDS.get(kind, "binary"),
+        label_kind=kind_named(kind).label_type,
         exposure_column=exposure_column_of(job, name),
     )
 
 
 def exposure_column_of(job: JobConfig, name: str) -> str | None:
-    """The column of exposures this party reads: the Host's ``[model] exposure``, Poisson only."""
+    """The column of exposures this party reads: the Host's ``[model] exposure``, for a kind
+    that reads one (Poisson)."""
     host = job.party(name).role == "host"
-    return (job.model.exposure or None) if host and job.model.kind == "poisson" else None
-
-
-LABEL_KINDS = {"multiclass": "class", "linear": "real", "poisson": "real"}
+    reads = "exposure" in kind_named(job.model.kind).reads
+    return (job.model.exposure or None) if host and reads else None
 
 
 def load_id_table(site: SiteData) -> IdTable | None:

@@ -11,6 +11,7 @@ import numpy as np
 from privfl.config.vertical import DATASET_TASK, DATASETS
 from privfl.data.alignment import positions
 from privfl.errors import ConfigError
+from privfl.models.registry import kind_named
 
 HOST_DEMO_COLUMNS = tuple(range(0, 10))  # seed 004's B_idx
 GUEST_DEMO_COLUMNS = tuple(range(10, 30))  # seed 004's A_idx
@@ -94,7 +95,7 @@ def bundled(dataset: str) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.n
     }[dataset]
     bunch = loader()
     names = tuple(str(n) for n in bunch.feature_names)
-    if DATASET_TASK[dataset] == "linear":
+    if kind_named(DATASET_TASK[dataset]).label_type == "real":
         y = bunch.target.astype(np.float64)
     else:
         y = bunch.target.astype(np.int64)

@@ -49,15 +49,6 @@ def roc_auc(positive: np.ndarray, scores: np.ndarray) -> float:
     return u / (count * (len(positive) - count))
 
 
-# The metric each kind plots and the runner's tables lead with.
-HEADLINE = {
-    "logistic": "accuracy",
-    "multiclass": "accuracy",
-    "linear": "rmse",
-    "poisson": "deviance",
-}
-
-
 def regression_metrics(labels: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
     """RMSE, MAE and R² of predicted means."""
     y = np.asarray(labels, dtype=np.float64)
@@ -113,53 +104,27 @@ def multiclass_metrics(labels: np.ndarray, scores: np.ndarray) -> dict[str, Any]
     }
 
 
-def glm_metrics(kind: str, labels: np.ndarray, prediction: np.ndarray) -> dict[str, Any]:
-    """The metrics of one model kind from its prediction (``glm.mean_of``, ``(rows, k)``)."""
-    if kind == "logistic":
-        return binary_metrics(labels, prediction[:, 0])
-    if kind == "multiclass":
-        return multiclass_metrics(labels, prediction)
-    if kind == "poisson":
-        return poisson_metrics(labels, prediction[:, 0])
-    return regression_metrics(labels, prediction[:, 0])
-
-
-LOSS_NAMES = {
-    "taylor": "Taylor loss",
-    "separable": "cross-entropy (separable-sigmoid fit)",
-    "linear": "squared loss",
-    "poisson": "Poisson negative log-likelihood",
-}
-
-
-def loss_label(kind: str, sigmoid: str = "taylor") -> str:
-    """The name of the loss a run's records hold: the classifiers' by their residual."""
-    if kind in ("logistic", "multiclass"):
-        return LOSS_NAMES[sigmoid]
-    return LOSS_NAMES[kind]
-
-
 def plot_history(
     records: Sequence[dict[str, Any]],
     path: Path | IO[bytes],
     title: str,
-    kind: str = "logistic",
+    headline: str = "accuracy",
     *,
     loss_name: str = "Taylor loss",
     noised: bool = True,
     references: Sequence[dict[str, Any]] = (),
 ) -> None:
-    """Loss and the headline metric per epoch, as in seed 004's figures (with the bottom
-    models for logistic regression). ``path``: a file name or an open binary file (PNG).
+    """Loss and the ``headline`` metric per epoch, as in seed 004's figures (with the bottom
+    models where the records hold them). ``path``: a file name or an open binary file (PNG).
 
-    ``loss_name`` names the loss the records hold (``loss_label``); ``noised``: the
+    ``loss_name`` names the loss the records hold (the kind's ``loss_name``); ``noised``: the
     training labels were noised (a finite label ε); ``references``: centralised models'
     scores (summary.json's ``references``), drawn as dashed lines on the metric panel.
     """
     import matplotlib.pyplot as plt
 
     fig = history_figure(
-        records, title, kind, loss_name=loss_name, noised=noised, references=references
+        records, title, headline, loss_name=loss_name, noised=noised, references=references
     )
     fig.savefig(path, format="png", dpi=110)
     plt.close(fig)
@@ -168,7 +133,7 @@ def plot_history(
 def history_figure(
     records: Sequence[dict[str, Any]],
     title: str,
-    kind: str,
+    headline: str,
     *,
     loss_name: str,
     noised: bool,
@@ -186,7 +151,7 @@ def history_figure(
     labels = "training labels as noised" if noised else "training labels, no label DP"
     left.set_ylabel(f"{loss_name}\nat epoch start, {labels}")
     left.legend()
-    metric_panel(right, records, kind, references)
+    metric_panel(right, records, headline, references)
     for ax in (left, right):
         ax.set_xlabel("epoch")
         integer_ticks(ax)
@@ -196,14 +161,14 @@ def history_figure(
 
 
 def metric_panel(
-    ax: Any, records: Sequence[dict[str, Any]], kind: str, references: Sequence[dict[str, Any]]
+    ax: Any, records: Sequence[dict[str, Any]], metric: str, references: Sequence[dict[str, Any]]
 ) -> None:
-    """The headline test metric per epoch (logistic: with its bottom models) and references."""
+    """The headline test metric per epoch (with the bottom models where the records hold
+    them: logistic regression's) and the references."""
     epochs = [r["epoch"] + 1 for r in records]
-    metric = HEADLINE.get(kind, "accuracy")
     series = [[r[metric] for r in records]]
     ax.plot(epochs, series[0], marker="o", ms=3, label="joint model")
-    if kind == "logistic":
+    if records and BOTTOM_KEYS[0] in records[0]:
         for key, style, label in (
             ("bottom_host_accuracy", "--", "host bottom"),
             ("bottom_guests_accuracy", ":", "guests bottom"),
@@ -217,5 +182,7 @@ def metric_panel(
     ax.legend(loc="best")
 
 
+BOTTOM_KEYS = ("bottom_host_accuracy", "bottom_guests_accuracy")
+"""The bottom models' accuracies, in the records of a kind that reports them."""
 # Scores that live in 0..1, whose axis is fitted to the data rather than drawn 0..1.
 UNIT_METRICS = ("accuracy", "auc", "f1")

@@ -16,7 +16,7 @@ import numpy as np
 from privfl.config.vertical import JobConfig
 from privfl.data.views import PartyData, dataset_width, demo_table, split_view
 from privfl.learning import secureboost as sb
-from privfl.learning.metrics import glm_metrics
+from privfl.learning.glm import glm_named
 
 
 def pooled(dataset: str, job: JobConfig) -> PartyData:
@@ -26,22 +26,10 @@ def pooled(dataset: str, job: JobConfig) -> PartyData:
 
 
 def sklearn_reference(kind: str, data: PartyData, l2: float) -> dict[str, Any]:
-    """The centralised model the GLM's objective names, and its test metrics."""
-    from sklearn.linear_model import LogisticRegression, PoissonRegressor, Ridge
-
+    """The centralised model the GLM's objective names, and its test metrics (the kind's
+    own ``reference``, learning/kinds)."""
     assert data.y_train is not None and data.y_test is not None
-    if kind == "linear":
-        model = Ridge(alpha=l2).fit(data.x_train, data.y_train)
-        return glm_metrics("linear", data.y_test, model.predict(data.x_test).reshape(-1, 1))
-    if kind == "poisson":
-        assert data.offset_train is not None and data.offset_test is not None
-        exposure = np.exp(data.offset_train)
-        model = PoissonRegressor(alpha=l2 / float(exposure.sum()), max_iter=3000, tol=1e-8)
-        model.fit(data.x_train, data.y_train / exposure, sample_weight=exposure)
-        counts = model.predict(data.x_test) * np.exp(data.offset_test)
-        return glm_metrics("poisson", data.y_test, counts.reshape(-1, 1))
-    model = LogisticRegression(C=1.0 / l2, max_iter=5000).fit(data.x_train, data.y_train)
-    return glm_metrics("multiclass", data.y_test, model.predict_proba(data.x_test))
+    return glm_named(kind).reference(data.x_train, data.y_train, data, l2)
 
 
 def centralised_boosters(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privfl.crypto.encoding import LOSS_FACTOR
 from privfl.errors import ProtocolError
 from privfl.protocol.bigints import BigInts as BigInts
 from privfl.protocol.boost_messages import (
@@ -38,7 +39,7 @@ VERSION = 2
 PURPOSES = ("gradient", "scores")
 SPLITS = ("train", "test")
 VERDICTS = ("", "converged", "diverged", "max_epochs")  # EpochResult.reason
-MIN_LOSS_DENOMINATOR = 8  # the Host sends [[8·b·L]] for a batch of b >= 1 rows
+MIN_LOSS_DENOMINATOR = LOSS_FACTOR  # the Host sends [[8·b·L]] for a batch of b >= 1 rows
 
 
 class Kind(enum.StrEnum):
@@ -275,8 +276,10 @@ class Loss:
         _require(self.batch < self.n_batches, "batch number out of range")
         _require(len(self.value) == 1, "a loss is one ciphertext")
         # [[8·b·L]]: a multiple of 8, at least 8 (never a zero or negative divisor).
-        count(self.denominator, "loss denominator", MIN_LOSS_DENOMINATOR, 8 * MAX_COUNT)
-        _require(self.denominator % 8 == 0, "the loss denominator is 8 times the batch size")
+        count(self.denominator, "loss denominator", MIN_LOSS_DENOMINATOR, LOSS_FACTOR * MAX_COUNT)
+        _require(
+            self.denominator % LOSS_FACTOR == 0, "the loss denominator is 8 times the batch size"
+        )
         count(self.scale_bits, "loss scale_bits", 0, MAX_SCALE_BITS)
 
 

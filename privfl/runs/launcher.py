@@ -24,6 +24,7 @@ from tqdm import tqdm
 from privfl.config.horizontal import HflConfig, HflJob
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError, PrivflError
+from privfl.models.registry import kind_of
 from privfl.parties.files import open_private, private_dir, write_json
 from privfl.runs.kits import AGGREGATOR, SHUFFLER, write_kit
 
@@ -238,8 +239,7 @@ def run_local(
     parties = start_parties(
         job, job_path, out, {name: ["--resume"] for name in job.parties} if resume else None
     )
-    boost = job.model.kind == "secureboost"
-    total, unit = (job.model.trees, "tree") if boost else (job.training.epochs, "epoch")
+    total, unit = kind_of(job).rounds_of(job)
     metrics = out / job.host / "metrics.jsonl"
     supervise(parties, EpochProgress(metrics, total, progress, unit=unit))
     summary: dict[str, Any] = json.loads((out / job.host / "summary.json").read_text())

@@ -14,24 +14,23 @@ from pathlib import Path
 from typing import Any
 
 from privfl.config.vertical import JobConfig
+from privfl.models.registry import kind_of
 from privfl.parties.files import write_json
 
 NOTE = "every column pooled at one place, true labels (no label DP), the run's split"
-
-GLM_MODELS = {
-    "logistic": "sklearn LogisticRegression",
-    "multiclass": "sklearn LogisticRegression",
-    "linear": "sklearn Ridge",
-    "poisson": "sklearn PoissonRegressor",
-}
 
 
 def demo_references(job: JobConfig) -> list[dict[str, Any]]:
     """The references of a run on the bundled table; none when a party reads its own CSV."""
     if not all(p.columns and not p.data for p in job.parties.values() if p.role != "server"):
         return []
-    if job.model.kind == "secureboost":
-        return booster_references(job)
+    kind = kind_of(job)
+    references: list[dict[str, Any]] = kind.load(kind.references)(job)
+    return references
+
+
+def glm_references(job: JobConfig) -> list[dict[str, Any]]:
+    """The registry's references of a GLM kind (models/registry.py): one sklearn model."""
     return [glm_reference(job)]
 
 
@@ -42,16 +41,16 @@ def glm_reference(job: JobConfig) -> dict[str, Any]:
     the other GLMs take the job's λ, as ``privfl experiment vfl-models`` does.
     """
     from privfl.data.views import central_baseline
-    from privfl.learning.metrics import HEADLINE
     from privfl.learning.references import pooled, sklearn_reference
 
-    kind, dataset = job.model.kind, job.data.dataset
-    metric = HEADLINE[kind]
-    if kind == "logistic" and dataset == "breast_cancer":
+    kind, dataset = kind_of(job), job.data.dataset
+    metric = kind.headline
+    if kind.label_type == "binary" and dataset == "breast_cancer":
         value = central_baseline(dataset, job.data.test_size, job.data.split_seed)
     else:
-        value = float(sklearn_reference(kind, pooled(dataset, job), job.training.l2)[metric])
-    return {"name": GLM_MODELS[kind], "metric": metric, "value": value, "note": NOTE}
+        value = float(sklearn_reference(kind.name, pooled(dataset, job), job.training.l2)[metric])
+    name = f"sklearn {kind.reference}"
+    return {"name": name, "metric": metric, "value": value, "note": NOTE}
 
 
 def booster_references(job: JobConfig) -> list[dict[str, Any]]:
@@ -100,11 +99,5 @@ def redraw(job: JobConfig, host: Path, references: list[dict[str, Any]]) -> None
     """The Host's training.png from its metrics.jsonl, with the references drawn."""
     lines = (host / "metrics.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines if line.strip()]
-    if job.model.kind == "secureboost":
-        from privfl.parties.vertical.secureboost.report import plot_training
-
-        plot_training(records, host / "training.png", references)
-    else:
-        from privfl.parties.vertical.host import draw_training
-
-        draw_training(job, records, host / "training.png", references)
+    kind = kind_of(job)
+    kind.load(kind.plot)(job, records, host / "training.png", references)

@@ -16,6 +16,7 @@ from privfl.config.policy import SitePolicy
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
 from privfl.learning.secureboost import node_floor
+from privfl.models.registry import kind_of
 
 # A broken rule: what the job does, and the policy key it breaks ("label_dp max_epsilon").
 Breach = tuple[str, str]
@@ -105,7 +106,7 @@ def label_breaches(epsilon: float, policy: SitePolicy) -> Iterator[Breach]:
 def training_breaches(job: JobConfig, policy: SitePolicy) -> Iterator[Breach]:
     """Epochs of a GLM; trees, depth and node size of SecureBoost."""
     caps, boost, model = policy.training, policy.secureboost, job.model
-    if model.kind != "secureboost":
+    if kind_of(job).is_glm:  # trained in epochs; the tree kind in trees
         if caps.max_epochs and job.training.epochs > caps.max_epochs:
             yield (
                 f"{job.training.epochs} epochs exceed this site's maximum {caps.max_epochs}",

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "privfl"
 # Lowest first; a module may import from its own layer or any layer listed before it.
 LAYERS = [
     {"errors"},
-    {"config"},
+    {"config", "models"},
     {"crypto", "mechanisms", "data"},
     {"protocol"},
     {"learning"},
@@ -98,3 +98,57 @@ def test_the_checker_sees_run_time_imports(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from privfl.cli import main\n    return main\n")
     assert "privfl.cli" in imports(module, modules())
+
+
+# Only the registry and the job parser may name a model kind in a comparison.
+KIND_NAMES = {"logistic", "linear", "poisson", "multiclass", "secureboost", "taylor", "separable"}
+ALLOWED = {"privfl.models.registry", "privfl.config.vertical"}
+
+
+def kind_comparisons(path: Path) -> list[str]:
+    """``x == "logistic"``, ``kind in ("linear", "poisson")`` and the like in ``path``."""
+
+    def names(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value} & KIND_NAMES
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return set().union(*(names(e) for e in node.elts)) if node.elts else set()
+        return set()
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            hits = set().union(*(names(n) for n in [node.left, *node.comparators]))
+            if hits:
+                found.append(f"{path.name}:{node.lineno} compares with {sorted(hits)}")
+        elif isinstance(node, ast.match_case) and names(getattr(node.pattern, "value", node)):
+            found.append(f"{path.name}:{node.pattern.lineno} matches a kind name")
+    return found
+
+
+def test_only_the_registry_and_the_parser_compare_model_kinds() -> None:
+    found = [
+        hit
+        for name, path in modules().items()
+        if name not in ALLOWED
+        for hit in kind_comparisons(path)
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_kind_scan_sees_a_comparison(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('def f(k):\n    return k.kind in ("linear", "x") or k == "secureboost"\n')
+    assert len(kind_comparisons(module)) == 2
+
+
+def test_every_registered_function_resolves() -> None:
+    from privfl.config.vertical import MODEL_KINDS
+    from privfl.models.registry import KINDS
+
+    assert tuple(KINDS) == MODEL_KINDS
+    for kind in KINDS.values():
+        refs = [kind.party, kind.predict, kind.report, kind.plot, kind.references]
+        refs += [*kind.conformance.values(), *([kind.glm] if kind.glm else [])]
+        for ref in refs:
+            assert callable(kind.load(ref)), ref

@@ -55,9 +55,11 @@ def test_a_vertical_party_process_does_not_load_plotting_or_torch(
 def test_every_top_level_command_resolves() -> None:
     from privfl.cli import COMMANDS, main
     from privfl.cli.conformance import ENDINGS, ROLES
-    from privfl.tools.conformance.runner import BOOST_GUEST_ENDINGS, BOOST_SCRIPTS, SCRIPTS
+    from privfl.models.registry import KINDS
+    from privfl.tools.conformance.runner import BOOST_GUEST_ENDINGS
 
-    assert sorted(ROLES) == sorted(SCRIPTS) and set(BOOST_SCRIPTS) <= set(ROLES)
+    scripted = {role for kind in KINDS.values() for role in kind.conformance}
+    assert sorted(ROLES) == sorted(scripted)
     assert ENDINGS == BOOST_GUEST_ENDINGS
     ctx = main.make_context("privfl", ["--help"], resilient_parsing=True)
     for name in COMMANDS:

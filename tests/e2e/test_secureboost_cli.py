@@ -96,7 +96,7 @@ def test_run_local_then_predict(tmp_path: Path) -> None:
     assert (out / "host" / "training.png").stat().st_size > 1000
     guest = json.loads((out / "guest-1" / "model.json").read_text())
     host = json.loads((out / "host" / "model.json").read_text())
-    assert guest["kind"] == host["kind"] == "secureboost"
+    assert guest["model"]["kind"] == host["model"]["kind"] == "secureboost"
     assert all("threshold" in s for s in guest["splits"])
 
     # Predict the first 60 rows of the demo table: each party its own columns, by position.

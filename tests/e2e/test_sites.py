@@ -18,10 +18,10 @@ from sites import Sites, make_sites
 
 from privfl.config.vertical import TrainingConfig
 from privfl.data.tables import read_id_csv, split_and_standardise
-from privfl.learning.glm import Glm, reference_train
+from privfl.learning.glm import glm_named, reference_train
 from privfl.learning.taylor import sigmoid
 
-LOGISTIC = Glm("logistic")
+LOGISTIC = glm_named("logistic")
 
 
 def kit(tmp_path: Path, guests: int, epochs: int, **psi: object) -> Path:

@@ -16,7 +16,7 @@ from sklearn.metrics import (
 
 from privfl.config.vertical import TrainingConfig
 from privfl.data.views import PartyData, dataset_width, demo_table, split_view
-from privfl.learning.glm import Glm, reference_train, residual
+from privfl.learning.glm import Glm, glm_named, reference_train, residual
 from privfl.learning.metrics import multiclass_metrics, poisson_metrics, regression_metrics
 from privfl.mechanisms.label_dp import laplace_labels, laplace_scale
 
@@ -48,7 +48,7 @@ def test_linear_converges_to_ridge() -> None:
     ridge = Ridge(alpha=cfg.l2).fit(data.x_train, data.y_train)
 
     # Act
-    theta = train(data, Glm("linear"), cfg)
+    theta = train(data, glm_named("linear"), cfg)
 
     # Assert
     np.testing.assert_allclose(theta[:-1, 0], ridge.coef_, rtol=1e-3, atol=1e-2)
@@ -67,7 +67,7 @@ def test_poisson_with_exposure_converges_to_sklearn() -> None:
     reference.fit(data.x_train, data.y_train / exposure, sample_weight=exposure)
 
     # Act
-    theta = train(data, Glm("poisson"), CONVERGED)
+    theta = train(data, glm_named("poisson"), CONVERGED)
 
     # Assert
     np.testing.assert_allclose(theta[:-1, 0], reference.coef_, atol=1e-5)
@@ -86,7 +86,7 @@ def test_multiclass_taylor_is_ridge_on_4y_minus_2() -> None:
     closed = np.linalg.solve(x.T @ x + 4 * cfg.l2 * penalty, x.T @ (4 * onehot - 2))
 
     # Act (the Taylor curvature is ¼ of squared loss's: a larger step is stable)
-    theta = train(data, Glm("multiclass", 3), cfg)
+    theta = train(data, glm_named("multiclass", 3), cfg)
 
     # Assert
     np.testing.assert_allclose(theta, closed, atol=1e-6)
@@ -96,10 +96,10 @@ def test_residuals_of_each_kind() -> None:
     eta = np.array([[0.5], [-1.0]])
     y = np.array([[1.0], [0.0]])
     offset = np.log(np.array([2.0, 0.5]))
-    np.testing.assert_allclose(residual(Glm("linear"), eta, y, None), eta - y)
-    np.testing.assert_allclose(residual(Glm("logistic"), eta, y, None), eta - 4 * y + 2)
+    np.testing.assert_allclose(residual(glm_named("linear"), eta, y, None), eta - y)
+    np.testing.assert_allclose(residual(glm_named("logistic"), eta, y, None), eta - 4 * y + 2)
     want = np.exp(eta[:, 0] + offset) - y[:, 0]
-    np.testing.assert_allclose(residual(Glm("poisson"), eta, y, offset)[:, 0], want)
+    np.testing.assert_allclose(residual(glm_named("poisson"), eta, y, offset)[:, 0], want)
 
 
 def test_metrics_agree_with_sklearn() -> None:

@@ -30,8 +30,8 @@ def records(epochs: int, kind: str = "logistic") -> list[dict[str, Any]]:
 
 def figure(job: JobConfig, epochs: int, references: list[dict[str, Any]]) -> Any:
     options = plot_options(job)
-    return history_figure(records(epochs, options.pop("kind")), kind=job.model.kind,
-                          references=references, **options)  # fmt: skip
+    return history_figure(records(epochs, job.model.kind), references=references,
+                          **options)  # fmt: skip
 
 
 def multiclass_job(guests: int, epsilon: float = 8.0) -> JobConfig:

@@ -9,21 +9,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privfl.crypto import packing
-from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
+from privfl.crypto.encoding import DATA_BITS, LOSS_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.engine import POOL, Engine
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ProtocolError
 from privfl.learning import glm as glms
-from privfl.learning import separable
-from privfl.learning.glm import EXP_BITS, Glm
+from privfl.learning.glm import Glm
+from privfl.learning.kinds.logistic import Logistic
 from privfl.learning.taylor import learning_rate
 from privfl.parties import checkpoint
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.batches import job_least_batch
+from privfl.parties.vertical.gradients import class_matvec, unflatten
 from privfl.parties.vertical.handshake import announce, receive_public_key, rows_digest, save_model
-from privfl.parties.vertical.host_steps import class_matvec, unflatten
 from privfl.protocol import fresh
 from privfl.protocol.messages import (
     Batch,
@@ -40,7 +40,6 @@ from privfl.protocol.messages import (
 )
 
 log = logging.getLogger("privfl.guest")
-LOSS_BITS = VALUE_BITS + DATA_BITS
 
 
 class Stage(enum.Enum):
@@ -68,7 +67,7 @@ class GuestState:
     theta: np.ndarray  # (features, k)
     l2: float
     noise: NoisePool
-    glm: Glm = field(default_factory=lambda: Glm("logistic"))
+    glm: Glm = field(default_factory=Logistic)
     x_exp: np.ndarray = field(init=False)
     stage: Stage = Stage.IDLE
     batch: Batch | None = None
@@ -86,11 +85,9 @@ class GuestState:
 
 
 def forward(state: GuestState, msg: Batch) -> Forward:
-    """Encrypt this batch's partial scores ``z_g = X_g θ_g`` (all k per row) and ``Σ z_g²``.
-
-    Poisson: ``[[exp(z_g)]]`` at EXP_BITS, then ``[[z_g]]`` (the Host needs both).
-    Separable multiclass: the K blocks of ``learning.separable.guest_basis`` at EXP_BITS,
-    each ``rows·k`` long, the last ``[[clip(z_g, ±12)]]``.
+    """Encrypt this batch's partial scores ``z_g = X_g θ_g`` (all k per row) as the kind
+    encodes them (``Glm.forward_plain``: Poisson adds ``exp(z_g)``, the separable sigmoid
+    sends its basis), and ``Σ z_g²``.
     """
     check_indices(msg, len(state.x_exp), state.least_batch)
     check_repeated(state.plan, msg)
@@ -99,13 +96,7 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     z = (state.data.x_train[rows] @ state.theta).ravel()
     state.z = z
     n = state.key.n
-    if state.glm.separable:
-        plain = encode(separable.guest_basis(z).T.ravel(), EXP_BITS, n)
-    else:
-        plain = encode(z, VALUE_BITS, n)
-    if state.glm.kind == "poisson":
-        plain = encode(np.exp(z), EXP_BITS, n) + plain
-    scores = encrypt(state, plain)
+    scores = encrypt(state, state.glm.forward_plain(z, n))
     squares = encrypt(state, encode([float(z @ z)], LOSS_BITS, n))
     state.stage = Stage.AWAIT_RESIDUAL
     return Forward(epoch=msg.epoch, batch=msg.batch, scores=scores, sum_squares=squares)
@@ -191,8 +182,8 @@ def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
     x_t_r = unflatten(decode(plain, LOSS_BITS, state.key.n), state.theta.shape)
     penalised = np.ones(state.theta.shape[0])
     rows = len(state.z) // state.glm.outputs
-    state.theta = state.theta - lr * glms.gradient(
-        state.glm, x_t_r, state.theta, rows, state.l2, penalised
+    state.theta = state.theta - lr * state.glm.gradient(
+        x_t_r, state.theta, rows, state.l2, penalised
     )
     state.stage = Stage.IDLE
 

@@ -13,6 +13,7 @@ from privfl.config.core import decode_sections, differing, encode_sections
 from privfl.crypto.paillier import PublicKey
 from privfl.data.alignment import row_commitment
 from privfl.errors import ConfigError, ProtocolError
+from privfl.models.registry import model_entry
 from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
 from privfl.protocol.messages import BigInts, Hello, PublicKeyMessage
@@ -131,10 +132,9 @@ def save_model(
         "party": ctx.name,
         "role": role,
         "session": ctx.job.session,
-        "model": {
-            "kind": ctx.job.model.kind,
-            "outputs": 1 if weights.ndim == 1 else weights.shape[1],
-        },
+        "model": model_entry(
+            ctx.job.model.kind, outputs=1 if weights.ndim == 1 else weights.shape[1]
+        ),
         "weights": {n: _plain(w) for n, w in zip(feature_names, weights, strict=True)},
         "standardisation": {
             n: {"mean": float(m), "scale": float(s)}

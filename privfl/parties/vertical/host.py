@@ -20,8 +20,9 @@ from privfl.crypto.paillier import PublicKey
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, TrainingDiverged
 from privfl.learning import glm as glms
-from privfl.learning.metrics import binary_metrics, glm_metrics, loss_label, plot_history
-from privfl.learning.taylor import batch_sizes, learning_rate, sigmoid
+from privfl.learning.metrics import plot_history
+from privfl.learning.taylor import batch_sizes, learning_rate
+from privfl.models.registry import kind_of
 from privfl.parties import checkpoint, label_draws
 from privfl.parties.files import append_jsonl, open_private, write_json
 from privfl.parties.label_draws import LabelDraw
@@ -238,7 +239,7 @@ def maybe_flipback(ctx: PartyContext, state: HostState, epoch: int, last: bool) 
     """Every ``flipback_every`` epochs (not after the last, nor without noise to undo)."""
     cfg = ctx.job.label_dp
     due = cfg.flipback_every and (epoch + 1) % cfg.flipback_every == 0
-    if not due or last or not math.isfinite(cfg.epsilon) or state.glm.kind != "logistic":
+    if not due or last or not math.isfinite(cfg.epsilon) or not state.glm.flipback:
         return 0
     guest_scores = masked_scores(ctx, state, epoch, "train", len(state.labels), state.z_cache)
     changed = steps.apply_flipback(state, guest_scores, cfg.flipback_fraction)
@@ -247,19 +248,12 @@ def maybe_flipback(ctx: PartyContext, state: HostState, epoch: int, last: bool) 
 
 
 def evaluate(ctx: PartyContext, state: HostState, epoch: int) -> dict[str, Any]:
-    """Joint-model metrics on the held-out rows, and seed 004's bottom-model accuracies."""
+    """Joint-model metrics on the held-out rows (logistic: and seed 004's bottom models)."""
     y = state.data.y_test
     assert y is not None
     glm = state.glm
     guests = masked_scores(ctx, state, epoch, "test", len(y)).reshape(len(y), glm.outputs)
-    host = state.x_test @ state.theta
-    if glm.kind != "logistic":
-        return glm_metrics(glm.kind, y, glms.mean_of(glm, host + guests, state.offset_test))
-    host, guests = host[:, 0], guests[:, 0]
-    metrics: dict[str, Any] = binary_metrics(y, sigmoid(host + guests))
-    metrics["bottom_host_accuracy"] = float(((host >= 0) == y).mean())
-    metrics["bottom_guests_accuracy"] = float(((guests >= 0) == y).mean())
-    return metrics
+    return glm.evaluate(y, state.x_test @ state.theta, guests, state.offset_test)
 
 
 def finish(
@@ -299,12 +293,12 @@ def draw_training(
 
 
 def plot_options(job: JobConfig) -> dict[str, Any]:
-    """What the job says about its plot: title, model kind, the loss's name, label noise."""
+    """What the job says about its plot: title, headline metric, the loss's name, label noise."""
     glm = glms.glm_of(job)
     return {
         "title": title_of(job),
-        "kind": glm.kind,
-        "loss_name": loss_label(glm.kind, glm.sigmoid),
+        "headline": kind_of(job).headline,
+        "loss_name": glm.loss_name,
         "noised": math.isfinite(job.label_dp.epsilon),
     }
 

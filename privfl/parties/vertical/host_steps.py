@@ -16,18 +16,27 @@ from typing import Any
 
 import numpy as np
 
-from privfl.config.vertical import JobConfig, TrainingConfig, sigmoid_of
+from privfl.config.vertical import JobConfig, TrainingConfig
 from privfl.crypto import packing
-from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode, to_exponents
+from privfl.crypto.encoding import (
+    DATA_BITS,
+    LOSS_BITS,
+    VALUE_BITS,
+    decode,
+    encode,
+    loss_denominator,
+    to_exponents,
+)
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import glm as glms
-from privfl.learning import separable
 from privfl.learning import start as starts
 from privfl.learning.glm import Glm
-from privfl.learning.taylor import LOG2, sigmoid
+from privfl.learning.kinds.base import add_all
+from privfl.learning.kinds.logistic import Logistic
+from privfl.learning.taylor import sigmoid
 from privfl.mechanisms.label_dp import (
     flip_probability,
     flipback,
@@ -37,6 +46,7 @@ from privfl.mechanisms.label_dp import (
 )
 from privfl.parties.label_draws import LabelDraw
 from privfl.parties.vertical.facts import run_facts
+from privfl.parties.vertical.gradients import class_matvec, unflatten
 from privfl.protocol import fresh
 from privfl.protocol.messages import (
     CrossTerm,
@@ -49,7 +59,6 @@ from privfl.protocol.messages import (
 )
 
 log = logging.getLogger("privfl.host")
-LOSS_BITS = VALUE_BITS + DATA_BITS
 NOISE_NOTE = {
     False: "flips drawn from the OS CSPRNG (256-bit seed from secrets), not from the job",
     True: "seeded noise — not private (a caller's seeded generator, for experiments)",
@@ -87,7 +96,7 @@ class HostState:
     noise: NoisePool  # obfuscators, computed ahead by workers while the Host waits
     seeded_noise: bool = False  # the flips came from a caller's seeded generator: not private
     least_batch: int = 1  # fewest rows a batch may have (parties/batches.py)
-    glm: Glm = field(default_factory=lambda: Glm("logistic"))
+    glm: Glm = field(default_factory=Logistic)
     theta: np.ndarray = field(init=False)  # (features + bias, k)
     start: np.ndarray = field(init=False)  # the private initial θ (learning/start.py)
     x_train: np.ndarray = field(init=False)
@@ -193,17 +202,7 @@ def draw_labels(
 
 def check_labels(glm: Glm, labels: np.ndarray) -> None:
     """Labels the model can take: 0/1, classes 0..k-1, counts >= 0 (regression: any)."""
-    if glm.kind == "logistic" and not np.isin(labels, (0, 1)).all():
-        raise ConfigError("logistic regression needs labels 0 and 1; use --model multiclass")
-    if glm.kind == "multiclass" and (
-        labels.min() < 0 or labels.max() >= glm.outputs or np.any(labels % 1 != 0)
-    ):
-        raise ConfigError(
-            f"multiclass labels must be integers 0..{glm.outputs - 1} (model.classes = "
-            f"{glm.outputs})"
-        )
-    if glm.kind == "poisson" and labels.min() < 0:
-        raise ConfigError("Poisson regression needs counts >= 0 as labels")
+    glm.check_labels(labels)
 
 
 def private_labels(
@@ -225,12 +224,8 @@ def private_labels(
             high,
         )
         return noisy, FlipReport(eps, 0.0, 0, len(labels), "laplace", scale)
-    if glm.kind == "multiclass":
-        noisy = randomized_response(labels, eps, rng, num_classes=glm.outputs)
-        probability = flip_probability(eps, glm.outputs)
-    else:
-        noisy = randomized_response(labels, eps, rng)
-        probability = flip_probability(eps)
+    noisy = randomized_response(labels, eps, rng, num_classes=glm.label_classes)
+    probability = flip_probability(eps, glm.label_classes)
     report = FlipReport(
         epsilon=eps,
         probability=probability,
@@ -268,14 +263,14 @@ def batch_obfuscations(state: HostState, rows: int) -> int:
 def combine(
     state: HostState, rows: slice | np.ndarray, forwards: dict[str, Forward]
 ) -> tuple[list[int], list[int]]:
-    """``[[Z]] = Σ_g [[z_g]]`` and the residual ``[[4d]]``, both for the Host's own use.
+    """``[[r]]`` and ``[[Z]]`` (the kind's rule, learning/kinds), both for the Host's own use.
 
     Neither may leave the Host as it is: ``[[4d]] = [[Z]] · (1 + n·offset)`` divided by
     the guests' own ciphertexts would show the offset. :func:`residuals` re-randomises.
     """
-    key, glm = state.key, state.glm
+    glm = state.glm
     size = len(state.labels[rows])
-    expected = forward_length(glm, size)
+    expected = glm.forward_length(size)
     for guest, fwd in forwards.items():
         if len(fwd.scores) != expected:
             raise ProtocolError(
@@ -283,21 +278,10 @@ def combine(
                 f"{glm.kind} model takes {expected}"
             )
     z_host = state.x_train[rows] @ state.theta
-    y = glms.targets(glm, state.labels[rows])
-    if glm.separable:
-        return separable_residual(key, forwards[state.guests[0]].scores.values, z_host, y)
-    if glm.kind == "poisson":
-        # [[r]] = [[exp(z_G)]] · exp(z_H + offset) − y: EXP_BITS + DATA_BITS = VALUE_BITS
-        values = forwards[state.guests[0]].scores.values
-        total = list(values[size:])  # [[z_G]], for the loss
-        multiplier = np.exp(z_host[:, 0] + state.offset_train[rows])
-        product = key.scalar_mul(values[:size], to_exponents(multiplier, DATA_BITS).tolist())
-        residual = key.add_plain(product, encode(-y[:, 0], VALUE_BITS, key.n))
-        return residual, total
-    total = add_all(key, [forwards[g].scores.values for g in state.guests])
-    offset = glms.plain_residual(glm, z_host, y).ravel()
-    residual = key.add_plain(total, encode(offset, VALUE_BITS, key.n))
-    if glm.kind == "logistic":  # flipback's caches
+    y = glm.targets(state.labels[rows])
+    scores = [forwards[g].scores.values for g in state.guests]
+    residual, total = glm.encrypted_residual(state.key, scores, z_host, y, state.offset_train[rows])
+    if glm.flipback:  # flipback's caches
         idx = np.arange(len(state.labels))[rows]
         for i, row in enumerate(idx):
             state.z_cache[row] = total[i]
@@ -305,32 +289,9 @@ def combine(
     return residual, total
 
 
-def separable_residual(
-    key: PublicKey, values: tuple[int, ...], z_host: np.ndarray, y: np.ndarray
-) -> tuple[list[int], list[int]]:
-    """``[[σ(z_H + z_G) − y]]`` through the separable fit, and the guest's ``[[clip(z_G)]]`` block.
-
-    ``values``: the guest's K basis blocks at EXP_BITS; each value's K ciphertexts meet
-    the Host's coefficients (DATA_BITS) in one multi-exponentiation, so the residual
-    lands at VALUE_BITS; the constant ``c₀ − y`` is added in the clear.
-    """
-    size = z_host.size
-    blocks = [values[j * size : (j + 1) * size] for j in range(separable.BASIS)]
-    c = separable.coefficients(z_host.ravel(), sigmoid)
-    weights = to_exponents(c[:, 1:], DATA_BITS).tolist()
-    products = [
-        key.dot(terms, w) for terms, w in zip(zip(*blocks, strict=True), weights, strict=True)
-    ]
-    residual = key.add_plain(products, encode(c[:, 0] - y.ravel(), VALUE_BITS, key.n))
-    return residual, list(blocks[-1])
-
-
 def forward_length(glm: Glm, rows: int) -> int:
-    """Ciphertexts in one guest's Forward: ``rows·k``; Poisson ``[[exp z]]`` then ``[[z]]``;
-    separable multiclass the K basis blocks of ``rows·k``."""
-    if glm.separable:
-        return separable.BASIS * rows * glm.outputs
-    return 2 * rows if glm.kind == "poisson" else rows * glm.outputs
+    """Ciphertexts in one guest's Forward (the kind's rule, docs/protocol.md §6.8)."""
+    return glm.forward_length(rows)
 
 
 def residuals(
@@ -344,14 +305,6 @@ def residuals(
         extra = None if others is None else fresh.rerandomize(key, others, take(state, len(others)))
         out[guest] = Residual(epoch, batch, mine, extra)
     return out
-
-
-def add_all(key: PublicKey, vectors: list[tuple[int, ...]]) -> list[int]:
-    """Elementwise homomorphic sum of several equally long ciphertext vectors."""
-    total = list(vectors[0])
-    for vector in vectors[1:]:
-        total = key.add(total, vector)
-    return total
 
 
 def others_of(state: HostState, forwards: dict[str, Forward]) -> dict[str, list[int] | None]:
@@ -374,51 +327,27 @@ def assemble_loss(
     epoch: int,
     batch: tuple[int, int],
 ) -> Loss:
-    """``[[8b·L]]`` at 2^LOSS_BITS: ``8b·log2 − 4Σy'z + Σz²`` with ``z = z_H + Z``.
+    """``[[8b·L]]`` at 2^LOSS_BITS: the kind's terms (learning/kinds) summed, its plain
+    part added, re-randomised.
 
-    The plain part uses z_H; ``Σ(2z_H − 4y')Z`` is a dot product on ``[[Z]]``; ``ΣZ²``
-    comes from each guest's ``[[Σz_g²]]`` and, with several guests, their cross terms.
+    ``ΣZ²`` comes from each guest's ``[[Σz_g²]]`` and, with several guests, their cross
+    terms; the kinds that need it read it.
     """
     key, glm = state.key, state.glm
-    y = glms.targets(glm, state.labels[rows])
+    y = glm.targets(state.labels[rows])
     z_host = state.x_train[rows] @ state.theta
-    b = len(y)
     squares = [fwd.sum_squares.values[0] for fwd in forwards.values()]
     squares += [c.value.values[0] for c in crosses.values()]  # Σ_rows Z² in all
-    if glm.separable:  # 8 Σ softplus(z) − y z through the fit held ≥ 0, at VALUE_BITS
-        zh = z_host.ravel()
-        size = zh.size
-        c = separable.loss_coefficients(zh, y.ravel())  # lifted: ≥ 0 for any z_G
-        values = forwards[state.guests[0]].scores.values
-        plain = 8.0 * float(np.sum(c[:, 0]))
-        weights = to_exponents(8.0 * c[:, 1:].T.ravel(), VALUE_BITS).tolist()
-        parts = [key.dot(values[: separable.BASIS * size], weights)]
-    elif glm.taylor:  # Σ_c 8b·log2 − 4Σy'z + Σz²
-        signed = (2.0 * y - 1.0).ravel()
-        zh = z_host.ravel()
-        plain = 8 * b * glm.outputs * LOG2 - 4.0 * float(signed @ zh) + float(zh @ zh)
-        weights = to_exponents(2.0 * zh - 4.0 * signed, DATA_BITS).tolist()
-        parts = [key.dot(total, weights), *squares]
-    elif glm.kind == "linear":  # 8b·½ mean (Z + u)² = 4ΣZ² + 8ΣZu + 4Σu², u = z_H − y
-        u = (z_host - y).ravel()
-        plain = 4.0 * float(u @ u)
-        weights = to_exponents(8.0 * u, DATA_BITS).tolist()
-        parts = [key.dot(total, weights), key.dot(squares, [4] * len(squares))]
-    else:  # poisson: 8 Σ exp(z_G)·exp(η_H) − 8 Σ y z_G − 8 Σ y η_H, η_H = z_H + offset
-        eta = z_host[:, 0] + state.offset_train[rows]
-        exps = forwards[state.guests[0]].scores.values[:b]
-        plain = -8.0 * float(y[:, 0] @ eta)
-        parts = [
-            key.dot(exps, to_exponents(8.0 * np.exp(eta), VALUE_BITS).tolist()),
-            key.dot(total, to_exponents(-8.0 * y[:, 0], DATA_BITS).tolist()),
-        ]
+    scores = [forwards[g].scores.values for g in state.guests]
+    offset = state.offset_train[rows]
+    parts, plain = glm.encrypted_loss(key, total, scores, squares, z_host, y, offset)
     value = key.add_plain([key.sum(parts)], encode([plain], LOSS_BITS, key.n))
     return Loss(
         epoch=epoch,
         batch=batch[0],
         n_batches=batch[1],
         value=fresh.rerandomize(key, value, take(state, 1)),
-        denominator=8 * b,
+        denominator=loss_denominator(len(y)),
         scale_bits=LOSS_BITS,
     )
 
@@ -432,24 +361,6 @@ def own_gradient(
     return fresh.mask(state.key, grad, take(state, len(grad)))
 
 
-def class_matvec(
-    noise: NoisePool, key: PublicKey, x_exp: np.ndarray, residual: list[int], k: int
-) -> list[int]:
-    """``[[Xᵀ R]]`` for a residual of ``rows·k`` (row-major), class-major: ``c·f + j``."""
-    if k == 1:
-        return noise.matvec_t(key, x_exp, residual)
-    out: list[int] = []
-    for c in range(k):
-        out += noise.matvec_t(key, x_exp, residual[c::k])
-    return out
-
-
-def unflatten(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """A class-major gradient (``c·f + j``) back in θ's ``(f, k)`` layout."""
-    features, k = shape
-    return np.asarray(values).reshape(k, features).T
-
-
 def apply_gradient(
     state: HostState, decrypted: Decrypted, masks: list[int], lr: float, b: int
 ) -> None:
@@ -457,7 +368,7 @@ def apply_gradient(
     n = state.key.n
     plain = packing.unpack(unmask(decrypted.values.values, masks, n), state.theta.size, n)
     x_t_r = unflatten(decode(plain, LOSS_BITS, n), state.theta.shape)
-    step = glms.gradient(state.glm, x_t_r, state.theta, b, state.l2, state.penalised)
+    step = state.glm.gradient(x_t_r, state.theta, b, state.l2, state.penalised)
     state.theta = state.theta - lr * step
 
 
@@ -522,17 +433,13 @@ def summary_of(
     last = records[-1]
     glm = state.glm
     metrics: dict[str, Any] = {k: finite(v) for k, v in last.items() if k not in RECORD_KEYS}
-    if glm.kind == "logistic":
-        metrics["bottom_accuracy"] = {
-            "host": metrics.pop("bottom_host_accuracy"),
-            "guests_combined": metrics.pop("bottom_guests_accuracy"),
-        }
+    metrics = glm.summary_metrics(metrics)
     return {
         **metrics,
-        "model": model_summary(job),
+        "model": model_summary(job, glm),
         "dataset": job.data.dataset,
         "loss_history": [r["loss"] for r in records],
-        "loss_note": LOSS_NOTE["separable" if glm.separable else glm.kind],
+        "loss_note": glm.loss_note,
         "epoch_seconds": [r["seconds"] for r in records],
         "label_epsilon": finite_or_inf(state.flip.total_epsilon),
         "label_draws": len(state.flip.spent) or 1,
@@ -566,35 +473,12 @@ def summary_of(
 
 
 RECORD_KEYS = ("epoch", "loss", "flipped_back", "lr", "seconds")
-LOSS_NOTE = {
-    "logistic": "Taylor loss on the flipped training labels, without the L2 term",
-    "multiclass": "sum over classes of the one-vs-rest Taylor losses on the noised labels, "
-    "without the L2 term",
-    "separable": "sum over classes of the one-vs-rest cross-entropies through the separable "
-    "fit (learning/separable.py) on the noised labels, without the L2 term",
-    "linear": "half the mean squared error on the training labels as noised, without L2",
-    "poisson": "mean exp(η) − yη (Poisson negative log-likelihood without log y!) on the "
-    "training labels as noised, without L2",
-}
-MECHANISM = {
-    "logistic": "randomized response (flip), once before training",
-    "multiclass": "k-ary randomized response, once before training",
-    "linear": "Laplace noise on labels clipped to [label_low, label_high], once before training",
-    "poisson": "Laplace noise on labels clipped to [label_low, label_high], once before training",
-}
 
 
-def model_summary(job: JobConfig) -> dict[str, Any]:
+def model_summary(job: JobConfig, glm: Glm) -> dict[str, Any]:
     """Every hyper-parameter of the trained model, for summary.json."""
     m, t = job.model, job.training
-    out: dict[str, Any] = {"kind": m.kind, **asdict(t)}
-    if m.kind == "multiclass":
-        out["classes"] = m.classes
-        out["sigmoid"] = sigmoid_of(job)
-    if m.kind in ("linear", "poisson"):
-        out["label_low"], out["label_high"] = m.label_low, m.label_high
-    if m.kind == "poisson":
-        out["exposure"] = m.exposure or "(none: exposure 1)"
+    out: dict[str, Any] = {"kind": m.kind, **asdict(t), **glm.summary_fields(m)}
     out["label_epsilon"] = job.label_dp.epsilon if math.isfinite(job.label_dp.epsilon) else "inf"
     return out
 
@@ -604,7 +488,7 @@ def ledger(job: JobConfig, state: HostState) -> dict[str, Any]:
     draws = len(state.flip.spent) or 1
     return {
         "label_dp": {
-            "mechanism": MECHANISM[state.glm.kind],
+            "mechanism": state.glm.mechanism,
             "epsilon": finite_or_inf(state.flip.total_epsilon),
             "unit": "per training label, for the whole run, against the guests and the server",
             "draws": draws,

@@ -32,9 +32,10 @@ from privfl.data.alignment import positions
 from privfl.data.tables import IdTable, exposure_column_of, read_id_csv, standardise_with
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning.glm import Glm, glm_of, mean_of
+from privfl.learning.kinds.base import add_all
+from privfl.learning.kinds.logistic import Logistic
 from privfl.parties.files import open_private
 from privfl.parties.session import PartyContext, run_role
-from privfl.parties.vertical import host_steps as host_steps
 from privfl.parties.vertical.handshake import (
     announce,
     check_hello,
@@ -58,7 +59,6 @@ from privfl.protocol.messages import (
 from privfl.protocol.transport import Transport
 
 log = logging.getLogger("privfl.predict")
-THRESHOLD = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +218,7 @@ def host_predict(
     expected = packing.packed_length(z_host.size, key.n)
     if any(len(r.scores) != expected for r in typed.values()):
         raise ProtocolError(f"a guest sent scores for another number of rows than {len(z_host)}")
-    total = host_steps.add_all(key, [typed[g].scores.values for g in job.guests])
+    total = add_all(key, [typed[g].scores.values for g in job.guests])
     masked, masks = fresh.mask(key, total)  # masked, then re-randomised by the Host
     channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=masked))
     reply = channel.expect_body(Decrypted, {job.server})
@@ -247,28 +247,11 @@ def write_predictions(
     logistic regression; the other kinds' columns as in the module's docstring (Poisson:
     with ``exposure``, the expected count ``rate × exposure`` after the rate)."""
     values = np.asarray(prediction, dtype=np.float64).reshape(len(ids), -1)
-    header, rows = prediction_columns(glm or Glm("logistic"), values, exposure)
+    header, rows = (glm or Logistic()).prediction_columns(values, exposure)
     with open_private(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["id", *header])
         writer.writerows([i, *row] for i, row in zip(ids, rows, strict=True))
-
-
-def prediction_columns(
-    glm: Glm, values: np.ndarray, exposure: np.ndarray | None
-) -> tuple[list[str], list[list[str | int]]]:
-    """The predictions file's columns after ``id``, and their cells for each row of
-    ``values`` (rows × outputs: the model's mean, per unit exposure for Poisson)."""
-    if glm.kind == "multiclass":
-        header = [*(f"p_{c}" for c in range(glm.outputs)), "label"]
-        return header, [[*(f"{p:.6f}" for p in row), int(np.argmax(row))] for row in values]
-    mean = values[:, 0]
-    if glm.kind == "poisson" and exposure is not None:
-        pairs = np.column_stack([mean, mean * exposure])  # rate, expected count
-        return ["rate", "prediction"], [[f"{r:.6f}", f"{c:.6f}"] for r, c in pairs]
-    if glm.regression:
-        return ["rate" if glm.kind == "poisson" else "prediction"], [[f"{m:.6f}"] for m in mean]
-    return ["probability", "label"], [[f"{p:.6f}", int(p >= THRESHOLD)] for p in mean]
 
 
 def prediction_rows(

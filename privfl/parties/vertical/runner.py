@@ -13,15 +13,14 @@ from privfl.crypto.engine import POOL, Engine
 from privfl.data.tables import IdTable
 from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
+from privfl.models.registry import kind_of
 from privfl.parties.files import private_dir
 from privfl.parties.links import open_links
 from privfl.parties.progress import Observer
 from privfl.parties.session import PartyContext, run_role
 from privfl.parties.vertical import psi as psi_stage
-from privfl.parties.vertical.guest import run_guest
-from privfl.parties.vertical.host import EpochHook, run_host
-from privfl.parties.vertical.secureboost.run import run_boost_party
-from privfl.parties.vertical.server import run_server
+from privfl.parties.vertical.host import EpochHook
+from privfl.parties.vertical.roles import RoleOptions
 from privfl.parties.vertical.startup import DATA_FAILED, open_audit, telling_peers
 from privfl.protocol.channel import Channel
 from privfl.protocol.keys import KeyRing
@@ -39,8 +38,8 @@ def load_data(
     if data_path is not None:
         label = (label_column or "label") if wants_labels else None
         exposure = (job.model.exposure or None) if wants_labels else None
-        regression = job.model.kind in ("linear", "poisson")
-        table = read_csv(data_path, label, exposure, float_labels=regression)
+        real = kind_of(job).label_type == "real"
+        table = read_csv(data_path, label, exposure, float_labels=real)
     else:
         if not spec.columns and spec.feature_count:
             raise ConfigError(
@@ -125,30 +124,20 @@ def run_party(
     ctx = PartyContext(
         name=name, job=job, channel=channel, out=out, resume=resume, min_shared=min_shared
     )
-    boost = job.model.kind == "secureboost"  # its own roles, before the GLM roles start
+    kind = kind_of(job)
+    party = kind.load(kind.party)  # the kind's roles (models/registry.py)
+    options = RoleOptions(workers, on_epoch, label_rng, redraw_labels, engine)
     # The audit log closes after run_role has sent the Aborts: a cut log lacks that line.
     with audit, run_role(name, channel, lambda: ctx.peers, [transport]):
         if role == "server":
-            return run_boost_party(ctx, None) if boost else run_server(ctx)
+            result: dict[str, Any] = party(ctx, None, options)
+            return result
         if table is not None:
             data = psi_stage.training_rows(ctx, table)
         assert data is not None
         check_feature_count(job, name, data)
-        if boost:
-            result = run_boost_party(ctx, data, workers, label_rng, redraw_labels, engine)
-            return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
-        if role == "host":
-            result = run_host(
-                ctx,
-                data,
-                on_epoch,
-                workers=workers,
-                label_rng=label_rng,
-                redraw_labels=redraw_labels,
-                engine=engine,
-            )
-            return psi_stage.recorded(ctx, table, data, result)
-        return run_guest(ctx, data, workers, engine)
+        result = party(ctx, data, options)
+        return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
 
 
 def check_feature_count(job: JobConfig, name: str, data: PartyData) -> None:

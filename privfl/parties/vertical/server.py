@@ -14,7 +14,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 
-from privfl.crypto.encoding import decode
+from privfl.crypto.encoding import LOSS_BITS, decode, loss_denominator
 from privfl.crypto.paillier import PrivateKey, generate_keypair
 from privfl.errors import ProtocolError
 from privfl.parties import checkpoint
@@ -67,7 +67,7 @@ def on_loss(state: ServerState, sender: str, msg: Loss) -> EpochResult | None:
     (plain,) = state.key.decrypt(msg.value.values)
     n = state.key.public_key.n
     # The protocol's own scale and denominator 8·b, never the sender's (checked equal).
-    value = float(decode([plain], rules.LOSS_BITS, n)[0]) / (8 * rows)
+    value = float(decode([plain], LOSS_BITS, n)[0]) / loss_denominator(rows)
     state.batch_loss.append((value * rows, rows))
     if msg.batch + 1 < len(state.allow.batch_sizes):
         return None

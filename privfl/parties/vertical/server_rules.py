@@ -26,15 +26,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privfl.config.vertical import JobConfig
-from privfl.crypto.encoding import DATA_BITS, VALUE_BITS
+from privfl.crypto.encoding import LOSS_BITS as LOSS_BITS
+from privfl.crypto.encoding import loss_denominator
 from privfl.crypto.packing import packed_length
 from privfl.errors import ConfigError, ProtocolError
-from privfl.learning.glm import outputs_of
+from privfl.learning.glm import glm_of, outputs_of
 from privfl.learning.taylor import batch_sizes
 from privfl.parties.vertical.batches import job_least_batch
 from privfl.protocol.messages import DecryptRequest, Hello, Loss
-
-LOSS_BITS = VALUE_BITS + DATA_BITS  # the scale of the Host's [[8·b·L]]
 
 
 class Refused(ProtocolError):
@@ -135,8 +134,9 @@ def training_allowance(job: JobConfig, hellos: dict[str, Hello], n: int) -> Allo
     # The Host's plan: same sizes, the same too-short last batch folded (batches.py).
     sizes = batch_sizes(train, job.training.batch_size, job_least_batch(job, train))
     dp = job.label_dp
-    k = outputs_of(job.model)  # from the job file, never from a peer
-    flipback = job.model.kind == "logistic" and math.isfinite(dp.epsilon)
+    glm = glm_of(job)  # from the job file, never from a peer
+    k = glm.outputs
+    flipback = glm.flipback and math.isfinite(dp.epsilon)
     return Allowance(
         host=job.host,
         gradient_length={
@@ -216,7 +216,7 @@ def check_loss(allow: Allowance, at: Position, sender: str, msg: Loss) -> int:
             f"in progress is epoch {at.epoch} batch {at.batch}"
         )
     rows = allow.batch_sizes[at.batch]
-    expected = (len(allow.batch_sizes), 8 * rows, LOSS_BITS)
+    expected = (len(allow.batch_sizes), loss_denominator(rows), LOSS_BITS)
     if (msg.n_batches, msg.denominator, msg.scale_bits) != expected:
         raise Refused(
             f"{sender} sent a loss of {msg.n_batches} batches, denominator "

@@ -1,13 +1,19 @@
-"""Script against a running guest: the tool plays the Server and a Host of a logistic job.
+"""Script against a running guest: the tool plays the Server and the Host of a GLM job.
 
-Two batches, each checked against known answers:
+Every GLM kind (logistic, linear, Poisson, multiclass by the Taylor residual or the
+separable sigmoid; models/registry.py) gets the same two batches, with the kind's own
+known answers (its ``learning/kinds`` object: the blocks of ``forward.scores``, k
+outputs per row, the gradient's scale ``s``):
 
-1. epoch 0, the whole training set, from θ = 0: ``forward`` must encrypt ``z = 0`` and
-   ``Σz² = 0``; the residual ``4d`` and the other guests' scores ``O`` are known values.
+1. epoch 0, the whole training set, from θ = 0: ``forward`` must encrypt ``z = 0`` in
+   each of the kind's blocks (Poisson: ``exp(z)`` then ``z``; separable: its basis) and
+   ``Σz² = 0``; the residual ``r`` (b·k values) and the other guests' scores ``O`` are
+   known values.
 2. epoch 1, a shuffled subset (``batch.indices``): the scores ``z`` decrypt to
-   ``X[idx]·θ₁`` (demo data), ``sum_squares`` must be ``Σz²`` at 2^48, and the
-   ``cross_term`` must be ``Σ z·O`` at 2^48 for the ``others`` the kit sent (with two
-   or more guests; with one, the residual carries no ``others`` and no cross term).
+   ``X[idx]·θ₁`` (demo data), every other block is its function of ``z`` at its scale,
+   ``sum_squares`` must be ``Σz²`` at 2^48, and the ``cross_term`` must be ``Σ z·O`` at
+   2^48 for the ``others`` the kit sent (with two or more guests; with one, the residual
+   carries no ``others`` and no cross term).
 
 A ``score_request`` arrives while the guest still waits for its second gradient: it
 must answer with the weights after that step (θ₂; demo data: ``X_test·θ₂`` decoded).
@@ -18,6 +24,7 @@ after ``finish`` the guest must stay silent, close its inbox and exit 0.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 
 import numpy as np
@@ -25,11 +32,12 @@ import numpy as np
 from privfl.config.core import encode_sections
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
-from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode, encode
+from privfl.crypto.encoding import LOSS_BITS, VALUE_BITS, decode, encode
 from privfl.data.alignment import row_commitment
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, CryptoError
-from privfl.learning.taylor import gradient, learning_rate
+from privfl.learning.glm import Glm, glm_of
+from privfl.learning.taylor import learning_rate
 from privfl.parties.vertical.batches import job_least_batch
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
@@ -60,7 +68,6 @@ from privfl.tools.conformance.peer import (
 )
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
 
-LOSS_BITS = VALUE_BITS + DATA_BITS
 SECOND_BATCH = 8  # rows of the second batch: small, so that λθ/b shows in the scores
 
 
@@ -88,6 +95,17 @@ class GuestRun:
         self.hello: Hello | None = None
         self.key_sender = self.server  # the Server's key (the Host's for SecureBoost)
         self.train_rows = 0  # the first (full) batch's rows
+
+    @functools.cached_property
+    def glm(self) -> Glm:
+        """The GLM kind's known answers (learning/kinds); the SecureBoost guest script,
+        which reuses this class for the set-up, never asks."""
+        return glm_of(self.job)
+
+    @property
+    def k(self) -> int:
+        """Outputs per row of the job's GLM."""
+        return self.glm.outputs
 
     @property
     def x_train(self) -> np.ndarray:
@@ -156,7 +174,8 @@ class GuestRun:
     # --- one batch -------------------------------------------------------------------
 
     def forward(self, epoch: int, indices: np.ndarray | None) -> np.ndarray | None:
-        """Send ``batch``; return the decrypted scores after checking ``sum_squares``'s scale."""
+        """Send ``batch``; return the decrypted scores after checking the kind's blocks and
+        ``sum_squares``'s scale."""
         # Batch number = epoch: each of the two is a batch number's first row set, which a
         # guest keeps for every later epoch (docs/protocol.md §6.2).
         batch = Batch(epoch, epoch, epoch + 1, indices)
@@ -167,23 +186,58 @@ class GuestRun:
             return None
         fwd = body_as(env.body, Forward)
         n = self.key.n
-        z = decode(self.fresh.observe("forward.scores", fwd.scores.values), VALUE_BITS, n)
+        plain = self.fresh.observe("forward.scores", fwd.scores.values)
+        z, bits = self._blocks(epoch, plain, indices)
+        if z is None:
+            return None
         squares = self.fresh.observe("forward.sum_squares", fwd.sum_squares.values)
         sum_squares = float(decode(squares, LOSS_BITS, n)[0])
         want = float(z @ z)
+        slack = 2.0 ** -(bits + 1)  # each score's rounding at its block's scale
         self.report.check(
-            f"epoch {epoch}: forward.sum_squares is Σz² at scale 2^48 (z at 2^32)",
-            abs(sum_squares - want) <= 1e-6 * max(1.0, want) + len(z) * 2.0**-30,
+            f"epoch {epoch}: forward.sum_squares is Σz² at scale 2^48 (z at 2^{bits})",
+            abs(sum_squares - want)
+            <= 1e-6 * max(1.0, want) + len(z) * 2.0**-30 + 2 * slack * float(np.abs(z).sum()),
             f"sum_squares decodes to {sum_squares:.9g}, the scores give Σz² = {want:.9g}",
         )
         return z
+
+    def _blocks(
+        self, epoch: int, plain: list[int], indices: np.ndarray | None
+    ) -> tuple[np.ndarray | None, int]:
+        """The scores ``z`` (the last block) and its scale; every other block checked
+        against its function of ``z`` (docs/protocol.md §6.8)."""
+        blocks = self.glm.forward_blocks()
+        size = len(plain) // len(blocks) if indices is None else len(indices) * self.k
+        names = " | ".join(f"{name} at 2^{bits}" for name, bits, _ in blocks)
+        if not self.report.check(
+            f"epoch {epoch}: forward.scores holds the {self.job.model.kind} blocks {names}, "
+            "b·k values each",
+            len(plain) == size * len(blocks) and size % self.k == 0,
+            f"{len(plain)} values for {len(blocks)} blocks of b·k (k = {self.k})",
+        ):
+            return None, 0
+        n = self.key.n
+        parts = [
+            decode(plain[j * size : (j + 1) * size], b, n) for j, (_, b, _) in enumerate(blocks)
+        ]
+        z, bits = parts[-1], blocks[-1][1]
+        for (name, block_bits, func), got in zip(blocks[:-1], parts[:-1], strict=True):
+            error = float(np.max(np.abs(got - func(z)), initial=0.0))
+            self.report.check(
+                f"epoch {epoch}: forward.scores block {name} is {name} of the scores at "
+                f"scale 2^{block_bits}",
+                error <= 2.0 ** -(block_bits - 2),
+                f"max error {error:.3g}",
+            )
+        return z, bits
 
     def backward(
         self, epoch: int, z: np.ndarray, four_d: np.ndarray, others: np.ndarray
     ) -> DecryptRequest | None:
         """Send ``residual`` with ``others``; check the cross term and the gradient request."""
         n, report, party = self.key.n, self.report, self.party
-        residual = trivial(self.key, encode(four_d, VALUE_BITS, n))
+        residual = trivial(self.key, encode(four_d, VALUE_BITS, n))  # b·k values, row-major
         alone = len(self.job.guests) == 1  # no other guests' scores, so no cross term
         other = None if alone else BigInts(tuple(trivial(self.key, encode(others, VALUE_BITS, n))))
         message = Residual(epoch, 0, BigInts(tuple(residual)), other)
@@ -194,9 +248,10 @@ class GuestRun:
             return None
         request = body_as(env.body, DecryptRequest)
         features = self.hello.features if self.hello else 0
-        packed = packing.packed_length(features, n)
+        packed = packing.packed_length(features * self.k, n)
         report.check(
-            f"epoch {epoch}: the gradient request is packed: ⌈features / slots(n)⌉ ciphertexts",
+            f"epoch {epoch}: the gradient request is packed: ⌈features·k / slots(n)⌉ "
+            f"ciphertexts (k = {self.k})",
             request.purpose == "gradient" and len(request.values) == packed,
             f"{request.purpose}, {len(request.values)} for {features} features, expected {packed}",
         )
@@ -248,15 +303,16 @@ def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | 
     if z is None:
         return
     report.check("epoch 0: the first Forward encrypts z = Xθ = 0", bool(np.all(z == 0)))
-    rows = run.train_rows = len(z)
+    k = run.k
+    rows = run.train_rows = len(z) // k
     if ending == "violation":
-        bad = trivial(run.key, encode(np.zeros(rows + 1), VALUE_BITS, n))
+        bad = trivial(run.key, encode(np.zeros(rows * k + 1), VALUE_BITS, n))
         run.host.channel.send(party, Residual(0, 0, BigInts(tuple(bad)), None), 0)
         expect_abort(report, run.host, party, "a Residual of the wrong length makes it Abort")
         exits_nonzero(report, party, process)
         return
-    first = np.linspace(-2.0, 2.0, rows)  # varies by row, so the step is not zero
-    request = run.backward(0, z, first, np.linspace(1.0, -1.0, rows))
+    first = np.linspace(-2.0, 2.0, rows * k)  # varies by row, so the step is not zero
+    request = run.backward(0, z, first, np.linspace(1.0, -1.0, rows * k))
     if request is None:
         return
     run.answer(request, 0)
@@ -268,8 +324,8 @@ def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | 
     theta = _expected_weights(run, [(first, None, 0)])
     if theta is not None:
         what = "epoch 1: forward scores are X[batch.indices]·θ₁"
-        _close(report, what, z, run.x_train[idx] @ theta)
-    second = np.linspace(2.0, -1.0, len(idx))
+        _close(report, what, z, (run.x_train[idx] @ theta).ravel())
+    second = np.linspace(2.0, -1.0, len(idx) * k)
     others = np.sign(z) * (1.0 + 0.5 * (np.arange(len(z)) % 3))  # Σ z·O far from 0
     request = run.backward(1, z, second, others)
     if request is None:
@@ -293,9 +349,11 @@ def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | 
 def _expected_weights(
     run: GuestRun, steps: list[tuple[np.ndarray, np.ndarray | None, int]]
 ) -> np.ndarray | None:
-    """θ after the given (4d, batch.indices, epoch) steps from θ = 0 (demo data only).
+    """θ (features × k) after the given (r, batch.indices, epoch) steps from θ = 0 (demo
+    data only).
 
-    The rule of docs/protocol.md §6.8: ``θ ← θ − lr_e·(Xᵀ(4d)/(4b) + λθ/b)`` with
+    The rule of docs/protocol.md §6.8: ``θ ← θ − lr_e·(Xᵀr/(s·b) + λθ/b)`` per class,
+    ``s`` the kind's scale (4 for the Taylor residual ``4d``, else 1), with
     ``lr_e = learning_rate / (1 + lr_decay·e)``.
     """
     data = run.data
@@ -304,10 +362,11 @@ def _expected_weights(
     if (run.hello.rows, run.hello.features) != (data.rows, data.x_train.shape[1]):
         return None
     t = run.job.training
-    theta = np.zeros(data.x_train.shape[1])
-    for four_d, idx, epoch in steps:
+    features = data.x_train.shape[1]
+    theta = np.zeros((features, run.k))
+    for r, idx, epoch in steps:
         x = data.x_train if idx is None else data.x_train[idx]
-        step = gradient(x.T @ four_d, theta, len(x), t.l2, np.ones_like(theta))
+        step = run.glm.gradient(x.T @ r.reshape(-1, run.k), theta, len(x), t.l2, np.ones(features))
         theta = theta - learning_rate(t, epoch) * step
     return theta
 
@@ -323,23 +382,23 @@ def _check_scores(run: GuestRun, got: Scores, theta: np.ndarray | None) -> None:
     report, n = run.report, run.key.n
     hello = run.hello
     assert hello is not None
-    test_rows = hello.rows - run.train_rows
+    values_count = (hello.rows - run.train_rows) * run.k
     plain = run.fresh.observe("scores", got.scores.values)
-    expected = packing.packed_length(test_rows, n)
+    expected = packing.packed_length(values_count, n)
     if not report.check(
-        "Scores are packed: ⌈test rows / slots(n)⌉ ciphertexts",
+        "Scores are packed: ⌈test rows·k / slots(n)⌉ ciphertexts, plain z at 2^32",
         got.split == "test" and len(got.scores) == expected,
-        f"{len(got.scores)} for {test_rows} test rows, expected {expected}",
+        f"{len(got.scores)} for {values_count} test values, expected {expected}",
     ):
         return
     try:
-        values = decode(packing.unpack(plain, test_rows, n), VALUE_BITS, n)
+        values = decode(packing.unpack(plain, values_count, n), VALUE_BITS, n)
     except CryptoError as exc:
         report.check("every packed slot holds v + 2^88 with |v| < 2^88", False, str(exc))
         return
     if theta is not None and run.data is not None:
         what = "test scores are X_test·θ₂: the gradient step came before the score request"
-        _close(report, what, values, run.data.x_test @ theta)
+        _close(report, what, values, (run.data.x_test @ theta).ravel())
 
 
 def check_randomness(report: Report, fresh: Freshness) -> None:

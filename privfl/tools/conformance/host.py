@@ -1,4 +1,10 @@
-"""Script against a running host: the tool plays the Server and every Guest."""
+"""Script against a running host: the tool plays the Server and every Guest.
+
+Any GLM kind (models/registry.py): the played guests keep θ_g = 0 and send the kind's
+``forward`` blocks of zero scores (learning/kinds), so the first batch's residual and
+loss are known where the kind's rules make them so (Taylor: ``4d = z_H − 4ỹ + 2`` and
+its loss; linear: ``r = z_H − y`` and ``½ mean Σr²``); every request is sized by ``k``.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +19,13 @@ import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
-from privfl.crypto.encoding import VALUE_BITS, decode, encode
+from privfl.crypto.encoding import LOSS_FACTOR, VALUE_BITS, decode, encode
 from privfl.crypto.paillier import PrivateKey
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.data.alignment import row_commitment
 from privfl.errors import PeerAborted
+from privfl.learning.glm import Glm, glm_of
+from privfl.learning.kinds.base import Additive
 from privfl.protocol import fresh
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
@@ -90,7 +98,7 @@ def host_script(
                 return
             got_body = body_as(got.body, Resume)
             report.check("resume from scratch", got_body.completed == 0)
-        rules = ServerRules(job, body.features, shapes)
+        rules = ServerRules(job, body.features, shapes, glm_of(job))
         _serve_host(job, party, ending, report, server, guests, private, rules)
         if ending == "violation":
             exits_nonzero(report, party, process)
@@ -115,6 +123,7 @@ class ServerRules:
     job: JobConfig
     features: int  # the host's Hello: its columns + the bias
     shapes: dict[str, Any]
+    glm: Glm  # the job's kind: k outputs per row, flipback or not
     gradients: set[tuple[int, int]] = field(default_factory=set)
     losses: set[tuple[int, int]] = field(default_factory=set)
     asked_test: set[int] = field(default_factory=set)  # epochs with a score_request(test)
@@ -135,8 +144,11 @@ class ServerRules:
         batch = [self.forwards.get((g, epoch, body.batch)) for g in names]
         if any(f is None for f in batch):
             return
-        parts = [("residual", body.residual.values, names)]
-        if body.others is not None:
+        # Only an additive residual ([[r]] = Σ forwards · (1 + n·plain)) divides out:
+        # Poisson's and the separable sigmoid's multiply the forwards by secret weights.
+        additive = isinstance(self.glm, Additive)
+        parts = [("residual", body.residual.values, names)] if additive else []
+        if body.others is not None and additive:
             parts.append(("others", body.others.values, [g for g in names if g != guest]))
         for what, values, senders in parts:
             divisor = [self.forwards[(g, epoch, body.batch)] for g in senders]
@@ -154,7 +166,7 @@ class ServerRules:
             self.problems.append(f"round {epoch} for a request of epoch {body.epoch}")
         if body.purpose == "gradient":
             key = (body.epoch, body.batch)
-            want = packing.packed_length(self.features, n)
+            want = packing.packed_length(self.features * self.glm.outputs, n)
             if key in self.gradients or len(body.values) != want:
                 self.problems.append(
                     f"gradient {key}: {len(body.values)} values (expected {want}), "
@@ -165,7 +177,7 @@ class ServerRules:
         data = next(iter(self.shapes.values()))
         split = "test" if body.epoch in self.asked_test else "train"
         rows = len(data.x_test if split == "test" else data.x_train)
-        want = packing.packed_length(rows, n)
+        want = packing.packed_length(rows * self.glm.outputs, n)
         done = self.scores.setdefault(body.epoch, [])
         if body.purpose != "scores" or len(body.values) != want or split in done:
             self.problems.append(
@@ -177,7 +189,7 @@ class ServerRules:
     def flipbacks_due(self, epochs: int) -> int:
         """Epochs after which the host must ask for the training rows' scores (flipback)."""
         cfg = self.job.label_dp
-        if not cfg.flipback_every or not math.isfinite(cfg.epsilon):
+        if not self.glm.flipback or not cfg.flipback_every or not math.isfinite(cfg.epsilon):
             return 0
         return sum((e + 1) % cfg.flipback_every == 0 for e in range(epochs - 1))
 
@@ -198,7 +210,7 @@ def _serve_host(
     packed as a guest packs them), so the first epoch's loss is known.
     """
     key, n = private.public_key, private.public_key.n
-    shapes = rules.shapes
+    shapes, glm, k = rules.shapes, rules.glm, rules.glm.outputs
     zero = [0]
     losses: list[tuple[float, int]] = []
     first = np.zeros(0)  # the first residual, decrypted: its loss is checked against it
@@ -226,7 +238,8 @@ def _serve_host(
                 rows = len(body.indices) if body.indices is not None else train
                 if ending == "violation":
                     rows += 1
-                scores = fresh.encrypt(key, [0] * rows)  # one per row, not packed
+                # θ_g = 0: the kind's blocks of zero scores, one per row and class, not packed
+                scores = fresh.encrypt(key, glm.forward_plain(np.zeros(rows * k), n))
                 rules.forwards[(peer.name, epoch, body.batch)] = scores.values
                 forward = Forward(epoch, body.batch, scores, fresh.encrypt(key, zero))
                 peer.channel.send(party, forward, epoch)
@@ -234,6 +247,7 @@ def _serve_host(
                 rules.residual(peer.name, epoch, body, key)
                 if epoch == 0 and body.batch == 0:
                     first = decode(private.decrypt(body.residual.values), VALUE_BITS, n)
+                if epoch == 0 and body.batch == 0 and glm.taylor:
                     ok = not np.all(np.isin(first, (-2.0, 2.0)))  # z_H = 0 would give ±2
                     what = "first residual 4d = z_H − 4ỹ + 2 is not ±2: the host starts private"
                     report.check(what, ok, str(first[:4]))
@@ -245,7 +259,7 @@ def _serve_host(
                     rules.asked_test.add(body.epoch)
                 data = shapes[peer.name]
                 rows = len(data.x_test if body.split == "test" else data.x_train)
-                packed = packing.pack_plain(encode(np.zeros(rows), VALUE_BITS, n), n)
+                packed = packing.pack_plain(encode(np.zeros(rows * k), VALUE_BITS, n), n)
                 values = fresh.encrypt(key, packed)
                 peer.channel.send(party, Scores(epoch, body.split, values), epoch)
             elif isinstance(body, DecryptRequest):
@@ -257,14 +271,10 @@ def _serve_host(
                 rules.losses.add((body.epoch, body.batch))
                 (residue,) = private.decrypt(body.value.values)
                 loss = float(decode([residue], body.scale_bits, n)[0]) / body.denominator
-                rows_in_batch = body.denominator // 8  # the Host sends [[8·b·L]]
+                rows_in_batch = body.denominator // LOSS_FACTOR  # the Host sends [[8·b·L]]
                 losses.append((loss * rows_in_batch, rows_in_batch))
                 if (epoch, body.batch) == (0, 0):  # θ_H moves after each batch; θ_g stays 0
-                    # With z_g = 0 each row's Taylor loss is log 2 + (4d)²/8 − 1/2, whatever ỹ.
-                    want = math.log(2) + float(np.mean(first**2)) / 8 - 0.5
-                    ok = abs(loss - want) < 1e-6
-                    what = "first batch's Taylor loss is mean(log 2 + (4d)²/8 − 1/2) (z_g = 0)"
-                    report.check(what, ok, f"{loss} vs {want}")
+                    first_loss(report, glm, first, loss)
                 if body.batch + 1 == body.n_batches:
                     mean = sum(v for v, _ in losses) / sum(r for _, r in losses)
                     losses.clear()
@@ -278,6 +288,27 @@ def _serve_host(
     report.check("Finish reached the server and every guest", len(finished) == len(peers))
     report.check("the host trained every epoch", epochs == job.training.epochs, str(epochs))
     _report_requests(report, rules, epochs)
+
+
+def first_loss(report: Report, glm: Glm, first: np.ndarray, loss: float) -> None:
+    """The first batch's loss from its residual where the kind makes it a function of it.
+
+    With z_g = 0: Taylor, each entry's loss is ``log 2 + (4d)²/8 − 1/2`` whatever ỹ;
+    linear, ``½ r²`` with ``r = z_H − y``. Poisson and the separable fit need the labels.
+    """
+    rows = len(first) // glm.outputs
+    if glm.taylor:
+        k = glm.outputs
+        want = k * math.log(2) + float(np.sum(first**2)) / (8 * rows) - k / 2
+        what = "first batch's Taylor loss is mean(log 2 + (4d)²/8 − 1/2) (z_g = 0)"
+    elif glm.regression and isinstance(glm, Additive):
+        want = float(np.sum(first**2)) / (2 * rows)
+        what = "first batch's squared loss is mean(½ r²), r = z_H − y (z_g = 0)"
+    else:
+        return
+    if glm.outputs > 1:
+        what += ", summed over the k classes"
+    report.check(what, abs(loss - want) < 1e-6 * max(1.0, abs(want)), f"{loss} vs {want}")
 
 
 def readable_rows(

@@ -7,26 +7,37 @@ from collections.abc import Callable, Sequence
 
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
-from privfl.tools.conformance.boost_guest import VIOLATIONS, boost_guest_script
-from privfl.tools.conformance.boost_host import boost_host_script
-from privfl.tools.conformance.guest import guest_script
-from privfl.tools.conformance.host import host_script
+from privfl.models.registry import KINDS, ModelKind, kind_of
+from privfl.tools.conformance.boost_guest import VIOLATIONS
 from privfl.tools.conformance.peer import Report
-from privfl.tools.conformance.server import server_script
 
 Script = Callable[[JobConfig, str, str, Report, "subprocess.Popen[bytes] | None"], None]
-SCRIPTS: dict[str, Script] = {
-    "guest": guest_script,
-    "host": host_script,
-    "server": server_script,
-}
-BOOST_SCRIPTS: dict[str, Script] = {  # jobs with [model] kind = "secureboost"
-    "guest": boost_guest_script,
-    "host": boost_host_script,
-}
-COVERED = ("logistic", "secureboost")  # the [model] kinds the scripts have known answers for
 ENDINGS = ("finish", "violation")
 BOOST_GUEST_ENDINGS = (*ENDINGS, *VIOLATIONS)  # which refusal a SecureBoost guest must Abort on
+
+
+def covered() -> tuple[str, ...]:
+    """The kinds with at least one conformance script (the registry's)."""
+    return tuple(name for name, kind in KINDS.items() if kind.conformance)
+
+
+def script_for(kind: ModelKind, role: str) -> Script:
+    """The kind's script for ``role``; ConfigError when it has none."""
+    if not kind.conformance:  # no known answers: the scripts would fail a correct party
+        raise ConfigError(
+            f"the conformance kit covers {' and '.join(covered())} jobs, not {kind.name}: "
+            f"make its kit with `privfl init vfl --model {covered()[0]}`"
+        )
+    if role not in kind.conformance:
+        has = ", ".join(kind.conformance)
+        raise ConfigError(f"no conformance script for a {kind.name} {role} (it has: {has})")
+    script: Script = kind.load(kind.conformance[role])
+    return script
+
+
+def endings_for(kind: ModelKind, role: str) -> tuple[str, ...]:
+    """The endings a script accepts: a tree guest also its refusals (boost_guest.py)."""
+    return ENDINGS if kind.is_glm or role != "guest" else BOOST_GUEST_ENDINGS
 
 
 def run(job: JobConfig, role: str, party: str, ending: str, command: Sequence[str] = ()) -> Report:
@@ -34,19 +45,9 @@ def run(job: JobConfig, role: str, party: str, ending: str, command: Sequence[st
     spec = job.party(party)
     if spec.role != role:
         raise ConfigError(f"party {party} is a {spec.role}, not a {role}")
-    boost = job.model.kind == "secureboost"
-    scripts = BOOST_SCRIPTS if boost else SCRIPTS
-    if job.model.kind not in COVERED:
-        # The GLM scripts' known answers are the logistic ones (one score per row, the
-        # Taylor residual): run on another kind, they would fail a correct party.
-        raise ConfigError(
-            f"the conformance kit covers {' and '.join(COVERED)} jobs, not "
-            f"{job.model.kind}: make its kit with `privfl init vfl --model logistic` "
-            "(or secureboost)"
-        )
-    if role not in scripts:
-        raise ConfigError(f"no conformance script for a {job.model.kind} {role}")
-    endings = BOOST_GUEST_ENDINGS if boost and role == "guest" else ENDINGS
+    kind = kind_of(job)
+    script = script_for(kind, role)
+    endings = endings_for(kind, role)
     if ending not in endings:
         raise ConfigError(f"ending {ending!r} needs a SecureBoost guest ({', '.join(endings)})")
     report = Report()
@@ -57,7 +58,7 @@ def run(job: JobConfig, role: str, party: str, ending: str, command: Sequence[st
         except OSError as exc:
             raise ConfigError(f"cannot start the party under test {command[0]!r}: {exc}") from exc
     try:
-        scripts[role](job, party, ending, report, process)
+        script(job, party, ending, report, process)
     finally:
         if process is not None and process.poll() is None:
             process.kill()

@@ -1,4 +1,8 @@
-"""Script against a running server: the tool plays the Host and every Guest."""
+"""Script against a running server: the tool plays the Host and every Guest.
+
+Any GLM kind (models/registry.py): every request is sized by the kind's ``k`` outputs
+per row, and flipback's training scores are asked for only where the kind has flipback.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +14,15 @@ import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
-from privfl.crypto.encoding import VALUE_BITS, encode
+from privfl.crypto.encoding import LOSS_BITS, VALUE_BITS, encode, loss_denominator
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.crypto.paillier import unmask
 from privfl.data.alignment import positions, row_commitment
 from privfl.errors import CryptoError
+from privfl.learning.glm import glm_of
 from privfl.learning.taylor import batch_sizes
 from privfl.parties.vertical.batches import job_least_batch
-from privfl.parties.vertical.server_rules import LOSS_BITS, split_sizes
+from privfl.parties.vertical.server_rules import split_sizes
 from privfl.protocol import fresh
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
@@ -93,12 +98,15 @@ class _ServerPlan:
     features: dict[str, int]  # per played party, the job's count (the Host's with the bias)
     batches: tuple[int, ...]  # the Host's plan: a too-short last batch folded
     flipback_every: int
+    outputs: int  # k: each gradient and score request carries k values per feature / row
 
     @staticmethod
     def of(job: JobConfig) -> _ServerPlan:
         rows = 100
         train, test = split_sizes(rows, job.data.test_size, job.data.split_seed)
         batches = batch_sizes(train, job.training.batch_size, job_least_batch(job, train))
+        glm = glm_of(job)
+        flipback = glm.flipback and math.isfinite(job.label_dp.epsilon)
         return _ServerPlan(
             rows,
             train,
@@ -108,7 +116,8 @@ class _ServerPlan:
                 for name in (job.host, *job.guests)
             },
             tuple(batches),
-            job.label_dp.flipback_every if math.isfinite(job.label_dp.epsilon) else 0,
+            job.label_dp.flipback_every if flipback else 0,
+            glm.outputs,
         )
 
 
@@ -161,7 +170,8 @@ def _server_epoch(
     mean = 0.25 - 0.01 * epoch  # changes by more than the tolerance: no early stop
     for batch, rows in enumerate(plan.batches):
         for peer in (*guests, host):
-            request, masks, values = _gradient_request(key, plan.features[peer.name], epoch, batch)
+            size = plan.features[peer.name] * plan.outputs
+            request, masks, values = _gradient_request(key, size, epoch, batch)
             if epoch == 0 and batch == 0 and peer is guests[0]:
                 peer.raw(party, request, session="another-session")
                 quiet(report, [peer, host], party, "a request from another session is refused")
@@ -170,10 +180,12 @@ def _server_epoch(
             if env is None or not isinstance(env.body, Decrypted):
                 return False
             _check_decrypted(report, env.body, request, masks, values, key.n)
-        loss = encode([8 * rows * mean], LOSS_BITS, key.n)
+        loss = encode([loss_denominator(rows) * mean], LOSS_BITS, key.n)
         value = fresh.encrypt(key, loss)
         n_batches = len(plan.batches)
-        host.channel.send(party, Loss(epoch, batch, n_batches, value, 8 * rows, LOSS_BITS), epoch)
+        host.channel.send(
+            party, Loss(epoch, batch, n_batches, value, loss_denominator(rows), LOSS_BITS), epoch
+        )
     env = expect(report, host, Kind.EPOCH_RESULT, party, "Loss → EpochResult")
     if env is None:
         return False
@@ -193,8 +205,9 @@ def _score_requests(
     """
     n = key.n
     every = plan.flipback_every
-    train = encode(np.linspace(-3.0, 3.0, plan.train), VALUE_BITS, n)
-    test = encode(np.linspace(2.0, -1.0, plan.test), VALUE_BITS, n)
+    k = plan.outputs
+    train = encode(np.linspace(-3.0, 3.0, plan.train * k), VALUE_BITS, n)
+    test = encode(np.linspace(2.0, -1.0, plan.test * k), VALUE_BITS, n)
     requests = []
     if every and (epoch + 1) % every == 0:
         requests.append(("flipback", packing.pack(key, key.encrypt(train)), train))

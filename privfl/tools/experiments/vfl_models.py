@@ -60,8 +60,8 @@ from privfl.data.views import PartyData, demo_columns
 from privfl.errors import PrivflError
 from privfl.learning import secureboost as sb
 from privfl.learning.glm import glm_of, mean_of, reference_train
-from privfl.learning.metrics import glm_metrics
 from privfl.learning.references import centralised_boosters, pooled, sklearn_reference
+from privfl.models.registry import kind_named
 from privfl.parties.vertical.runner import load_data, run_party
 from privfl.parties.vertical.secureboost.common import params_of
 from privfl.parties.vertical.secureboost.labels import draw_noisy_labels
@@ -236,7 +236,7 @@ def plain_oracle(job: JobConfig, start: np.ndarray | None = None) -> dict[str, A
     tests = [np.hstack([host.x_test, np.ones((len(host.x_test), 1))])]
     tests += [data[g].x_test for g in job.guests]
     eta = np.sum([x @ t for x, t in zip(tests, thetas, strict=True)], axis=0)
-    return glm_metrics(glm.kind, host.y_test, mean_of(glm, eta, host.offset_test))
+    return glm.metrics(host.y_test, mean_of(glm, eta, host.offset_test))
 
 
 def run_glm(case: Case, epochs: int, seed: int) -> dict[str, Any]:
@@ -452,7 +452,8 @@ def comparison(rows: list[dict[str, Any]]) -> str:
         "is a least-squares fit of 4y − 2 per class (tests/learning/test_glm.py), which "
         "tops out at 0.927 on digits whatever the epochs."
     )
-    if any(r["model"] == "secureboost" for r in rows):
+    trees = [r for r in rows if not kind_named(r["model"]).is_glm]
+    if trees:
         lines.append(
             "\nSecureBoost's federated trees equal the plain reference booster's split for "
             "split (tests/parties/vertical/test_secureboost_protocol.py), so its "
@@ -462,7 +463,7 @@ def comparison(rows: list[dict[str, Any]]) -> str:
             "the reference booster reproduces xgboost's AUC to four digits at every tree "
             "count (docs/results.md)."
         )
-    swept = [r for r in rows if r["model"] == "secureboost" and r["dataset"] == "breast_cancer"]
+    swept = [r for r in trees if r["dataset"] == "breast_cancer"]
     if len(swept) > 1:
         aucs = ", ".join(f"ε = {r['label_epsilon']}: {r['encrypted']:.4f}" for r in swept)
         lines.append(

@@ -32,7 +32,7 @@ from privfl.config.vertical import JobConfig, ModelConfig
 from privfl.data.tables import load_id_table, site_data
 from privfl.data.views import PartyData, bundled
 from privfl.errors import ConfigError
-from privfl.learning.glm import Glm, glm_of, reference_train
+from privfl.learning.glm import glm_named, glm_of, reference_train
 from privfl.parties import checkpoint
 from privfl.protocol.codec import decode as decode_frames
 from privfl.protocol.memory import InMemoryHub
@@ -212,7 +212,7 @@ def test_glm_of_refuses_other_kinds() -> None:
     boost = replace(job, model=ModelConfig(kind="secureboost"))
     with pytest.raises(ConfigError, match="not a GLM"):
         glm_of(boost)
-    assert glm_of(job) == Glm("linear", 1)
+    assert glm_of(job) == glm_named("linear", 1)
 
 
 @pytest.mark.parametrize(

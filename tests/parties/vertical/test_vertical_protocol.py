@@ -42,7 +42,7 @@ from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, decode
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, PeerAborted, PeerUnavailable, TrainingDiverged
 from privfl.learning import start as starts
-from privfl.learning.glm import Glm, reference_train
+from privfl.learning.glm import glm_named, reference_train
 from privfl.learning.taylor import sigmoid
 from privfl.mechanisms.label_dp import flipback, randomized_response
 from privfl.parties.vertical.runner import load_data
@@ -55,7 +55,7 @@ LOSS_BITS = VALUE_BITS + DATA_BITS
 # (DATA_BITS), so each product carries a relative error ≤ 2^-17 ≈ 7.6e-6; scores and
 # residuals are exact to 2^-32. Over a few epochs the weights drift ~3e-7 from the
 # float oracle and the loss ~1e-8; the bounds below leave a margin of 30-100x.
-LOGISTIC = Glm("logistic")
+LOGISTIC = glm_named("logistic")
 WEIGHT_TOL = 1e-5
 LOSS_TOL = 1e-6
 # An encoded true value is a small fixed-point number: within 2^80 of 0 or of n.
@@ -454,7 +454,9 @@ def test_nothing_after_the_flip_reads_the_true_labels(
     fixed = randomized_response(true, 2.0, np.random.default_rng(11))
     calls = []
 
-    def fake(labels: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    def fake(
+        labels: np.ndarray, epsilon: float, rng: np.random.Generator, num_classes: int = 2
+    ) -> np.ndarray:
         calls.append(epsilon)
         return fixed.copy()
 

@@ -138,6 +138,51 @@ def standard_in_djn() -> None:
     guest.NoisePool = standard  # type: ignore[assignment,misc]
 
 
+def gradient_scale_4() -> None:
+    """A linear guest that divides its gradient by 4, as if the residual were Taylor's 4d."""
+    from privfl.learning.kinds.linear import Linear
+
+    Linear.scale = 4.0  # type: ignore[misc]
+
+
+def exp_at_2_32() -> None:
+    """A Poisson guest that encodes exp(z) at 2^32 like the scores, not at 2^16."""
+    from privfl.learning.kinds import poisson
+
+    blocks = poisson.Poisson.forward_blocks
+
+    def wrong(self: poisson.Poisson) -> Any:
+        (name, _, func), last = blocks(self)
+        return ((name, VALUE_BITS, func), last)
+
+    poisson.Poisson.forward_blocks = wrong  # type: ignore[method-assign]
+
+
+def class_major_scores() -> None:
+    """A multiclass guest that sends its scores class by class, not row by row."""
+    from privfl.learning.kinds.multiclass import MulticlassTaylor
+
+    plain = MulticlassTaylor.forward_plain
+
+    def wrong(self: MulticlassTaylor, z: Any, n: int) -> list[int]:
+        return plain(self, z.reshape(-1, self.outputs).T.ravel(), n)
+
+    MulticlassTaylor.forward_plain = wrong  # type: ignore[method-assign]
+
+
+def basis_out_of_order() -> None:
+    """A separable guest that sends its three sigmoids in the reverse order."""
+    from privfl.learning.kinds.multiclass import MulticlassSeparable
+
+    blocks = MulticlassSeparable.forward_blocks
+
+    def wrong(self: MulticlassSeparable) -> Any:
+        *sigmoids, last = blocks(self)
+        return (*reversed(sigmoids), last)
+
+    MulticlassSeparable.forward_blocks = wrong  # type: ignore[method-assign]
+
+
 BUGS: dict[str, Callable[[], None]] = {
     "sum-squares-scale": sum_squares_scale,
     "no-acks": no_acks,
@@ -150,6 +195,10 @@ BUGS: dict[str, Callable[[], None]] = {
     "any-row-sample": any_row_sample,
     "extra-histogram": extra_histogram,
     "split-off-by-one": split_off_by_one,
+    "gradient-scale-4": gradient_scale_4,
+    "exp-at-2^32": exp_at_2_32,
+    "class-major-scores": class_major_scores,
+    "basis-out-of-order": basis_out_of_order,
 }
 
 if __name__ == "__main__":

@@ -137,15 +137,11 @@ def test_our_guest_conforms_in_a_one_guest_job(tmp_path: Path) -> None:
     assert "cross_term" not in checker.stdout and "FAIL" not in checker.stdout
 
 
-@pytest.mark.parametrize("guests", ["1", "2"])
-def test_a_multiclass_job_is_refused_naming_what_the_kit_covers(
-    tmp_path: Path, guests: str
-) -> None:
-    # Prepare: wine is multiclass (separable with one guest, Taylor with two); the GLM
-    # scripts know the logistic answers only, so they would fail our own correct guest.
-    options = ["--dataset", "wine", "--guests", guests, "--timeout", "10"]
+def test_a_role_its_kind_has_no_script_for_is_refused_in_one_line(tmp_path: Path) -> None:
+    # Prepare: SecureBoost has guest and host scripts only (models/registry.py); the
+    # GLM kinds have all three (test_kinds_conformance.py).
     made = subprocess.run(
-        cli("init", "vfl", "--out", str(tmp_path / "kit"), *WEAK, *options),
+        cli("init", "vfl", "--out", str(tmp_path / "kit"), *WEAK, "--model", "secureboost"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -154,11 +150,11 @@ def test_a_multiclass_job_is_refused_naming_what_the_kit_covers(
     kit = tmp_path / "kit" / "job.toml"
 
     # Act
-    checker = check(kit, tmp_path / "out", "guest", "guest-1", "finish", cli("vfl"))
+    checker = check(kit, tmp_path / "out", "server", "server", "finish", cli("vfl"))
 
-    # Assert: no FAIL blamed on the guest; one line saying what the kit covers and how.
+    # Assert: no FAIL blamed on the server; one line saying which roles the kind has.
     assert checker.returncode == 1
     assert "FAIL" not in checker.stdout
-    assert "covers logistic and secureboost jobs, not multiclass" in checker.stderr
-    assert "--model logistic" in checker.stderr and "Traceback" not in checker.stderr
+    assert "no conformance script for a secureboost server (it has: guest, host)" in checker.stderr
+    assert "Traceback" not in checker.stderr
     assert len(checker.stderr.strip().splitlines()) == 1

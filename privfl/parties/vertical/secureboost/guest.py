@@ -28,6 +28,7 @@ from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
 from privfl.errors import ProtocolError
 from privfl.learning import secureboost as sb
+from privfl.models.registry import model_entry
 from privfl.parties import checkpoint
 from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
@@ -519,8 +520,8 @@ def save_guest_model(ctx: PartyContext, state: GuestBoost) -> Any:
     model = {
         "party": ctx.name,
         "role": "guest",
-        "kind": "secureboost",
         "session": ctx.job.session,
+        "model": model_entry(ctx.job.model.kind),
         "splits": nodes,
         "standardisation": {
             n: {"mean": float(m), "scale": float(s)}

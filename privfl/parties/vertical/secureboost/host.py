@@ -34,6 +34,7 @@ from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.learning.taylor import sigmoid
+from privfl.models.registry import model_entry
 from privfl.parties import checkpoint
 from privfl.parties.files import append_jsonl, open_private, write_json
 from privfl.parties.label_draws import LabelDraw, check_agreement
@@ -517,7 +518,7 @@ def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dic
     last = state.records[kept - 1] if kept else {}
     job = ctx.job
     summary: dict[str, Any] = {
-        "model": {"kind": "secureboost", **{k: v for k, v in report.vars_of(state.params).items()}},
+        "model": model_entry(ctx.job.model.kind, **report.vars_of(state.params)),
         **{k: last.get(k) for k in ("accuracy", "precision", "recall", "f1", "auc")},
         "valid_logloss": last.get("valid_logloss"),
         "trees": kept,

@@ -18,14 +18,14 @@ import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
-from privfl.learning.glm import Glm
+from privfl.learning.kinds.logistic import Logistic
 from privfl.mechanisms.label_dp import private_generator
 from privfl.parties import label_draws
 from privfl.parties.label_draws import LabelDraw
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.host_steps import NOISE_NOTE, FlipReport, private_labels
 
-BINARY = Glm("logistic")
+BINARY = Logistic()
 """Trees classify two classes: the GLM Host's binary randomized response applies as is."""
 
 

@@ -22,6 +22,7 @@ from privfl.data.tables import IdTable, read_id_csv
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.learning.taylor import sigmoid
+from privfl.models.registry import KINDS, kind_of_file
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce
 from privfl.parties.vertical.predict import meet_guests, prediction_session, write_predictions
@@ -62,7 +63,8 @@ def load_boost_model(folder: Path, party: str) -> BoostModel:
         ) from exc
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path} is not a privfl model.json: {exc}") from exc
-    if data.get("kind") != "secureboost" or data.get("party") != party:
+    kind = KINDS.get(kind_of_file(data) or "")
+    if kind is None or kind.is_glm or data.get("party") != party:
         raise ConfigError(f"{path} is not the SecureBoost model of {party!r}")
     return model
 

@@ -13,6 +13,7 @@ from privfl.config.vertical import JobConfig
 from privfl.data.views import PartyData, bundled
 from privfl.learning import secureboost as sb
 from privfl.learning.plotting import draw_references, fit_unit_axis, integer_ticks
+from privfl.models.registry import model_entry
 from privfl.parties.files import save_figure
 from privfl.parties.session import PartyContext
 
@@ -58,8 +59,8 @@ def host_model(
     return {
         "party": ctx.name,
         "role": "host",
-        "kind": "secureboost",
         "session": ctx.job.session,
+        "model": model_entry(ctx.job.model.kind),
         "base_margin": base,
         "trees": trees,
         "standardisation": {
@@ -169,6 +170,18 @@ def plot_importance(gains: dict[str, dict[str, float]], path: Path) -> None:
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
+
+
+def draw_training(
+    job: JobConfig, records: list[dict[str, Any]], path: Path, references: Sequence[dict[str, Any]]
+) -> None:
+    """The registry's plot (models/registry.py): :func:`plot_training` of a job's records."""
+    plot_training(records, path, references)
+
+
+def report_table(summary: dict[str, Any], references: Sequence[dict[str, Any]], out: Path) -> str:
+    """The registry's end-of-run report: :func:`results_table` (the references are in it)."""
+    return results_table(summary, out)
 
 
 def results_table(summary: dict[str, Any], out: Path) -> str:

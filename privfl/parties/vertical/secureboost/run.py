@@ -11,6 +11,7 @@ from privfl.crypto.engine import POOL, Engine
 from privfl.data.views import PartyData
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import check_hello, check_rows
+from privfl.parties.vertical.roles import RoleOptions
 from privfl.parties.vertical.secureboost.common import wait_seconds
 from privfl.protocol.messages import Finish, Hello
 
@@ -42,6 +43,15 @@ def run_boost_party(
     from privfl.parties.vertical.secureboost.guest import run_boost_guest
 
     return run_boost_guest(ctx, data, workers, engine)
+
+
+def run_boost_role(
+    ctx: PartyContext, data: PartyData | None, options: RoleOptions
+) -> dict[str, Any]:
+    """The registry's entry point (models/registry.py): :func:`run_boost_party`."""
+    return run_boost_party(
+        ctx, data, options.workers, options.label_rng, options.redraw_labels, options.engine
+    )
 
 
 def run_boost_server(ctx: PartyContext) -> dict[str, Any]:

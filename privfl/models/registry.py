@@ -1,0 +1,183 @@
+"""One registry of model kinds, as Opacus registers its accountants: a dict and a lookup.
+
+Each entry names everything that differs between kinds: the ``[model]`` keys it reads,
+whether it reads ``[training]``, its GLM object (learning/kinds: encoding, residual, loss,
+flipback), the function each party runs, its end-of-run report, its prediction, its
+plot, its centralised references and its conformance scripts. Adding a model kind is
+one new module and one line in ``KINDS``; nothing outside this module and the job
+parser (config/vertical.py) compares kind names.
+
+Functions are named ``"module:attribute"`` and imported when used, so this table sits
+below every layer it names (a job parser can read it without importing a party).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from privfl.errors import ConfigError
+
+TREE_KEYS = (
+    "trees",
+    "depth",
+    "learning_rate",
+    "bins",
+    "l2",
+    "gamma",
+    "min_child_weight",
+    "subsample",
+    "colsample",
+    "early_stopping_rounds",
+    "instance_space",
+)
+"""The ``[model]`` keys only SecureBoost reads (the GLMs' rates are ``[training]``'s)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelKind:
+    """One model kind: what it reads, and the functions that train, report and check it."""
+
+    name: str
+    title: str  # as the CLI names it in one line
+    reads: tuple[str, ...]  # the [model] keys besides `kind` it reads (and validates)
+    label_type: str  # "binary", "class" (0..k-1) or "real": how a CSV's labels are read
+    headline: str  # the test metric plots and tables lead with
+    report_metrics: tuple[str, ...]  # the metrics of the end-of-run line
+    reference: str  # the centralised model of its objective
+    party: str  # (ctx, data, RoleOptions) -> result, every role of a training session
+    predict: str  # the `vfl predict` command's body for this kind
+    report: str  # (summary, references, out) -> the end-of-run table
+    plot: str  # (job, records, path, references): the Host's training.png
+    references: str  # (job) -> centralised references of a demo run
+    glm: str | None = None  # (outputs, sigmoid) -> learning.kinds.Glm; None: not a GLM
+    training: bool = True  # reads [training] (which is then in its fingerprint)
+    rounds: tuple[str, str, str] = ("training", "epochs", "epoch")  # table, key, unit
+    conformance: Mapping[str, str] = field(default_factory=dict)  # role -> script
+
+    @property
+    def is_glm(self) -> bool:
+        """Trained by the vertical GLM protocol (docs/protocol.md §6.2, §6.8)."""
+        return self.glm is not None
+
+    def load(self, ref: str) -> Any:
+        """The function or class ``ref`` (``"module:attribute"``) names."""
+        module, _, attribute = ref.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def rounds_of(self, job: Any) -> tuple[int, str]:
+        """How many rounds the job trains at most, and their unit (epoch or tree)."""
+        table, key, unit = self.rounds
+        return int(getattr(getattr(job, table), key)), unit
+
+
+_V = "privfl.parties.vertical"
+_GLM_KIT = {  # the GLM scripts (tools/conformance): each reads the kind's known answers
+    "guest": "privfl.tools.conformance.guest:guest_script",
+    "host": "privfl.tools.conformance.host:host_script",
+    "server": "privfl.tools.conformance.server:server_script",
+}
+_REGRESSION = ("rmse", "mae", "r2")
+
+
+def glm_kind(
+    name: str,
+    title: str,
+    reads: tuple[str, ...],
+    label_type: str,
+    metrics: tuple[str, ...],
+    reference: str,
+    table: str = "glm_table",
+    kit: Mapping[str, str] | None = None,
+) -> ModelKind:
+    """A GLM kind's entry: its module ``learning/kinds/<name>.py`` and the GLM functions."""
+    return ModelKind(
+        name,
+        title,
+        reads,
+        label_type,
+        headline=metrics[0],
+        report_metrics=metrics,
+        reference=reference,
+        party=f"{_V}.roles:run_glm_role",
+        predict="privfl.cli.predict:predict_glm",
+        report=f"privfl.runs.tables:{table}",
+        plot=f"{_V}.host:draw_training",
+        references="privfl.runs.references:glm_references",
+        glm=f"privfl.learning.kinds.{name}:make",
+        conformance=kit or {},
+    )
+
+
+KINDS: dict[str, ModelKind] = {
+    kind.name: kind
+    for kind in (
+        glm_kind(
+            "logistic", "logistic regression", (), "binary", ("accuracy", "f1", "auc"),
+            "LogisticRegression", "logistic_table", _GLM_KIT,
+        ),
+        glm_kind(
+            "linear", "linear regression", ("label_low", "label_high"), "real", _REGRESSION,
+            "Ridge", kit=_GLM_KIT,
+        ),
+        glm_kind(
+            "poisson", "Poisson regression", ("label_low", "label_high", "exposure"), "real",
+            ("deviance", *_REGRESSION), "PoissonRegressor", kit=_GLM_KIT,
+        ),
+        glm_kind(
+            "multiclass", "multiclass logistic regression", ("classes", "sigmoid"), "class",
+            ("accuracy", "precision", "recall", "f1"), "LogisticRegression", kit=_GLM_KIT,
+        ),
+        ModelKind(
+            "secureboost", "SecureBoost", TREE_KEYS, "binary", "auc",
+            ("accuracy", "f1", "auc"), "HistGradientBoosting",
+            party=f"{_V}.secureboost.run:run_boost_role",
+            predict="privfl.cli.predict:predict_boost",
+            report=f"{_V}.secureboost.report:report_table",
+            plot=f"{_V}.secureboost.report:draw_training",
+            references="privfl.runs.references:booster_references",
+            training=False,
+            rounds=("model", "trees", "tree"),
+            conformance={
+                "guest": "privfl.tools.conformance.boost_guest:boost_guest_script",
+                "host": "privfl.tools.conformance.boost_host:boost_host_script",
+            },
+        ),
+    )
+}  # fmt: skip
+"""Every model kind a job may name in ``[model] kind``, by name."""
+
+DEFAULT_KIND = "logistic"
+"""The kind of a job without ``[model]`` (and of a model.json that names none)."""
+
+
+def kind_named(name: str) -> ModelKind:
+    """The registry entry of ``name``; ConfigError naming the known kinds otherwise."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ConfigError(
+            f"model.kind is {name[:40]!r}; choose one of {', '.join(KINDS)}"
+        ) from None
+
+
+def kind_of(job: Any) -> ModelKind:
+    """The entry of a job's ``[model] kind`` (anything with ``.model.kind``)."""
+    return kind_named(job.model.kind)
+
+
+def model_entry(kind: str, **details: Any) -> dict[str, Any]:
+    """model.json's ``model`` object, ``{"kind", ...}``: where every kind's file names it."""
+    return {"kind": kind, **details}
+
+
+def kind_of_file(data: dict[str, Any]) -> str | None:
+    """The kind a model.json names: ``model.kind`` (a SecureBoost file written before
+    the registry had it at the top level); None for a file that names none."""
+    model = data.get("model")
+    if isinstance(model, dict) and isinstance(model.get("kind"), str):
+        return str(model["kind"])
+    top = data.get("kind")
+    return top if isinstance(top, str) else None
