@@ -14,7 +14,7 @@ from processes import WEAK, privfl, spawn
 
 from privfl.config.vertical import JobConfig
 from privfl.data.views import PartyData
-from privfl.learning.glm import Glm, reference_train
+from privfl.learning.glm import glm_named, reference_train
 from privfl.protocol.transport import free_tcp_endpoints
 
 
@@ -66,7 +66,13 @@ def oracle(job: JobConfig, data: dict[str, PartyData], start: np.ndarray) -> lis
     penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
     rng = np.random.default_rng(job.seed)
     thetas, _ = reference_train(
-        parts, host.y_train, job.training, rng, Glm("logistic"), penalised=penalised, start=start
+        parts,
+        host.y_train,
+        job.training,
+        rng,
+        glm_named("logistic"),
+        penalised=penalised,
+        start=start,
     )
     return [t.ravel() for t in thetas]
 
