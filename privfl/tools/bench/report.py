@@ -313,12 +313,13 @@ def render(report: dict[str, Any]) -> str:
                 + (f" (x{naive:.1f} vs naive)" if naive is not None else "")
                 + f", epochs {run['epoch_seconds']}; peak {peak}"
             )
-        relayed = data["relayed"]
-        lines.append(
-            f"  parties behind the relay, standard: {relayed['steady_epoch_seconds']:.2f} s/epoch "
-            f"(x{relayed['ratio_to_direct']:.3f} the direct mesh's, same run), epochs "
-            f"{relayed['epoch_seconds']}"
-        )
+        relayed = data.get("relayed")  # absent from reports made before the relay
+        if relayed is not None:
+            lines.append(
+                f"  parties behind the relay, standard: {relayed['steady_epoch_seconds']:.2f} "
+                f"s/epoch (x{relayed['ratio_to_direct']:.3f} the direct mesh's, same run), "
+                f"epochs {relayed['epoch_seconds']}"
+            )
         counts = data["protocol_counts"]
         lines.append(
             f"  fresh obfuscations per epoch: {counts['obfuscations']} (guest "

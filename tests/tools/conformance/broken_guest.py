@@ -132,10 +132,13 @@ def split_off_by_one() -> None:
 def standard_in_djn() -> None:
     """Ignores the Server's h_s: standard r^n obfuscators in a djn session."""
 
-    def standard(n: int, workers: int = 0, h_s: int = 0) -> NoisePool:
-        return NoisePool(n, workers, 0)
+    from privfl.crypto import pools
 
-    guest.NoisePool = standard  # type: ignore[assignment,misc]
+    def standard(n: int, workers: int = 0, h_s: int = 0, *args: Any) -> NoisePool:
+        return NoisePool(n, workers, 0, *args)
+
+    # Every engine makes its pools through crypto.pools (crypto/engine.py).
+    pools.NoisePool = standard  # type: ignore[assignment,misc]
 
 
 def gradient_scale_4() -> None:
