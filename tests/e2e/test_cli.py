@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from processes import WEAK, privfl, spawn
+from processes import WEAK, privfl, spawn_parties
 
 from privfl.data.views import GUEST_DEMO_COLUMNS, central_baseline, demo_columns
 
@@ -115,26 +115,8 @@ def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
         for suffix in (".key", ".key_secret")
     }
     runs = tmp_path / "runs"
-    procs = [
-        spawn(
-            "vfl",
-            role,
-            "--job",
-            str(job),
-            "--party",
-            name,
-            "--out",
-            str(runs / name),
-            "--no-progress",
-            log=tmp_path / f"{name}.log",
-        )
-        for role, name in [
-            ("server", "server"),
-            ("host", "host"),
-            ("guest", "guest-1"),
-            ("guest", "guest-2"),
-        ]
-    ]
+    roles = [("server", "server"), ("host", "host"), ("guest", "guest-1"), ("guest", "guest-2")]
+    procs = spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", roles=roles).values()
     codes = [p.wait(timeout=120) for p in procs]
     assert codes == [0, 0, 0, 0], [(tmp_path / f"{n}.log").read_text() for n in ("host",)]
     assert json.loads((runs / "host" / "summary.json").read_text())["epochs"] == 2

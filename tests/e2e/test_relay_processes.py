@@ -16,31 +16,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import host_start, party_data, read_summary
-from processes import spawn
+from processes import ONE_GUEST as PARTIES
+from processes import spawn_parties
 from relayed_kit import make_relayed_kit, oracle, saved, start_relay
 
 from privfl.config.vertical import load_job
 
-PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
 WEIGHT_TOL, LOSS_TOL = 1e-6, 1e-6
 
 
 def start_parties(tmp_path: Path, job: Path, runs: Path) -> dict[str, subprocess.Popen[bytes]]:
-    return {
-        name: spawn(
-            "vfl",
-            role,
-            "--job",
-            str(job),
-            "--party",
-            name,
-            "--out",
-            str(runs / name),
-            "--no-progress",
-            log=tmp_path / f"{name}.log",
-        )
-        for role, name in PARTIES
-    }
+    return spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", roles=PARTIES)
 
 
 def test_a_fully_relayed_run_trains_the_direct_mesh_model(tmp_path: Path) -> None:
