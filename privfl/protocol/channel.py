@@ -22,7 +22,7 @@ from typing import Any, TypeVar, overload
 
 from privfl.errors import PeerAborted, PeerUnavailable, PrivflError, ProtocolError
 from privfl.protocol import codec, fresh
-from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, lost_message, unproven_message
+from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, lost_message
 from privfl.protocol.messages import (
     KIND_OF,
     PROTOCOL,
@@ -34,7 +34,12 @@ from privfl.protocol.messages import (
     kind_of,
 )
 from privfl.protocol.transport import Transport
-from privfl.protocol.waits import UnconnectedNotices, never_connected_message, unconnected_of
+from privfl.protocol.waits import (
+    UnconnectedNotices,
+    check_unproven,
+    never_connected_message,
+    unconnected_of,
+)
 
 MAX_PENDING = 10_000
 MAX_PENDING_BYTES = 256 * 1024 * 1024  # per peer: a few of the largest legal messages
@@ -207,12 +212,7 @@ class Channel:
         if lost:
             grace = getattr(self.transport, "grace", None) or DEFAULT_GRACE_SECONDS
             raise PeerUnavailable(lost_message(self.name, lost, grace))
-        unproven_peers: Callable[[], dict[str, tuple[str, bool]]] | None = getattr(
-            self.transport, "unproven_peers", None
-        )
-        unproven = unproven_peers() if unproven_peers is not None else {}
-        if unproven:
-            raise PeerUnavailable(unproven_message(self.name, unproven))
+        check_unproven(self.name, self.transport)
 
     def broadcast(self, peers: Iterable[str], body: Message, round_: int = 0) -> None:
         """Send the same body to several peers."""

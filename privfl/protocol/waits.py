@@ -13,6 +13,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from privfl.errors import PeerUnavailable
+from privfl.protocol.liveness import unproven_message
+
 log = logging.getLogger("privfl.channel")
 
 NOTICE_FIRST_SECONDS = 5.0  # a peer starting a moment after us is not worth a notice
@@ -23,6 +26,17 @@ def unconnected_of(transport: object) -> dict[str, str]:
     """Peers whose connection never came up, with their endpoints ({} if it cannot tell)."""
     unconnected: Callable[[], dict[str, str]] | None = getattr(transport, "unconnected_peers", None)
     return unconnected() if unconnected is not None else {}
+
+
+def check_unproven(owner: str, transport: object) -> None:
+    """PeerUnavailable for a peer whose endpoint fails every CURVE handshake (liveness.py);
+    nothing where the transport cannot tell (the relay says who is up instead)."""
+    unproven: Callable[[], dict[str, tuple[str, bool]]] | None = getattr(
+        transport, "unproven_peers", None
+    )
+    failing = unproven() if unproven is not None else {}
+    if failing:
+        raise PeerUnavailable(unproven_message(owner, failing))
 
 
 class UnconnectedNotices:

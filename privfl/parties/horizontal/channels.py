@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 from privfl.config.horizontal import HflJob
 from privfl.errors import PeerUnavailable, ProtocolError
@@ -14,10 +14,9 @@ from privfl.parties.links import Transport as Links
 from privfl.parties.links import open_links
 from privfl.protocol.channel import Channel, Envelope
 from privfl.protocol.keys import KeyRing
-from privfl.protocol.liveness import unproven_message
 from privfl.protocol.messages import Kind
 from privfl.protocol.transport import Listener, Outbound
-from privfl.protocol.waits import UnconnectedNotices, never_connected_message
+from privfl.protocol.waits import UnconnectedNotices, check_unproven, never_connected_message
 
 CONNECT_POLL_SECONDS = 0.05
 
@@ -58,13 +57,8 @@ def wait_until_connected(job: HflJob, transport: Links, peer: str) -> None:
     limit = job.config.timeout_seconds
     notices = UnconnectedNotices(transport, limit)
     began = time.monotonic()
-    unproven_peers: Callable[[], dict[str, tuple[str, bool]]] = getattr(
-        transport, "unproven_peers", dict
-    )  # direct sockets only: the relay tells who is up
     while not transport.connected(peer):
-        unproven = unproven_peers()
-        if unproven:
-            raise PeerUnavailable(unproven_message(transport.name, unproven))
+        check_unproven(transport.name, transport)
         waited = time.monotonic() - began
         if waited >= limit:
             endpoint = {peer: job.party(peer).endpoint}
