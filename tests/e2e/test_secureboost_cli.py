@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from processes import WEAK, privfl, spawn_predict
 from sklearn.datasets import load_breast_cancer
+from sklearn.metrics import roc_auc_score
 
 
 def boost_kit(tmp_path: Path, trees: int = 2) -> Path:
@@ -127,8 +128,12 @@ def test_run_local_then_predict(tmp_path: Path) -> None:
     assert codes == {"server": 0, "host": 0, "guest-1": 0}, (tmp_path / "host.log").read_text()
     scored = pd.read_csv(pred / "host" / "p.csv")
     assert list(scored.columns) == ["id", "probability", "label"] and len(scored) == 60
+    # Two trees from labels under fresh DP flips: the ranking is what a model this small
+    # reliably gets right; the 0.5 cut of a two-tree sum moves with the draw (0.90-0.97 seen).
+    auc = roc_auc_score(y[:60], scored["probability"].to_numpy())
     accuracy = float(np.mean(scored["label"].to_numpy() == y[:60]))
-    assert accuracy > 0.9
+    print(f"60-row prediction: AUC {auc:.4f}, accuracy {accuracy:.4f}")
+    assert auc > 0.95 and accuracy > 0.8  # the majority class alone is 0.78
 
 
 def test_bench_secureboost_reports_both_obfuscations(tmp_path: Path) -> None:

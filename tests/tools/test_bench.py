@@ -62,7 +62,8 @@ def test_bench_smoke_reports_every_variant_and_party(tmp_path: Path) -> None:
     assert all(r["steady_epoch_cpu_seconds"] > 0 for r in runs.values())
     assert data["protocol_counts"]["per_party"]["host"] > 60  # the residual, re-randomised
     relayed = data["relayed"]  # the same job, every party behind a relay process
-    assert len(relayed["epoch_seconds"]) == 2 and 0.5 <= relayed["accuracy"] <= 1.0
+    # The same 2-epoch run from a private start: measured, not trained (see above).
+    assert len(relayed["epoch_seconds"]) == 2 and 0.0 <= relayed["accuracy"] <= 1.0
     assert relayed["ratio_to_direct"] > 0 and "behind the relay" in result.stdout
 
 
