@@ -118,7 +118,7 @@ def test_a_sigkilled_server_leaves_no_key_material(tmp_path: Path) -> None:
         "--epochs",
         "30",
         "--timeout",
-        "5",
+        "60",  # the parties start together on a machine that may be busy
         log=tmp_path / "init.log",
     )
     assert made.wait(timeout=60) == 0
