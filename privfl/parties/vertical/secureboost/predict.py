@@ -139,9 +139,21 @@ def host_predict(
         for i, (t, n) in enumerate(body.nodes.tolist()):
             guest_left[(t, n)] = body.left[i]
     channel.broadcast([*job.guests, job.server], Finish(epochs=0, reason="predicted"))
+    margin = route_rows(model, x, guest_left)
+    probability = sigmoid(margin)
+    write_predictions(out, rows.ids, probability)
+    log.info("wrote %d predictions to %s", len(probability), out)
+    return {"rows": len(probability), "out": str(out)}
+
+
+def route_rows(
+    model: BoostModel, x: np.ndarray, guest_left: dict[tuple[int, int], np.ndarray]
+) -> np.ndarray:
+    """Every row's margin: the base plus its leaf in each tree, routed by the Host's own
+    thresholds and the guests' left masks per (tree, node)."""
     column = {n: i for i, n in enumerate(model.features)}
     margin = np.full(len(x), float(model.raw["base_margin"]))
-    for t, nodes in enumerate(trees):
+    for t, nodes in enumerate(model.raw["trees"]):
         tree: sb.Tree = {}
         decide: dict[int, np.ndarray] = {}
         for entry in nodes:
@@ -157,7 +169,4 @@ def host_predict(
             else:
                 raise ConfigError(f"{entry['party']} sent no decision for tree {t} node {n}")
         margin += sb.route(tree, decide, len(x))
-    probability = sigmoid(margin)
-    write_predictions(out, rows.ids, probability)
-    log.info("wrote %d predictions to %s", len(probability), out)
-    return {"rows": len(probability), "out": str(out)}
+    return margin
