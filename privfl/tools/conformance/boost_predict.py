@@ -12,7 +12,8 @@
   guests answer with known masks; ``finish`` to every guest and the Server, and nothing
   else to the Server; with ``--data`` and ``--predictions``, the CSV holds
   ``σ(base + Σ leaves)`` of the rows routed by its own thresholds and the played masks.
-  Violation: a guest's masks one row short must make it abort.
+  Violation: a guest's decisions that also name a node another party split must make
+  it abort (a guest never decides another party's node).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from privfl.parties.vertical.secureboost.predict import (
     BoostModel,
     boost_rows,
     load_boost_model,
+    owned_nodes,
     route_rows,
 )
 from privfl.protocol.boost_messages import BoostDecide, BoostDecisions
@@ -158,7 +160,8 @@ def boost_predict_host_script(
             peer.channel.send(party, Hello("guest", job.fingerprint(), hello.rows, 0, digest))
         masks = _answer_decides(report, job, party, model, guests, hello.rows, ending)
         if ending == "violation":
-            expect_abort(report, server, party, "decisions one row short make it Abort")
+            what = "decisions for a node another party split make it Abort"
+            expect_abort(report, server, party, what)
             exits_nonzero(report, party, process)
             return
         if masks is None:
@@ -199,15 +202,26 @@ def _answer_decides(
             (body.tree, body.trees, body.split) == (0, max(1, len(trees)), "rows"),
             str(body),
         )
-        own = [
-            (t, e["node"]) for t, tree in enumerate(trees) for e in tree if e.get("party") == name
-        ]
-        short = ending == "violation" and i == 0
-        left = rng.random((len(own), rows - short)) < 0.5
-        masks.update({node: left[j] for j, node in enumerate(own)})
+        own = sorted(owned_nodes(model, name))
+        left = rng.random((len(own), rows)) < 0.5
+        masks.update(zip(own, left, strict=True))
+        if ending == "violation" and i == 0:  # also decides a node another party split
+            own, left = [*own, _foreign(model, name)], np.vstack([left, left[:1]])
         nodes = np.array(own, dtype=np.int64).reshape(-1, 2)
         peer.channel.send(party, BoostDecisions(0, "rows", nodes, left))
     return masks
+
+
+def _foreign(model: BoostModel, guest: str) -> tuple[int, int]:
+    """A split node of the Host's model that ``guest`` did not split ((0, 0) if none:
+    then a root the guest split twice, refused as well)."""
+    splits = [
+        (t, int(e["node"]))
+        for t, tree in enumerate(model.raw["trees"])
+        for e in tree
+        if "leaf" not in e and e.get("party") != guest
+    ]
+    return splits[0] if splits else (0, 0)
 
 
 def _check_boost_predictions(
