@@ -19,14 +19,9 @@ ENDINGS = ("finish", "violation", "unknown-node", "repeated-node", "small-node",
 SESSIONS = ("train", "predict")  # tools.conformance.runner.SESSIONS
 
 
-def _file(help_text: str) -> Callable[[F], F]:
-    """An optional path option of a prediction session."""
-    return click.option(
-        f"--{help_text.split()[0]}",
-        type=click.Path(path_type=Path),
-        default=None,
-        help=help_text.split(" ", 1)[1],
-    )
+def _file(name: str, help_text: str) -> Callable[[F], F]:
+    """An optional path option of a prediction session (the kit's known answers)."""
+    return click.option(name, type=click.Path(path_type=Path), default=None, help=help_text)
 
 
 @click.command("conformance", context_settings={"ignore_unknown_options": True})
@@ -48,9 +43,9 @@ def _file(help_text: str) -> Callable[[F], F]:
     show_default=True,
     help="The session under test: training (`vfl <role>`) or prediction (`vfl predict`).",
 )
-@_file("model The party's model.json (privfl's format, docs/protocol.md §6.8); predict only.")
-@_file("data The CSV of new rows the party scores; predict only.")
-@_file("predictions The CSV a Host under test writes (its --out); predict only.")
+@_file("--model", "The party's model.json (privfl's format, docs/protocol.md §6.8); predict only.")
+@_file("--data", "The CSV of new rows the party scores; predict only.")
+@_file("--predictions", "The CSV a Host under test writes (its --out); predict only.")
 @click.argument("party_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 @friendly_errors
 def command(

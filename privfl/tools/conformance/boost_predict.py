@@ -79,9 +79,9 @@ def boost_predict_guest_script(
     inputs: PredictInputs = NO_FILES,
 ) -> None:
     """Play the Server and the Host against a SecureBoost guest's prediction session."""
+    model, scored = boost_scored(job, party, inputs)
     server = Peer(job, job.server, job.timeout_seconds)
     host = Peer(job, job.host, job.timeout_seconds)
-    model, scored = boost_scored(job, party, inputs)
     try:
         rows = None if scored is None else len(scored.x)
         if None in [prediction_hello(report, p, party, "guest", job, rows) for p in (server, host)]:

@@ -76,11 +76,11 @@ def predict_guest_script(
     inputs: PredictInputs = NO_FILES,
 ) -> None:
     """Play the Server and the Host against a guest's prediction session."""
+    known = glm_rows(job, party, inputs)
     server = Peer(job, job.server, job.timeout_seconds)
     host = Peer(job, job.host, job.timeout_seconds)
     private, order = checkable_key(job.key_bits, job.obfuscation)
     key, fresh_seen = private.public_key, Freshness(private, order)
-    known = glm_rows(job, party, inputs)
     try:
         rows = None if known is None else len(known[1].x)
         hellos = [prediction_hello(report, p, party, "guest", job, rows) for p in (server, host)]
@@ -142,10 +142,10 @@ def predict_host_script(
     inputs: PredictInputs = NO_FILES,
 ) -> None:
     """Play the Server and every guest against a Host's prediction session."""
+    known = glm_rows(job, party, inputs)
     server = Peer(job, job.server, job.timeout_seconds)
     guests = {g: Peer(job, g, job.timeout_seconds) for g in job.guests}
     peers = [server, *guests.values()]
-    known = glm_rows(job, party, inputs)
     try:
         rows = None if known is None else len(known[1].x)
         hello = prediction_hello(report, server, party, "host", job, rows)

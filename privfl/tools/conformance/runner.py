@@ -80,8 +80,11 @@ def run(
         raise ConfigError("--model, --data and --predictions are for --session predict")
     endings = endings_for(kind, role, session)
     if ending not in endings:
-        needs = "a SecureBoost guest" if session == "train" else f"a {role} of a training session"
-        raise ConfigError(f"ending {ending!r} needs {needs} ({', '.join(endings)})")
+        if session == "predict":
+            raise ConfigError(
+                f"ending {ending!r}: a {role}'s prediction session takes {', '.join(endings)}"
+            )
+        raise ConfigError(f"ending {ending!r} needs a SecureBoost guest ({', '.join(endings)})")
     report = Report()
     process = None
     if command:
