@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from privfl.cli.errors import friendly_errors
 from privfl.cli.options import job_option
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 ROLES = ("guest", "host", "server")  # privfl.tools.conformance.SCRIPTS, without importing it
 ENDINGS = ("finish", "violation", "unknown-node", "repeated-node", "small-node", "foreign-rows")
+SESSIONS = ("train", "predict")  # tools.conformance.runner.SESSIONS
+
+
+def _file(name: str, help_text: str) -> Callable[[F], F]:
+    """An optional path option of a prediction session (the kit's known answers)."""
+    return click.option(name, type=click.Path(path_type=Path), default=None, help=help_text)
 
 
 @click.command("conformance", context_settings={"ignore_unknown_options": True})
@@ -26,10 +36,28 @@ ENDINGS = ("finish", "violation", "unknown-node", "repeated-node", "small-node",
     " a SecureBoost guest also: unknown-node (= violation), repeated-node, small-node,"
     " foreign-rows.",
 )
+@click.option(
+    "--session",
+    type=click.Choice(SESSIONS),
+    default="train",
+    show_default=True,
+    help="The session under test: training (`vfl <role>`) or prediction (`vfl predict`).",
+)
+@_file("--model", "The party's model.json (privfl's format, docs/protocol.md §6.8); predict only.")
+@_file("--data", "The CSV of new rows the party scores; predict only.")
+@_file("--predictions", "The CSV a Host under test writes (its --out); predict only.")
 @click.argument("party_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 @friendly_errors
 def command(
-    role: str, job_file: Path, party: str, ending: str, party_command: tuple[str, ...]
+    role: str,
+    job_file: Path,
+    party: str,
+    ending: str,
+    session: str,
+    model: Path | None,
+    data: Path | None,
+    predictions: Path | None,
+    party_command: tuple[str, ...],
 ) -> None:
     """Check a party against the protocol by playing every party it talks to.
 
@@ -40,8 +68,10 @@ def command(
     registry of kinds): every GLM kind (logistic, linear, poisson, multiclass) gets
     the guest, host and server scripts with its own known answers; "secureboost" the
     SecureBoost guest and host scripts (histograms, partitions, gradients, node
-    requests); a role a kind has no script for is refused in one line. See
-    docs/conformance.md.
+    requests); a role a kind has no script for is refused in one line. With
+    ``--session predict`` it checks a prediction session (`vfl predict`) of any kind
+    and role; given the party's --model and --data (and a Host's --predictions) it
+    checks the scores, decisions and predictions against them. See docs/conformance.md.
 
     \b
     Examples:
@@ -49,11 +79,17 @@ def command(
       privfl conformance --role guest --job kit/job.toml --party guest-1
       privfl conformance --role guest --job kit/job.toml --party guest-1 -- \\
           ./my-guest --job kit/job.toml --party guest-1
+      privfl conformance --session predict --role guest --job kit/job.toml \\
+          --party guest-1 --model run/g/model.json --data new.csv -- \\
+          ./my-guest predict --job kit/job.toml --party guest-1 --data new.csv
     """
     from privfl.config.vertical import load_job
     from privfl.tools.conformance.runner import run
+    from privfl.tools.conformance.session import PredictInputs
 
-    report = run(load_job(job_file), role, party, ending, party_command)
+    given = (model, data, predictions) != (None, None, None)
+    inputs = PredictInputs(model, data, predictions) if given else None
+    report = run(load_job(job_file), role, party, ending, party_command, session, inputs)
     passed = sum(ok for _, ok, _ in report.checks)
     click.echo(f"{passed}/{len(report.checks)} checks passed")
     if not report.passed:

@@ -55,7 +55,8 @@ class ModelKind:
     glm: str | None = None  # (outputs, sigmoid) -> learning.kinds.Glm; None: not a GLM
     training: bool = True  # reads [training] (which is then in its fingerprint)
     rounds: tuple[str, str, str] = ("training", "epochs", "epoch")  # table, key, unit
-    conformance: Mapping[str, str] = field(default_factory=dict)  # role -> script
+    # role -> script of a training session; "predict:<role>" -> of a prediction session
+    conformance: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_glm(self) -> bool:
@@ -74,10 +75,15 @@ class ModelKind:
 
 
 _V = "privfl.parties.vertical"
-_GLM_KIT = {  # the GLM scripts (tools/conformance): each reads the kind's known answers
-    "guest": "privfl.tools.conformance.guest:guest_script",
-    "host": "privfl.tools.conformance.host:host_script",
-    "server": "privfl.tools.conformance.server:server_script",
+_KIT = "privfl.tools.conformance"
+_GLM_KIT = {  # the GLM scripts: each reads the kind's known answers; "predict:<role>" keys
+    # check a prediction session (`privfl conformance --session predict`)
+    "guest": f"{_KIT}.guest:guest_script",
+    "host": f"{_KIT}.host:host_script",
+    "server": f"{_KIT}.server:server_script",
+    "predict:guest": f"{_KIT}.predict:predict_guest_script",
+    "predict:host": f"{_KIT}.predict:predict_host_script",
+    "predict:server": f"{_KIT}.predict_server:predict_server_script",
 }
 _REGRESSION = ("rmse", "mae", "r2")
 
@@ -141,8 +147,12 @@ KINDS: dict[str, ModelKind] = {
             training=False,
             rounds=("model", "trees", "tree"),
             conformance={
-                "guest": "privfl.tools.conformance.boost_guest:boost_guest_script",
-                "host": "privfl.tools.conformance.boost_host:boost_host_script",
+                "guest": f"{_KIT}.boost_guest:boost_guest_script",
+                "host": f"{_KIT}.boost_host:boost_host_script",
+                "server": f"{_KIT}.boost_server:boost_server_script",
+                "predict:guest": f"{_KIT}.boost_predict:boost_predict_guest_script",
+                "predict:host": f"{_KIT}.boost_predict:boost_predict_host_script",
+                "predict:server": f"{_KIT}.boost_server:boost_predict_server_script",
             },
         ),
     )

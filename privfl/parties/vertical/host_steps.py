@@ -105,6 +105,7 @@ class HostState:
     penalised: np.ndarray = field(init=False)
     z_cache: list[int] = field(init=False)  # latest [[Σ_g z_g]] per training row
     zh_cache: np.ndarray = field(init=False)  # z_H of the same forward pass
+    drawn: np.ndarray = field(init=False)  # the labels as randomized response left them
     flipped_back: int = 0
     start_rng: InitVar[np.random.Generator | None] = None  # None: the OS CSPRNG
     training: InitVar[TrainingConfig | None] = None  # the warm-up's rate and λ
@@ -119,6 +120,7 @@ class HostState:
         self.penalised = np.r_[np.ones(self.data.x_train.shape[1]), 0.0]  # no L2 on the bias
         self.z_cache = [0] * len(self.labels)
         self.zh_cache = np.zeros(len(self.labels))
+        self.drawn = self.labels.copy()  # every start gets the job's one draw (label_draws)
         rows = self.data.x_train.shape[0]
         self.offset_train = (
             np.zeros(rows) if self.data.offset_train is None else self.data.offset_train
@@ -376,11 +378,15 @@ def apply_flipback(state: HostState, guest_scores: np.ndarray, fraction: float) 
     """Flip back the noisy labels the current model disagrees with most; returns how many.
 
     Reads only the flipped labels and the joint scores of the last forward pass.
-    At most the number of flips randomized response is expected to have made.
+    Over the whole run, at most as many labels differ from the draw as randomized
+    response is expected to have flipped (a public number): each flipback epoch may
+    change only what earlier ones left of that cap, so several epochs together cannot
+    rewrite more labels than the noise did (docs/protocol.md §13).
     """
     probs = sigmoid(state.zh_cache + guest_scores)
     expected = round(state.flip.probability * len(state.labels))
-    new = flipback(state.labels, probs, fraction, max_flips=expected)
+    left = expected - int(np.count_nonzero(state.labels != state.drawn))
+    new = flipback(state.labels, probs, fraction, max_flips=left)
     changed = int((new != state.labels).sum())
     state.labels = new
     state.flipped_back += changed

@@ -3,7 +3,8 @@
 Any GLM kind (models/registry.py): the played guests keep θ_g = 0 and send the kind's
 ``forward`` blocks of zero scores (learning/kinds), so the first batch's residual and
 loss are known where the kind's rules make them so (Taylor: ``4d = z_H − 4ỹ + 2`` and
-its loss; linear: ``r = z_H − y`` and ``½ mean Σr²``); every request is sized by ``k``.
+its loss; linear: ``r = z_H − y`` and ``½ mean Σr²``; Poisson and separable:
+host_answers.py); every request is sized by ``k``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from privfl.protocol.messages import (
     ScoreRequest,
     Scores,
 )
+from privfl.tools.conformance import host_answers as answers
 from privfl.tools.conformance.peer import (
     Peer,
     Report,
@@ -132,6 +134,8 @@ class ServerRules:
     forwards: dict[tuple[str, int, int], tuple[int, ...]] = field(default_factory=dict)
     readable: list[str] = field(default_factory=list)  # residual rows a guest could read
     residuals_seen: dict[tuple[int, int], set[tuple[int, ...]]] = field(default_factory=dict)
+    first_rows: np.ndarray | None = None  # the first batch's batch.indices (None: all rows)
+    lowest_loss: float = math.inf  # of every loss the host sent
 
     def residual(self, guest: str, epoch: int, body: Residual, key: PaillierKey) -> None:
         """Attack the residual as an honest-but-curious guest would (issue 11).
@@ -234,6 +238,8 @@ def _serve_host(
             if isinstance(body, Finish):
                 finished.add(peer.name)
             elif isinstance(body, Batch):
+                if (epoch, body.batch) == (0, 0):
+                    rules.first_rows = body.indices
                 train = len(shapes[peer.name].x_train)
                 rows = len(body.indices) if body.indices is not None else train
                 if ending == "violation":
@@ -247,6 +253,7 @@ def _serve_host(
                 rules.residual(peer.name, epoch, body, key)
                 if epoch == 0 and body.batch == 0:
                     first = decode(private.decrypt(body.residual.values), VALUE_BITS, n)
+                    answers.first_residual(report, glm, first)
                 if epoch == 0 and body.batch == 0 and glm.taylor:
                     ok = not np.all(np.isin(first, (-2.0, 2.0)))  # z_H = 0 would give ±2
                     what = "first residual 4d = z_H − 4ỹ + 2 is not ±2: the host starts private"
@@ -273,8 +280,11 @@ def _serve_host(
                 loss = float(decode([residue], body.scale_bits, n)[0]) / body.denominator
                 rows_in_batch = body.denominator // LOSS_FACTOR  # the Host sends [[8·b·L]]
                 losses.append((loss * rows_in_batch, rows_in_batch))
+                rules.lowest_loss = min(rules.lowest_loss, loss)
                 if (epoch, body.batch) == (0, 0):  # θ_H moves after each batch; θ_g stays 0
                     first_loss(report, glm, first, loss)
+                    if (host := answers.known_host(job, glm)) is not None:
+                        answers.poisson_first(report, host, rules.first_rows, first, loss)
                 if body.batch + 1 == body.n_batches:
                     mean = sum(v for v, _ in losses) / sum(r for _, r in losses)
                     losses.clear()
@@ -344,6 +354,12 @@ def _report_requests(report: Report, rules: ServerRules, epochs: int) -> None:
         rules.gradients == rules.losses,
         f"{len(rules.gradients)} gradients for {len(rules.losses)} batches",
     )
+    if rules.glm.separable:  # its loss fit is held ≥ 0 (learning/separable.py, §6.8)
+        report.check(
+            "every loss the host sends is ≥ 0 (the separable fit of the cross-entropy)",
+            rules.lowest_loss >= -1e-9,
+            f"lowest loss {rules.lowest_loss}",
+        )
     tests = sum(splits.count("test") for splits in rules.scores.values())
     flips = sum(splits.count("train") for splits in rules.scores.values())
     due = rules.flipbacks_due(epochs)

@@ -442,6 +442,26 @@ def test_flipback_reads_only_noisy_labels_and_the_model(public_key: paillier.Pub
     assert changed == int((expected != noisy).sum()) == state.flipped_back > 0
 
 
+def test_flipback_changes_no_more_labels_than_randomized_response_flipped(
+    public_key: paillier.PublicKey,
+) -> None:
+    # Prepare: a model that disagrees with every label of the draw (σ at 0 or 1, far
+    # from each), and flipback allowed every row (fraction 1): only the cap holds it.
+    state, _ = host_state(1.0, public_key)
+    drawn = state.labels.copy()
+    cap = round(state.flip.probability * len(drawn))  # the flips expected of the draw
+    state.zh_cache = np.where(drawn == 1, -20.0, 20.0)
+
+    # Act: three flipback epochs in a row
+    changed = [host_steps.apply_flipback(state, np.zeros(len(drawn)), 1.0) for _ in range(3)]
+
+    # Assert: the first takes the whole cap; the later ones nothing more. At no point do
+    # more labels differ from the draw than randomized response is expected to have
+    # flipped (a cap per epoch alone would let three epochs change 3 × cap).
+    assert changed == [cap, 0, 0] and cap > 0
+    assert int((state.labels != drawn).sum()) == cap == state.flipped_back
+
+
 def test_nothing_after_the_flip_reads_the_true_labels(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -186,6 +186,30 @@ def basis_out_of_order() -> None:
     MulticlassSeparable.forward_blocks = wrong  # type: ignore[method-assign]
 
 
+def shifted_prediction_rows() -> None:
+    """A guest's prediction session that scores its rows one position off (a lost row)."""
+    from privfl.parties.vertical import predict
+
+    scores = predict.guest_scores
+
+    def wrong(ctx: Any, z: Any, digest: str = "") -> Any:
+        return scores(ctx, z[[*range(1, len(z)), 0]], digest)
+
+    predict.guest_scores = wrong  # type: ignore[assignment]
+
+
+def reversed_decision_rows() -> None:
+    """A SecureBoost guest's prediction session that decides its rows in reverse order."""
+    from privfl.parties.vertical.secureboost import predict
+
+    decisions = predict.guest_decisions
+
+    def wrong(ctx: Any, model: Any, x: Any, digest: str) -> Any:
+        return decisions(ctx, model, x[::-1], digest)
+
+    predict.guest_decisions = wrong  # type: ignore[assignment]
+
+
 BUGS: dict[str, Callable[[], None]] = {
     "sum-squares-scale": sum_squares_scale,
     "no-acks": no_acks,
@@ -202,6 +226,8 @@ BUGS: dict[str, Callable[[], None]] = {
     "exp-at-2^32": exp_at_2_32,
     "class-major-scores": class_major_scores,
     "basis-out-of-order": basis_out_of_order,
+    "shifted-prediction-rows": shifted_prediction_rows,
+    "reversed-decision-rows": reversed_decision_rows,
 }
 
 if __name__ == "__main__":

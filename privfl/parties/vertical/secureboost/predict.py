@@ -136,12 +136,40 @@ def host_predict(
     for guest, body in channel.gather(BoostDecisions, job.guests).items():
         if body.split != "rows" or body.tree != 0 or body.left.shape[1:] != (len(x),):
             raise ProtocolError(f"{guest} sent decisions for other rows or trees")
-        for i, (t, n) in enumerate(body.nodes.tolist()):
-            guest_left[(t, n)] = body.left[i]
+        nodes = [(t, n) for t, n in body.nodes.tolist()]
+        # Only the nodes the guest split: another party's decision is never taken from it.
+        owned = owned_nodes(model, guest)
+        if sorted(nodes) != sorted(owned) or len(set(nodes)) != len(nodes):
+            raise ProtocolError(
+                f"{guest} sent decisions for nodes {sorted(set(nodes) - owned)[:3]} it did not "
+                f"split, or not for {sorted(owned - set(nodes))[:3]}: it must decide exactly "
+                "its own split nodes (docs/protocol.md §6.9)"
+            )
+        guest_left.update(zip(nodes, body.left, strict=True))
     channel.broadcast([*job.guests, job.server], Finish(epochs=0, reason="predicted"))
+    margin = route_rows(model, x, guest_left)
+    probability = sigmoid(margin)
+    write_predictions(out, rows.ids, probability)
+    log.info("wrote %d predictions to %s", len(probability), out)
+    return {"rows": len(probability), "out": str(out)}
+
+
+def owned_nodes(model: BoostModel, party: str) -> set[tuple[int, int]]:
+    """The (tree, node) pairs ``party`` split, by the Host's model."""
+    trees = model.raw["trees"]
+    return {
+        (t, int(e["node"])) for t, tree in enumerate(trees) for e in tree if e.get("party") == party
+    }
+
+
+def route_rows(
+    model: BoostModel, x: np.ndarray, guest_left: dict[tuple[int, int], np.ndarray]
+) -> np.ndarray:
+    """Every row's margin: the base plus its leaf in each tree, routed by the Host's own
+    thresholds and the guests' left masks per (tree, node)."""
     column = {n: i for i, n in enumerate(model.features)}
     margin = np.full(len(x), float(model.raw["base_margin"]))
-    for t, nodes in enumerate(trees):
+    for t, nodes in enumerate(model.raw["trees"]):
         tree: sb.Tree = {}
         decide: dict[int, np.ndarray] = {}
         for entry in nodes:
@@ -157,7 +185,4 @@ def host_predict(
             else:
                 raise ConfigError(f"{entry['party']} sent no decision for tree {t} node {n}")
         margin += sb.route(tree, decide, len(x))
-    probability = sigmoid(margin)
-    write_predictions(out, rows.ids, probability)
-    log.info("wrote %d predictions to %s", len(probability), out)
-    return {"rows": len(probability), "out": str(out)}
+    return margin
