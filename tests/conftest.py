@@ -1,12 +1,57 @@
-"""Fixtures for every test module."""
+"""Fixtures for every test module; what keeps parallel workers (pytest-xdist) apart."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from processes import reap
+
+# Ports for free_tcp_endpoints (here and in every party a test starts), cut into one slice
+# per xdist worker, so two workers never pick the same port between a pick and its bind.
+# Below the kernel's ephemeral range (32768-60999), where no connect() lands, and above
+# Ray's worker ports (10002-19999).
+WORKER_PORTS = range(20000, 32768)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1"…; unset without -n
+    if worker is None:
+        return
+    count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    size = len(WORKER_PORTS) // count
+    low = WORKER_PORTS.start + int(worker.removeprefix("gw")) * size
+    os.environ["PRIVFL_PORTS"] = f"{low}-{low + size - 1}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    """A test marked ``serial`` runs while no other worker runs a test.
+
+    Its bounds are wall-clock seconds (a lost peer named within 15 s, a timeout that ends
+    on time), set for a machine shared with other work but not with a second test of
+    ours. The locks span the whole protocol, so a module's shared runs made for the next
+    test wait too. Every test holds byte 1 of a file of this run shared, a serial one
+    exclusively; all pass byte 0 (a turnstile) first, so a waiting serial test keeps new
+    tests from starting before it.
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of a run
+    if run is None:
+        return (yield)
+    fd = os.open(Path(tempfile.gettempdir()) / f"privfl-tests-{run}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        alone = item.get_closest_marker("serial") is not None
+        fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)
+        fcntl.lockf(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH, 1, 1)
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+        return (yield)
+    finally:
+        os.close(fd)  # releases this worker's locks
 
 
 @pytest.fixture(autouse=True)
@@ -18,7 +63,11 @@ def _reap_parties() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Any]:
-    """Ray on this machine (2 CPUs), started once for every test that asks; skips without Ray."""
+    """Ray on this machine (2 CPUs), started once for every test that asks; skips without Ray.
+
+    Under xdist every test that asks is in the ``ray`` group (``--dist loadgroup``), so
+    one worker alone starts it.
+    """
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import secrets
 import socket
 import time
@@ -573,21 +574,51 @@ def frame_property(frame: zmq.Frame, prop: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+PORTS_VAR = "PRIVFL_PORTS"  # "LOW-HIGH": where free_tcp_endpoints looks instead of port 0
+
+
+def _ports() -> range | None:
+    """The port range named by ``$PRIVFL_PORTS`` (both ends included), None when unset."""
+    value = os.environ.get(PORTS_VAR)
+    if not value:
+        return None
+    low, _, high = value.partition("-")
+    return range(int(low), int(high) + 1)
+
+
+def _bind_free(sock: socket.socket, host: str, ports: range | None) -> None:
+    """Bind ``sock`` to port 0, or to a free port of ``ports`` tried from a random start."""
+    if ports is None:
+        sock.bind((host, 0))
+        return
+    start = secrets.randbelow(len(ports))
+    for k in range(len(ports)):
+        try:
+            sock.bind((host, ports[(start + k) % len(ports)]))
+            return
+        except OSError:
+            continue
+    raise OSError(f"no free port in {PORTS_VAR}={os.environ[PORTS_VAR]}")
+
+
 def free_tcp_endpoints(count: int, host: str = "127.0.0.1") -> list[str]:
     """Return `count` distinct ``tcp://host:port`` endpoints on ports that were free just now.
 
     Another process may grab a port between this call and the bind; fine for
-    tests and local demos, not a reservation.
+    tests and local demos, not a reservation. ``$PRIVFL_PORTS`` ("LOW-HIGH") keeps
+    the choice inside a range of its own: the test suite gives each parallel worker
+    a range, so that no two workers ever pick the same port in that window.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     shown = f"[{host}]" if family == socket.AF_INET6 else host
+    ports = _ports()
     # All sockets stay open until every port is read, so the ports differ.
     sockets: list[socket.socket] = []
     try:
         for _ in range(count):
             sock = socket.socket(family, socket.SOCK_STREAM)
             sockets.append(sock)
-            sock.bind((host, 0))
+            _bind_free(sock, host, ports)
         return [f"tcp://{shown}:{sock.getsockname()[1]}" for sock in sockets]
     finally:
         for sock in sockets:

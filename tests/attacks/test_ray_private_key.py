@@ -22,6 +22,9 @@ from privfl.crypto.engine import Engine
 from privfl.crypto.paillier import generate_keypair, private_primes
 from privfl.parties.vertical.secureboost.host import decrypt_split
 
+# One worker starts the session's Ray cluster for every test that uses it (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def _ints(values: Iterable[object]) -> set[int]:
     """Every integer among ``values`` and inside the lists and tuples among them."""

@@ -20,6 +20,9 @@ from privfl.crypto.paillier import (
 from privfl.crypto.pools import CHUNK
 from privfl.errors import ConfigError
 
+# One worker starts the session's Ray cluster for every test that uses it (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("ray")
+
 ENGINES = [Engine(), Engine("ray")]
 
 

@@ -28,6 +28,9 @@ from processes import STARTED, WEAK, privfl, spawn
 
 from privfl.config.vertical import load_job
 
+# Bounds in wall-clock seconds: alone on the machine under xdist (tests/conftest.py).
+pytestmark = pytest.mark.serial
+
 PARTIES = {"server": "server", "host": "host", "guest-1": "guest"}
 FAST = 15.0  # seconds within which the others must end after the failed party's exit
 START = 90.0  # generous: a loaded machine starts an interpreter slowly

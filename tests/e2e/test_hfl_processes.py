@@ -190,6 +190,7 @@ def test_a_client_host_that_dies_mid_run_does_not_stop_the_job(tmp_path: Path) -
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a wall-clock bound
 def test_clients_exit_with_a_clear_error_when_the_aggregator_dies(tmp_path: Path) -> None:
     job = init_kit(
         tmp_path,

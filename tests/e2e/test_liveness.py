@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 from processes import STARTED, WEAK, privfl, spawn
 
+# Bounds in wall-clock seconds: alone on the machine under xdist (tests/conftest.py).
+pytestmark = pytest.mark.serial
+
 LONG_TIMEOUT = "600"
 PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
 BUSY_GUEST = Path(__file__).with_name("busy_guest.py")

@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 from test_netns import ip, netns_available
 
+# One worker starts the session's Ray cluster for every test that uses it (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("ray")
+
 HEAD, WORKER = "10.231.0.1", "10.231.0.2"
 PORT = 6390
 DRIVER = Path(__file__).with_name("ray_two_nodes.py")

@@ -70,6 +70,7 @@ def wait_for_epochs(runs: Path, count: int, log: Path) -> None:
     ],
     ids=["killed-relay", "frozen-guest"],
 )
+@pytest.mark.serial  # a wall-clock bound
 def test_a_dead_relay_or_frozen_party_is_named_by_every_other_party_within_15_s(
     tmp_path: Path, victim: str, sig: signal.Signals
 ) -> None:

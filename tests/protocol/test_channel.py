@@ -277,6 +277,7 @@ def test_abort_helper_sends_privfl_reasons_but_not_foreign_details(net: Net) -> 
 
 
 @pytest.mark.parametrize("explicit", [True, False])
+@pytest.mark.serial  # a wall-clock bound
 def test_silence_raises_peer_unavailable_naming_the_peer(net: Net, explicit: bool) -> None:
     # Prepare: a 0.2 s wait, given per call or as the channel's default.
     bob = Channel(net.transports["bob"], session=SESSION, timeout=0.2 if not explicit else 60.0)
@@ -296,6 +297,7 @@ def test_silence_raises_peer_unavailable_naming_the_peer(net: Net, explicit: boo
     assert 0.15 <= elapsed < 1.2, elapsed
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_first_contact_with_a_stopped_peer_ends_on_the_abort_waiting_in_the_inbox(
     net: Net,
 ) -> None:
@@ -336,6 +338,7 @@ class _LosingTransport:
         self._inner.close()
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_a_lost_peer_ends_a_long_wait_naming_it(net: Net) -> None:
     # Prepare: bob waits up to 60 s for alice; the transport loses carol after 0.3 s.
     transport = _LosingTransport(net.transports["bob"], "carol", after=0.3)

@@ -21,6 +21,9 @@ from privfl.protocol.keys import KeyRing
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import ZmqTransport, free_tcp_endpoints
 
+# Bounds in wall-clock seconds: alone on the machine under xdist (tests/conftest.py).
+pytestmark = pytest.mark.serial
+
 GRACE = 0.5
 
 

@@ -82,6 +82,7 @@ def test_reliable_layer_runs_over_the_relay(keys: Keys) -> None:
             b.close()
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_a_peer_that_leaves_the_relay_is_named_lost_within_the_grace(keys: Keys) -> None:
     with running_relay(keys, NAMES) as relay:
         a = relayed(keys, "alice", ["bob"], relay, grace=1.0)

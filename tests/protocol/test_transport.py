@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -166,6 +167,7 @@ def test_allow_listed_peer_claiming_another_name_is_dropped(
     assert honest == ("carol", [b"I am carol"])  # control: same key, true name, delivered
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_recv_times_out_on_time(make: MakeTransport) -> None:
     (a_ep,) = free_tcp_endpoints(1)
     alice = make("alice", a_ep, {})
@@ -263,6 +265,22 @@ def test_free_tcp_endpoints_are_distinct() -> None:
     assert all(ep.startswith("tcp://127.0.0.1:") for ep in endpoints)
 
 
+def test_free_tcp_endpoints_stay_in_privfl_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Prepare: a range of one port, held by us, then one of eight (the suite's workers' case).
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    port = held.getsockname()[1]
+    monkeypatch.setenv("PRIVFL_PORTS", f"{port}-{port}")
+
+    with pytest.raises(OSError, match=f"no free port in PRIVFL_PORTS={port}-{port}"):
+        free_tcp_endpoints(1)
+    held.close()
+    assert free_tcp_endpoints(1) == [f"tcp://127.0.0.1:{port}"]
+    monkeypatch.setenv("PRIVFL_PORTS", f"{port}-{port + 7}")
+    ports = [int(ep.rsplit(":", 1)[1]) for ep in free_tcp_endpoints(5)]
+    assert len(set(ports)) == 5 and all(port <= p <= port + 7 for p in ports), ports
+
+
 # --- keys -----------------------------------------------------------------------
 
 
@@ -327,6 +345,7 @@ def test_in_memory_round_trip_and_record() -> None:
     assert hub.sent == [("host", "guest", [b"a", b"b"])]
 
 
+@pytest.mark.serial  # a wall-clock bound
 def test_in_memory_timeout_and_unknown_peer() -> None:
     hub = InMemoryHub()
     with hub.transport("host") as host:

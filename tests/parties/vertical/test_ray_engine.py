@@ -19,7 +19,8 @@ from privfl.crypto.pools import NoisePool
 from privfl.crypto.ray_pool import RayPool
 from privfl.protocol.memory import InMemoryHub
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+# One worker starts the session's Ray cluster for every test that uses it (--dist loadgroup).
+pytestmark = [pytest.mark.usefixtures("ray_cluster"), pytest.mark.xdist_group("ray")]
 
 
 class SeenEngine(Engine):
