@@ -4,12 +4,13 @@ An obfuscation is 96 % of an encryption's cost and needs no plaintext, so a part
 can compute them on every core, and while it waits for its peers. Workers draw r
 from their own CSPRNG (``secrets``); only the resulting integers come back, over
 local process pipes (never over the network). A second set of workers splits the
-party's ``Xᵀ[[d]]`` by columns: its own feature exponents and the ciphertexts go to
-them over the same local pipes.
+party's ``Xᵀ[[d]]`` by blocks of rows: each gets its rows' feature exponents and
+ciphertexts over the same local pipes and returns one partial product per column.
 """
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import signal
@@ -22,9 +23,15 @@ from concurrent.futures import Future, ProcessPoolExecutor
 import numpy as np
 import numpy.typing as npt
 
+from privfl.crypto.gmp import mpz
 from privfl.crypto.paillier import PublicKey, obfuscators, obfuscators_crt
 
 CHUNK = 32  # obfuscators per task: large enough to amortise IPC, small enough to balance
+MATVEC_ROWS = 4096
+"""Rows per ``Xᵀ[[d]]`` task: a worker holds one block's ciphertexts, not the whole vector
+(with column blocks each worker got every row's: 4.5 KiB per row over the workers at
+1024 bits, docs/performance.md), and only the blocks in the workers' queue are pickled
+at a time. Large enough that the bucket method's per-window cost stays small."""
 BACKGROUND_NICE = 5
 """Prefetching obfuscators is background work: the work a peer waits for (``Xᵀ[[d]]``,
 the Host's and Server's steps on the same machine) goes first, prefetching fills idle time."""
@@ -52,8 +59,27 @@ def _exit_with_parent(parent: int, nice: int = 0) -> None:
 
 
 def _matvec_block(n: int, x: npt.NDArray[np.int64], c: list[int]) -> list[int]:
-    """Worker task: one block of columns of ``Xᵀ[[d]]``."""
+    """Worker task: ``Xᵀ[[d]]`` over one block of rows, one partial product per column."""
     return PublicKey(n).matvec_t(x, c)
+
+
+def row_blocks(rows: int, workers: int, most: int = MATVEC_ROWS) -> list[slice]:
+    """Contiguous row ranges: at least one per worker, none over ``most`` rows."""
+    count = max(min(workers, rows), -(-rows // most), 1)
+    bounds = np.linspace(0, rows, count + 1).astype(int).tolist()
+    return [slice(a, b) for a, b in itertools.pairwise(bounds)]
+
+
+def combine_columns(partials: Sequence[Sequence[int]], n2: int) -> list[int]:
+    """Per column, the product mod ``n2`` of every block's partial product.
+
+    ``Π_i c_i^{x_ij} mod n²`` is exact modular arithmetic, so splitting the rows and
+    multiplying the blocks' products gives the same integers as one pass over every row.
+    """
+    totals = [mpz(1)] * len(partials[0])
+    for block in partials:
+        totals = [t * v % n2 for t, v in zip(totals, block, strict=True)]
+    return [int(t) for t in totals]
 
 
 def _spawn_pool(workers: int, nice: int) -> ProcessPoolExecutor:
@@ -74,10 +100,11 @@ def _spawn_pool(workers: int, nice: int) -> ProcessPoolExecutor:
 class NoisePool:
     """A queue of obfuscators filled by ``workers`` processes (inline when workers <= 1).
 
-    The same workers also split a party's ``Xᵀ[[d]]`` by columns (:meth:`matvec_t`).
+    The same workers also split a party's ``Xᵀ[[d]]`` by rows (:meth:`matvec_t`).
     """
 
     chunk = CHUNK  # obfuscators per background task
+    matvec_rows = MATVEC_ROWS  # rows per Xᵀ[[d]] task
 
     def __init__(
         self,
@@ -117,9 +144,15 @@ class NoisePool:
         self, func: Callable[..., list[int]], blocks: Sequence[tuple[object, ...]]
     ) -> list[int]:
         """``func(*block)`` for every block on the compute workers, concatenated in order."""
+        return [value for part in self._run_block_lists(func, blocks) for value in part]
+
+    def _run_block_lists(
+        self, func: Callable[..., list[int]], blocks: Sequence[tuple[object, ...]]
+    ) -> list[list[int]]:
+        """``func(*block)`` for every block on the compute workers, one list per block."""
         assert self._compute is not None
         futures = [self._compute.submit(func, *block) for block in blocks]
-        return [value for future in futures for value in future.result()]
+        return [future.result() for future in futures]
 
     def prefetch(self, count: int, *, bulk: bool = False) -> None:
         """Start computing ``count`` more obfuscators in the background.
@@ -153,21 +186,20 @@ class NoisePool:
         return [self._ready.popleft() for _ in range(count)]
 
     def matvec_t(self, key: PublicKey, x: npt.NDArray[np.int64], c: Sequence[int]) -> list[int]:
-        """``key.matvec_t(x, c)`` with its columns split over the workers (inline with one).
+        """``key.matvec_t(x, c)`` with its rows split over the workers (inline with one).
 
-        Each worker gets the ciphertexts once per call (``|c|`` × 512 bytes at 2048 bits)
-        and a block of columns; the blocks come back in order, so the result is the
-        same list :meth:`PublicKey.matvec_t` returns.
+        Each task carries a block of at most ``MATVEC_ROWS`` rows, its exponents and its
+        ciphertexts, and returns one partial product per column; their products are the
+        same list :meth:`PublicKey.matvec_t` returns (:func:`combine_columns`).
         """
-        columns = x.shape[1] if x.ndim == 2 else 0
-        if not self.parallel or columns < 2:
-            return key.matvec_t(x, c)
-        blocks = np.array_split(np.arange(columns), min(self.workers, columns))
-        ciphertexts = [int(v) for v in c]
-        return self._run_blocks(
-            _matvec_block,
-            [(key.n, np.ascontiguousarray(x[:, b]), ciphertexts) for b in blocks if len(b)],
-        )
+        if not self.parallel or x.ndim != 2 or x.shape[0] != len(c) or x.shape[1] == 0:
+            return key.matvec_t(x, c)  # (a shape mismatch raises there)
+        blocks = [
+            (key.n, np.ascontiguousarray(x[rows]), [int(v) for v in c[rows]])
+            for rows in row_blocks(len(c), self.workers, self.matvec_rows)
+        ]
+        partials = self._run_block_lists(_matvec_block, blocks)
+        return combine_columns(partials, key.n * key.n)
 
     def run_split(
         self,

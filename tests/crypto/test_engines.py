@@ -17,7 +17,7 @@ from privfl.crypto.paillier import (
     generate_keypair,
     private_primes,
 )
-from privfl.crypto.pools import CHUNK
+from privfl.crypto.pools import CHUNK, row_blocks
 from privfl.errors import ConfigError
 
 ENGINES = [Engine(), Engine("ray")]
@@ -67,6 +67,35 @@ def test_matvec_is_the_inline_result(engine: Engine, keypair: Keys) -> None:
         assert pool.matvec_t(public, x, c) == public.matvec_t(x, c)
     finally:
         pool.close()
+
+
+def test_matvec_in_many_row_blocks_is_the_inline_result(engine: Engine, keypair: Keys) -> None:
+    # Prepare: signed exponents, a column of zeros, and blocks of 7 rows (6 blocks, 2 workers).
+    public, _ = keypair
+    rng = np.random.default_rng(1)
+    x = rng.integers(-(1 << 20), 1 << 20, size=(40, 4), dtype=np.int64)
+    x[:, 2] = 0
+    c = public.encrypt([int(v) for v in rng.integers(0, 1000, size=40)])
+    pool = engine.pool(public.n, 2)
+    pool.matvec_rows = 7
+
+    # Act
+    try:
+        split = pool.matvec_t(public, x, c)
+    finally:
+        pool.close()
+
+    # Assert: the blocks' partial products multiply to the one-pass ciphertexts exactly.
+    assert split == public.matvec_t(x, c)
+
+
+def test_row_blocks_cover_every_row_once_within_the_bound() -> None:
+    for rows, workers, most in [(1, 4, 10), (10, 4, 3), (40, 2, 7), (10_000, 2, 4096)]:
+        blocks = row_blocks(rows, workers, most)
+        covered = [i for b in blocks for i in range(rows)[b]]
+        assert covered == list(range(rows))
+        assert all(0 < b.stop - b.start <= most for b in blocks)
+        assert len(blocks) >= min(workers, rows)
 
 
 def test_split_decryptions_keep_their_order(engine: Engine, keypair: Keys) -> None:
