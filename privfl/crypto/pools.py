@@ -24,7 +24,14 @@ import numpy as np
 import numpy.typing as npt
 
 from privfl.crypto.gmp import mpz
-from privfl.crypto.paillier import PublicKey, obfuscators, obfuscators_crt
+from privfl.crypto.paillier import (
+    PrivateKey,
+    PublicKey,
+    decrypt_with_primes,
+    obfuscators,
+    obfuscators_crt,
+    private_primes,
+)
 
 CHUNK = 32  # obfuscators per task: large enough to amortise IPC, small enough to balance
 MATVEC_ROWS = 4096
@@ -113,7 +120,10 @@ class NoisePool:
         h_s: int = 0,
         nice: int = BACKGROUND_NICE,
         primes: tuple[int, int] | None = None,
+        *,
+        noise: bool = True,
     ) -> None:
+        """``noise`` False: compute workers only (the GLM Server decrypts, never encrypts)."""
         self.n = n
         self.h_s = h_s  # non-zero: DJN short-exponent obfuscators (see crypto.djn)
         # The key holder's own pool: standard obfuscators by CRT (obfuscators_crt).
@@ -125,13 +135,13 @@ class NoisePool:
         self._executor: ProcessPoolExecutor | None = None
         self._compute: ProcessPoolExecutor | None = None  # Xᵀ[[d]], never queued behind noise
         if self.workers > 1:
-            self._executor = _spawn_pool(self.workers, nice)
+            self._executor = _spawn_pool(self.workers, nice) if noise else None
             self._compute = _spawn_pool(self.workers, 0)
 
     @property
     def parallel(self) -> bool:
         """Whether work goes to workers (False: computed inline, in this process)."""
-        return self._executor is not None
+        return self._compute is not None
 
     def _submit_noise(self, size: int) -> Future[list[int]]:
         """One task of ``size`` obfuscators on the (niced) noise workers."""
@@ -226,3 +236,18 @@ class NoisePool:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
         self._executor = self._compute = None
+
+
+def decrypt_split(key: PrivateKey, pool: NoisePool | None, values: Sequence[int]) -> list[int]:
+    """Decrypt over the key holder's own workers (inline without them), in order.
+
+    A pool's workers are the key holder's processes on its machine: the primes reach them
+    over local pipes (docs/security.md); an engine whose workers may be other machines
+    keeps these blocks on this machine unless its operator opts in (``--ray-private-key``).
+    """
+    parts = min(pool.workers if pool is not None else 1, len(values) // 4)
+    if pool is None or parts < 2:
+        return key.decrypt(values)
+    n, (p, q) = key.public_key.n, private_primes(key)
+    blocks = [(n, p, q, [int(v) for v in block]) for block in np.array_split(list(values), parts)]
+    return pool.run_split(decrypt_with_primes, blocks, private=True)

@@ -103,6 +103,7 @@ class RayPool(NoisePool):
         *,
         address: str | None = None,
         private_on_cluster: bool = False,
+        noise: bool = True,
     ) -> None:
         self._ray = connect(address)
         cluster = int(self._ray.cluster_resources().get("CPU", 1))
@@ -117,7 +118,7 @@ class RayPool(NoisePool):
         # num_cpus=0: as with the pool, the OS shares the cores between noise and
         # compute; each worker is pinned to a node, in proportion to the nodes' CPUs.
         places = placements(self._ray, self.workers)
-        self._noise = [self._actor(p).remote(n, h_s, shared, nice) for p in places]
+        self._noise = [self._actor(p).remote(n, h_s, shared, nice) for p in places if noise]
         self._busy = [self._actor(p).remote(n, h_s, shared, 0) for p in places]
         self._next_noise = itertools.cycle(self._noise)
 
@@ -130,7 +131,7 @@ class RayPool(NoisePool):
 
     @property
     def parallel(self) -> bool:
-        return bool(self._noise)
+        return bool(self._busy)
 
     def _submit_noise(self, size: int) -> Future[list[int]]:
         future: Future[list[int]] = next(self._next_noise).noise.remote(size).future()
