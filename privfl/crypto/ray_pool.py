@@ -1,9 +1,9 @@
 """The :class:`NoisePool` interface on a Ray cluster: one actor per worker holding the key.
 
 Each actor gets the modulus (and the DJN generator) once, when it starts; a task then
-carries only its size, or its block of rows or columns. A list every block of a call
-shares (the ciphertexts of a histogram) is put in the object store once and fetched
-once per node. The key holder's primes reach the actors only with
+carries only its size, or its block of columns. A list every block of a call shares
+(the ciphertexts of one slice of ``Xᵀ[[d]]``, of a histogram) is put in the object
+store once and fetched once per node. The key holder's primes reach the actors only with
 ``private_on_cluster`` (the operator's ``--ray-private-key``); otherwise its CRT work
 (decryptions) runs in processes on this machine and its obfuscators are computed
 without the primes (the same distribution, ``r^n mod n²``, at the public-key cost).
@@ -137,14 +137,14 @@ class RayPool(NoisePool):
         future: Future[list[int]] = next(self._next_noise).noise.remote(size).future()
         return future
 
-    def _run_block_lists(
+    def _run_blocks(
         self, func: Callable[..., list[int]], blocks: Sequence[tuple[object, ...]]
-    ) -> list[list[int]]:
+    ) -> list[int]:
         refs = [
             self._busy[i % len(self._busy)].call.remote(func, *block)
             for i, block in enumerate(self._shared_once(blocks))
         ]
-        return list(self._ray.get(refs))
+        return [value for block in self._ray.get(refs) for value in block]
 
     def _shared_once(self, blocks: Sequence[tuple[object, ...]]) -> list[tuple[object, ...]]:
         """The blocks with every list they all share replaced by one object-store copy."""
