@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 
 from privfl.crypto.encoding import LOSS_BITS, decode, loss_denominator
@@ -131,8 +132,12 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
 
 def decryption_pool(engine: Engine, key: PrivateKey, workers: int) -> NoisePool | None:
     """The Server's decryption workers: none (its own process) unless ``workers`` >= 2 or
-    the engine is Ray (``workers`` 0: every CPU of the cluster). No obfuscator workers:
-    the Server never encrypts."""
+    the engine is Ray (``workers`` 0: every CPU). No obfuscator workers: the Server never
+    encrypts."""
+    if engine.kind == "ray" and not engine.private_on_cluster:
+        # Its primes stay on this machine: Ray would only hand the blocks back to local
+        # processes, so those processes are the pool, and no idle actor is started.
+        engine, workers = POOL, workers or os.cpu_count() or 1
     if engine.kind == "pool" and workers < 2:
         return None
     n = key.public_key.n
