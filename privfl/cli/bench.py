@@ -121,7 +121,7 @@ def bench() -> None:
     "obfuscations",
     type=click.Choice(OBFUSCATIONS),
     multiple=True,
-    help="SecureBoost: obfuscation(s) to run; repeat the option. [both]",
+    help="Obfuscation(s) of the real runs; repeat the option. [both]",
 )
 @click.option(
     "--instance-space",
@@ -205,6 +205,7 @@ def vfl(
         engine=engine,
         runs_only=runs_only,
         batch_size=batch_size,
+        obfuscations=tuple(obfuscations or OBFUSCATIONS),
     )
     click.echo(render(report))
     write_report(report, json_file)

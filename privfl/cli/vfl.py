@@ -350,15 +350,16 @@ def party_command(role: str) -> click.Command:
         "--workers",
         type=click.IntRange(0),
         default=0,
-        help="Processes for Paillier obfuscations and Xᵀ[[d]] (Host, Guest); 0 = one per core. [0]",
+        help="Processes for Paillier obfuscations and Xᵀ[[d]] (Host, Guest); 0 = one per core. "
+        "Server: decryption workers with 2 or more (0, 1: in its own process). [0]",
     )
     @click.option(
         "--engine",
         type=click.Choice(ENGINES),
         default=POOL.kind,
         show_default=True,
-        help="Where this party's --workers run (Host, Guest): processes on this machine, or its "
-        "site's own Ray cluster (pip install 'privfl[ray]'; every node this institution's).",
+        help="Where this party's --workers run: processes on this machine, or its site's own "
+        "Ray cluster (pip install 'privfl[ray]'; every node this institution's).",
     )
     @click.option(
         "--ray-address",
@@ -369,8 +370,8 @@ def party_command(role: str) -> click.Command:
     @click.option(
         "--ray-private-key",
         is_flag=True,
-        help="With --engine ray, key holder only (SecureBoost Host): also send the private "
-        "primes to the cluster's workers for decryptions. Off: they stay on this machine.",
+        help="With --engine ray, key holder only (GLM Server, SecureBoost Host): also send the "
+        "private primes to the cluster's workers for decryptions. Off: they stay on this machine.",
     )
     @verbose_option
     @click.option(

@@ -50,14 +50,16 @@ class Engine:
         *,
         nice: int | None = None,
         primes: tuple[int, int] | None = None,
+        noise: bool = True,
     ) -> NoisePool:
         """The party's workers for a key with modulus ``n`` (see :class:`NoisePool`);
-        ``nice`` None: the pool's background priority for its obfuscators."""
+        ``nice`` None: the pool's background priority for its obfuscators; ``noise``
+        False: no obfuscator workers (a party that only decrypts)."""
         from privfl.crypto.pools import BACKGROUND_NICE, NoisePool
 
         nice = BACKGROUND_NICE if nice is None else nice
         if self.kind == "pool":
-            return NoisePool(n, workers, h_s, nice, primes)
+            return NoisePool(n, workers, h_s, nice, primes, noise=noise)
         from privfl.crypto.ray_pool import RayPool
 
         return RayPool(
@@ -68,6 +70,7 @@ class Engine:
             primes,
             address=self.address,
             private_on_cluster=self.private_on_cluster,
+            noise=noise,
         )
 
 

@@ -2,8 +2,8 @@
 
 Each actor gets the modulus (and the DJN generator) once, when it starts; a task then
 carries only its size, or its block of columns. A list every block of a call shares
-(the ciphertexts of ``Xᵀ[[d]]``, of a histogram) is put in the object store once and
-fetched once per node. The key holder's primes reach the actors only with
+(the ciphertexts of one slice of ``Xᵀ[[d]]``, of a histogram) is put in the object
+store once and fetched once per node. The key holder's primes reach the actors only with
 ``private_on_cluster`` (the operator's ``--ray-private-key``); otherwise its CRT work
 (decryptions) runs in processes on this machine and its obfuscators are computed
 without the primes (the same distribution, ``r^n mod n²``, at the public-key cost).
@@ -103,6 +103,7 @@ class RayPool(NoisePool):
         *,
         address: str | None = None,
         private_on_cluster: bool = False,
+        noise: bool = True,
     ) -> None:
         self._ray = connect(address)
         cluster = int(self._ray.cluster_resources().get("CPU", 1))
@@ -117,7 +118,7 @@ class RayPool(NoisePool):
         # num_cpus=0: as with the pool, the OS shares the cores between noise and
         # compute; each worker is pinned to a node, in proportion to the nodes' CPUs.
         places = placements(self._ray, self.workers)
-        self._noise = [self._actor(p).remote(n, h_s, shared, nice) for p in places]
+        self._noise = [self._actor(p).remote(n, h_s, shared, nice) for p in places if noise]
         self._busy = [self._actor(p).remote(n, h_s, shared, 0) for p in places]
         self._next_noise = itertools.cycle(self._noise)
 
@@ -130,7 +131,7 @@ class RayPool(NoisePool):
 
     @property
     def parallel(self) -> bool:
-        return bool(self._noise)
+        return bool(self._busy)
 
     def _submit_noise(self, size: int) -> Future[list[int]]:
         future: Future[list[int]] = next(self._next_noise).noise.remote(size).future()

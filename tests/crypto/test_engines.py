@@ -17,8 +17,9 @@ from privfl.crypto.paillier import (
     generate_keypair,
     private_primes,
 )
-from privfl.crypto.pools import CHUNK
+from privfl.crypto.pools import CHUNK, decrypt_split, row_blocks
 from privfl.errors import ConfigError
+from privfl.parties.vertical.server import decryption_pool
 
 # One worker starts the session's Ray cluster for every test that uses it (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("ray")
@@ -72,6 +73,35 @@ def test_matvec_is_the_inline_result(engine: Engine, keypair: Keys) -> None:
         pool.close()
 
 
+def test_matvec_in_many_row_slices_is_the_inline_result(engine: Engine, keypair: Keys) -> None:
+    # Prepare: signed exponents, a column of zeros, and slices of 7 rows (6 slices).
+    public, _ = keypair
+    rng = np.random.default_rng(1)
+    x = rng.integers(-(1 << 20), 1 << 20, size=(40, 4), dtype=np.int64)
+    x[:, 2] = 0
+    c = public.encrypt([int(v) for v in rng.integers(0, 1000, size=40)])
+    pool = engine.pool(public.n, few(engine))
+    pool.matvec_rows = 7
+
+    # Act
+    try:
+        split = pool.matvec_t(public, x, c)
+    finally:
+        pool.close()
+
+    # Assert: the slices' partial products multiply to the one-pass ciphertexts exactly.
+    assert split == public.matvec_t(x, c)
+
+
+def test_row_slices_cover_every_row_once_within_the_bound() -> None:
+    for rows, most in [(1, 10), (10, 3), (40, 7), (10_000, 65_536), (100_000, 65_536)]:
+        blocks = row_blocks(rows, most)
+        covered = [i for b in blocks for i in range(rows)[b]]
+        assert covered == list(range(rows))
+        assert all(0 < b.stop - b.start <= most for b in blocks)
+        assert len(blocks) == -(-rows // most)
+
+
 def test_split_decryptions_keep_their_order(engine: Engine, keypair: Keys) -> None:
     public, private = keypair
     p, q = private_primes(private)
@@ -83,6 +113,28 @@ def test_split_decryptions_keep_their_order(engine: Engine, keypair: Keys) -> No
         assert pool.run_split(decrypt_with_primes, blocks, private=True) == values
     finally:
         pool.close()
+
+
+def test_the_servers_decryption_pool_decrypts_in_order_and_never_obfuscates(
+    engine: Engine, keypair: Keys
+) -> None:
+    # Prepare: the GLM Server's pool (no obfuscator workers), 2 workers.
+    public, private = keypair
+    values = list(range(40))
+    cts = public.encrypt(values)
+    pool = decryption_pool(engine, private, 2)
+    assert pool is not None
+
+    # Act
+    try:
+        plain = decrypt_split(private, pool, cts)
+    finally:
+        pool.close()
+
+    # Assert: in order; no noise workers were started; one or no worker stays inline.
+    assert plain == values
+    assert decryption_pool(engine, private, 1) is None or engine.kind == "ray"
+    assert getattr(pool, "_executor", None) is None and not getattr(pool, "_noise", [])
 
 
 def test_ray_without_ray_or_with_pool_options_says_what_to_do(

@@ -165,6 +165,37 @@ def test_report_prints_cpu_ratio_next_to_every_wall_ratio() -> None:
     assert "yes  standard within 15% of floor (judged on CPU, machine busy)" in text
 
 
+def test_a_djn_only_scale_point_is_reported_without_the_standard_targets() -> None:
+    # Prepare: a large table's scale point made with DJN only (--obfuscation djn).
+    real = _runs(wall=10.0, cpu=4.4)[1:]
+    floor = {"standard": 2.0, "djn": 1.0, "seed_2n": 1.0, "standard_at_measured_rate": 2.5}
+    floor_cpu = {"standard": 4.0, "djn": 2.0}
+
+    # Act
+    judged = acceptance(None, real, floor, 1.9, 2, floor_cpu, True)
+    report = {
+        "key_bits": 256, "cores": 2, "cpu_count": 2, "load_average": [7.5, 1, 1],
+        "primitives_seconds": {"powmod_r_n": 1e-3, "djn_obfuscation": 1e-4, "decrypt": 1e-3},
+        "obfuscations_per_second": {"1": 10.0, "2": 19.0}, "scaling": 1.9,
+        "datasets": {"d": {
+            "description": "d", "stages": [],
+            "runs": [{**r.as_dict(), "ratio_to_naive": None} for r in real],
+            "protocol_counts": {"obfuscations": 1, "decryptions": 1,
+                                "per_party": {"guest": 1, "host": 1}},
+            "floor_seconds": floor, "floor_cpu_seconds": floor_cpu,
+            "load_average_after": [7.5, 1, 1], "acceptance": judged,
+        }},
+    }  # fmt: skip
+    text = render(report)
+
+    # Assert: DJN's CPU ratio and peak memory are printed; no standard target is judged.
+    assert judged["cpu_over_floor"] == {"djn": pytest.approx(2.2)}
+    assert judged["standard_over_floor"] is None
+    assert list(judged["met"]) == ["throughput >= 0.8 x cores"]
+    assert "djn      CPU s per epoch (every party and worker) / floor CPU s: x2.20" in text
+    assert "standard epoch / floor" not in text
+
+
 def test_cpu_per_epoch_is_taken_between_the_hosts_records(tmp_path: Path) -> None:
     # A watch over no process: the marks are what a poll saw at each new Host record.
     watch = MemoryWatch({}, tmp_path / "metrics.jsonl")

@@ -18,7 +18,7 @@ from privfl.errors import ProtocolError
 from privfl.learning import glm as glms
 from privfl.learning.glm import Glm
 from privfl.learning.kinds.logistic import Logistic
-from privfl.learning.taylor import learning_rate
+from privfl.learning.taylor import batch_sizes, learning_rate
 from privfl.parties import checkpoint
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.batches import job_least_batch
@@ -225,12 +225,15 @@ def run_guest(
     )
     key = receive_public_key(ctx)
     noise = engine.pool(key.n, workers, key.h_s)
-    # The first epoch needs this many (scores, Σz², a cross term, the packed gradient,
-    # the packed test scores); the workers start on them now.
+    # The first batch needs this many (scores, Σz², a cross term, the packed gradient,
+    # the packed test scores); the workers start on them now. One batch ahead, never
+    # the whole epoch: in mini-batches the queue then holds one batch's obfuscators.
     k = glm.outputs
+    least = job_least_batch(job, len(data.x_train))
+    batch = max(batch_sizes(len(data.x_train), job.training.batch_size, least))
     gradient = packing.packed_length(data.x_train.shape[1] * k, key.n)
     test = packing.packed_length(len(data.x_test) * k, key.n)
-    noise.prefetch(len(data.x_train) * k + 2 + gradient + test)
+    noise.prefetch(batch * k + 2 + gradient + test)
     state = GuestState(
         data=data,
         key=key,
@@ -238,7 +241,7 @@ def run_guest(
         l2=job.training.l2,
         noise=noise,
         glm=glm,
-        least_batch=job_least_batch(job, len(data.x_train)),
+        least_batch=least,
     )
     try:
         resume_guest(ctx, state)

@@ -32,7 +32,7 @@ def run_glm_role(ctx: PartyContext, data: PartyData | None, options: RoleOptions
 
     role = ctx.job.party(ctx.name).role
     if role == "server":
-        return run_server(ctx)
+        return run_server(ctx, workers=options.workers, engine=options.engine)
     assert data is not None
     if role == "host":
         return run_host(

@@ -5,17 +5,23 @@ uniform over Z_n, so every value it sees is uniformly random — except the epoc
 Taylor loss, which it is meant to see to decide when to stop. It decrypts only what
 the protocol state allows (``server_rules.py``); any other request is written to the
 audit log as refused and ends the session with an error naming the party that sent it.
-The private key lives in this process only: it is never written to disk.
+The private key lives in this process only: it is never written to disk. With
+``--workers`` (2 or more) or ``--engine ray`` its decryptions are split over its own
+workers: processes on this machine, or (``--ray-private-key``) the actors of its own
+institution's Ray cluster (docs/security.md, docs/deploy.md §11).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 
 from privfl.crypto.encoding import LOSS_BITS, decode, loss_denominator
-from privfl.crypto.paillier import PrivateKey, generate_keypair
+from privfl.crypto.engine import POOL, Engine
+from privfl.crypto.paillier import PrivateKey, generate_keypair, private_primes
+from privfl.crypto.pools import NoisePool, decrypt_split
 from privfl.errors import ProtocolError
 from privfl.parties import checkpoint
 from privfl.parties.session import PartyContext
@@ -49,6 +55,7 @@ class ServerState:
     at: Position = field(default_factory=Position)
     losses: list[float] = field(default_factory=list)
     batch_loss: list[tuple[float, int]] = field(default_factory=list)
+    pool: NoisePool | None = None  # the decryption workers (None: in this process)
 
 
 def on_decrypt(state: ServerState, sender: str, msg: DecryptRequest) -> Decrypted:
@@ -57,7 +64,7 @@ def on_decrypt(state: ServerState, sender: str, msg: DecryptRequest) -> Decrypte
         rules.check_gradient(state.allow, state.at, sender, msg)
     else:
         rules.check_scores(state.allow, state.at, sender, msg)
-    plain = state.key.decrypt(msg.values.values)
+    plain = decrypt_split(state.key, state.pool, msg.values.values)
     return Decrypted(epoch=msg.epoch, batch=msg.batch, purpose=msg.purpose, values=big(plain))
 
 
@@ -123,13 +130,40 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
     return state
 
 
-def run_server(ctx: PartyContext, predicting: bool = False) -> dict[str, object]:
+def decryption_pool(engine: Engine, key: PrivateKey, workers: int) -> NoisePool | None:
+    """The Server's decryption workers: none (its own process) unless ``workers`` >= 2 or
+    the engine is Ray (``workers`` 0: every CPU). No obfuscator workers: the Server never
+    encrypts."""
+    if engine.kind == "ray" and not engine.private_on_cluster:
+        # Its primes stay on this machine: Ray would only hand the blocks back to local
+        # processes, so those processes are the pool, and no idle actor is started.
+        engine, workers = POOL, workers or os.cpu_count() or 1
+    if engine.kind == "pool" and workers < 2:
+        return None
+    n = key.public_key.n
+    return engine.pool(n, workers, primes=private_primes(key), noise=False)
+
+
+def run_server(
+    ctx: PartyContext, predicting: bool = False, *, workers: int = 1, engine: Engine = POOL
+) -> dict[str, object]:
     """Serve decryptions and epoch verdicts until the Host finishes the session.
 
     ``predicting``: a prediction session, where the Host may ask for one score
-    decryption (every row it scores) and nothing else.
+    decryption (every row it scores) and nothing else. ``workers``/``engine``: where
+    the decryptions of long vectors run (:func:`decryption_pool`).
     """
     state = handshake(ctx, predicting)
+    state.pool = decryption_pool(engine, state.key, workers)
+    try:
+        return serve_until_finished(ctx, state)
+    finally:
+        if state.pool is not None:
+            state.pool.close()
+
+
+def serve_until_finished(ctx: PartyContext, state: ServerState) -> dict[str, object]:
+    """The Server's loop: one reply per accepted message until the Host's Finish."""
     decrypted = 0
     while True:
         env = ctx.channel.expect({Kind.DECRYPT_REQUEST, Kind.LOSS, Kind.FINISH}, ctx.peers)

@@ -228,9 +228,12 @@ def run_parties(
     job = relayed_job(job) if relayed else job
     start = time.monotonic()
     job_path = write_kit(job, out / "kit")
+    metrics = out / job.host / "metrics.jsonl"
+    # A reused --out holds the last run's records: the watch would take them for this
+    # run's epochs (per-epoch CPU of 0) before the Host starts a new file.
+    metrics.unlink(missing_ok=True)
     with relay_process(job_path, out / "relay") if relayed else nullcontext():
         parties = start_parties(job, job_path, out, extra)
-        metrics = out / job.host / "metrics.jsonl"
         pids = {p.name: p.process.pid for p in parties}
         watched = pids | ({"ray": workers.ray_pid} if workers.ray_pid else {})
         memory = MemoryWatch(watched, metrics)

@@ -48,6 +48,9 @@ def train(job: JobConfig, out: Path, on_ray: dict[str, int]) -> Path:
         else {"workers": 2}
         for name in [job.host, *job.guests]
     }
+    if job.server in on_ray:  # the key holder's decryptions on the cluster (--ray-private-key)
+        engine = SeenEngine("ray", private_on_cluster=True)
+        options[job.server] = {"workers": on_ray[job.server], "engine": engine}
     options[job.host]["label_rng"] = np.random.default_rng(7)
     results = run_in_threads(job, InMemoryHub(record=False), out, options=options)
     assert not failures(results), failures(results)
@@ -65,6 +68,30 @@ def test_logistic_regression_on_ray_equals_the_pool_run(tmp_path: Path) -> None:
     ray = train(job, tmp_path / "ray", on_ray={"guest-1": 1})  # Xᵀ[[d]], its obfuscators
 
     # Assert: the same weights at both parties, the same loss history.
+    for name in ("host", "guest-1"):
+        assert read_model(ray, name)["weights"] == read_model(pool, name)["weights"]
+    assert read_summary(ray)["loss_history"] == read_summary(pool)["loss_history"]
+
+
+def test_a_server_decrypting_on_ray_trains_the_pool_runs_model(tmp_path: Path) -> None:
+    # Prepare: flipback every epoch, so the Server decrypts packed training and test scores
+    # (vectors long enough to split) besides the gradients.
+    job = memory_job(1, epochs=3, epsilon=1.0, flipback_every=1)
+    calls: list[int] = []
+    split = RayPool.run_split
+
+    def counted(pool: RayPool, func: Any, blocks: Any, *, private: bool = False) -> list[int]:
+        calls.append(len(blocks) if private else 0)
+        return split(pool, func, blocks, private=private)
+
+    # Act
+    pool = train(job, tmp_path / "pool", on_ray={})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RayPool, "run_split", counted)
+        ray = train(job, tmp_path / "ray", on_ray={"server": 2})
+
+    # Assert: the Server's decryptions went to its Ray workers; the same model and losses.
+    assert any(blocks >= 2 for blocks in calls), calls
     for name in ("host", "guest-1"):
         assert read_model(ray, name)["weights"] == read_model(pool, name)["weights"]
     assert read_summary(ray)["loss_history"] == read_summary(pool)["loss_history"]

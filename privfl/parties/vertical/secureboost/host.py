@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,11 +24,10 @@ from privfl.crypto.engine import POOL, Engine
 from privfl.crypto.paillier import (
     PrivateKey,
     PublicKey,
-    decrypt_with_primes,
     generate_keypair,
     private_primes,
 )
-from privfl.crypto.pools import NoisePool
+from privfl.crypto.pools import NoisePool, decrypt_split
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
@@ -214,21 +212,6 @@ class RemoteGuest:
         if set(got) != owned or len(body.nodes) != len(owned):
             raise ProtocolError(f"{self.name} sent decisions for other nodes than it owns")
         return got
-
-
-def decrypt_split(key: PrivateKey, pool: NoisePool | None, values: Sequence[int]) -> list[int]:
-    """Decrypt over the Host's own worker processes (inline without them), in order.
-
-    The workers are this party's processes on its machine: the primes reach them over
-    local pipes (docs/security.md, "Vertical SecureBoost"); an engine whose workers may
-    be other machines keeps these blocks local unless its operator opts in (``private``).
-    """
-    parts = min(pool.workers if pool is not None else 1, len(values) // 4)
-    if pool is None or parts < 2:
-        return key.decrypt(values)
-    n, (p, q) = key.public_key.n, private_primes(key)
-    blocks = [(n, p, q, [int(v) for v in block]) for block in np.array_split(list(values), parts)]
-    return pool.run_split(decrypt_with_primes, blocks, private=True)
 
 
 def check_decisions(
