@@ -290,11 +290,11 @@ def test_silence_raises_peer_unavailable_naming_the_peer(net: Net, explicit: boo
     elapsed = time.monotonic() - start
 
     # Assert: waited the timeout (queue.get may wake a little early or late; allow
-    # 50 ms early and 1 s late for a loaded test machine).
+    # 50 ms early and 5 s late for a loaded test machine).
     message = str(caught.value)
     assert "alice" in message and "hello" in message and "0.2 s" in message
     assert "carol" not in message
-    assert 0.15 <= elapsed < 1.2, elapsed
+    assert 0.15 <= elapsed < 5.0, elapsed
 
 
 @pytest.mark.serial  # a wall-clock bound
@@ -313,7 +313,7 @@ def test_first_contact_with_a_stopped_peer_ends_on_the_abort_waiting_in_the_inbo
     elapsed = time.monotonic() - start
 
     # Assert: the Abort, not the 60 s wait for carol to come online, ended it.
-    assert elapsed < 3.0, elapsed
+    assert elapsed < 30.0, elapsed  # half the 60 s wait: a busy machine is not a hang
 
 
 class _LosingTransport:
@@ -353,7 +353,7 @@ def test_a_lost_peer_ends_a_long_wait_naming_it(net: Net) -> None:
     # Assert: named within the channel's liveness poll, not after the timeout.
     assert "lost its connection to carol" in str(caught.value)
     assert "0.25 s grace" in str(caught.value)
-    assert 0.3 <= elapsed < 2.0, elapsed
+    assert 0.3 <= elapsed < 30.0, elapsed  # well inside the 60 s timeout
 
 
 def test_an_abort_already_queued_wins_over_a_lost_peer(net: Net) -> None:

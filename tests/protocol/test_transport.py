@@ -177,7 +177,7 @@ def test_recv_times_out_on_time(make: MakeTransport) -> None:
     elapsed = time.monotonic() - start
 
     assert received is None
-    assert 0.28 <= elapsed < 0.8
+    assert 0.28 <= elapsed < 5.0  # ends on its own; the upper bound leaves room for load
 
 
 def test_send_to_unknown_peer_is_config_error(make: MakeTransport) -> None:
@@ -356,7 +356,7 @@ def test_in_memory_timeout_and_unknown_peer() -> None:
             host.send("guest", [b"x"])
 
     assert received is None
-    assert 0.18 <= elapsed < 0.6
+    assert 0.18 <= elapsed < 5.0  # ends on its own; the upper bound leaves room for load
 
 
 def test_in_memory_name_reusable_after_close() -> None:
