@@ -54,13 +54,15 @@ def test_a_vertical_party_process_does_not_load_plotting_or_torch(
 
 def test_every_top_level_command_resolves() -> None:
     from privfl.cli import COMMANDS, main
-    from privfl.cli.conformance import ENDINGS, ROLES
+    from privfl.cli.conformance import ENDINGS, ROLES, SESSIONS
     from privfl.models.registry import KINDS
-    from privfl.tools.conformance.runner import BOOST_GUEST_ENDINGS
+    from privfl.tools.conformance import runner
 
-    scripted = {role for kind in KINDS.values() for role in kind.conformance}
-    assert sorted(ROLES) == sorted(scripted)
-    assert ENDINGS == BOOST_GUEST_ENDINGS
+    # Every script is keyed "<role>" (training) or "predict:<role>" (prediction).
+    scripted = {key for kind in KINDS.values() for key in kind.conformance}
+    keys = {runner.script_key(role, session) for role in ROLES for session in SESSIONS}
+    assert scripted == keys and SESSIONS == runner.SESSIONS and ROLES == runner.ROLES
+    assert ENDINGS == runner.BOOST_GUEST_ENDINGS
     ctx = main.make_context("privfl", ["--help"], resilient_parsing=True)
     for name in COMMANDS:
         assert main.get_command(ctx, name) is not None, name

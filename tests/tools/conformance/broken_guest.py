@@ -134,8 +134,8 @@ def standard_in_djn() -> None:
 
     from privfl.crypto import pools
 
-    def standard(n: int, workers: int = 0, h_s: int = 0, *args: Any) -> NoisePool:
-        return NoisePool(n, workers, 0, *args)
+    def standard(n: int, workers: int = 0, h_s: int = 0, *args: Any, **kw: Any) -> NoisePool:
+        return NoisePool(n, workers, 0, *args, **kw)
 
     # Every engine makes its pools through crypto.pools (crypto/engine.py).
     pools.NoisePool = standard  # type: ignore[assignment,misc]
