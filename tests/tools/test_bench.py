@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,6 +120,30 @@ def _runs(wall: float, cpu: float) -> list[RunResult]:
     ]
 
 
+def _report(
+    real: list[RunResult],
+    floor: dict[str, float],
+    floor_cpu: dict[str, float],
+    judged: dict[str, Any],
+    *,
+    ratio_to_naive: float | None,
+) -> dict[str, Any]:
+    """A one-dataset report as the bench writes it: 256-bit keys, 2 cores, load 7.5 (busy)."""
+    return {
+        "key_bits": 256, "cores": 2, "cpu_count": 2, "load_average": [7.5, 1, 1],
+        "primitives_seconds": {"powmod_r_n": 1e-3, "djn_obfuscation": 1e-4, "decrypt": 1e-3},
+        "obfuscations_per_second": {"1": 10.0, "2": 19.0}, "scaling": 1.9,
+        "datasets": {"d": {
+            "description": "d", "stages": [],
+            "runs": [{**r.as_dict(), "ratio_to_naive": ratio_to_naive} for r in real],
+            "protocol_counts": {"obfuscations": 1, "decryptions": 1,
+                                "per_party": {"guest": 1, "host": 1}},
+            "floor_seconds": floor, "floor_cpu_seconds": floor_cpu,
+            "load_average_after": [7.5, 1, 1], "acceptance": judged,
+        }},
+    }  # fmt: skip
+
+
 def test_busy_machine_is_judged_on_cpu_ratio_and_says_so() -> None:
     # Prepare: a wall epoch 5x its floor (the machine was shared), CPU only 1.1x its floor.
     floor = {"standard": 2.0, "djn": 1.0}
@@ -141,20 +166,8 @@ def test_report_prints_cpu_ratio_next_to_every_wall_ratio() -> None:
     real = _runs(wall=10.0, cpu=4.4)
     floor = {"standard": 2.0, "djn": 1.0, "seed_2n": 1.0, "standard_at_measured_rate": 2.5}
     floor_cpu = {"standard": 4.0, "djn": 2.0}
-    report = {
-        "key_bits": 256, "cores": 2, "cpu_count": 2, "load_average": [7.5, 1, 1],
-        "primitives_seconds": {"powmod_r_n": 1e-3, "djn_obfuscation": 1e-4, "decrypt": 1e-3},
-        "obfuscations_per_second": {"1": 10.0, "2": 19.0}, "scaling": 1.9,
-        "datasets": {"d": {
-            "description": "d", "stages": [],
-            "runs": [{**r.as_dict(), "ratio_to_naive": 10.0} for r in real],
-            "protocol_counts": {"obfuscations": 1, "decryptions": 1,
-                                "per_party": {"guest": 1, "host": 1}},
-            "floor_seconds": floor, "floor_cpu_seconds": floor_cpu,
-            "load_average_after": [7.5, 1, 1],
-            "acceptance": acceptance(100.0, real, floor, 1.9, 2, floor_cpu, True),
-        }},
-    }  # fmt: skip
+    judged = acceptance(100.0, real, floor, 1.9, 2, floor_cpu, True)
+    report = _report(real, floor, floor_cpu, judged, ratio_to_naive=10.0)
 
     text = render(report)
 
@@ -173,19 +186,7 @@ def test_a_djn_only_scale_point_is_reported_without_the_standard_targets() -> No
 
     # Act
     judged = acceptance(None, real, floor, 1.9, 2, floor_cpu, True)
-    report = {
-        "key_bits": 256, "cores": 2, "cpu_count": 2, "load_average": [7.5, 1, 1],
-        "primitives_seconds": {"powmod_r_n": 1e-3, "djn_obfuscation": 1e-4, "decrypt": 1e-3},
-        "obfuscations_per_second": {"1": 10.0, "2": 19.0}, "scaling": 1.9,
-        "datasets": {"d": {
-            "description": "d", "stages": [],
-            "runs": [{**r.as_dict(), "ratio_to_naive": None} for r in real],
-            "protocol_counts": {"obfuscations": 1, "decryptions": 1,
-                                "per_party": {"guest": 1, "host": 1}},
-            "floor_seconds": floor, "floor_cpu_seconds": floor_cpu,
-            "load_average_after": [7.5, 1, 1], "acceptance": judged,
-        }},
-    }  # fmt: skip
+    report = _report(real, floor, floor_cpu, judged, ratio_to_naive=None)
     text = render(report)
 
     # Assert: DJN's CPU ratio and peak memory are printed; no standard target is judged.

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import csv
 import subprocess
 
 import numpy as np
@@ -35,24 +34,19 @@ from privfl.parties.vertical.secureboost.predict import (
 )
 from privfl.protocol.boost_messages import BoostDecide, BoostDecisions
 from privfl.protocol.channel import body_as
-from privfl.protocol.messages import Finish, Hello, Kind
-from privfl.tools.conformance.peer import (
-    Peer,
-    Report,
-    acknowledged,
-    exits_nonzero,
-    expect,
-    expect_abort,
-    finished_cleanly,
-    quiet,
-)
-from privfl.tools.conformance.predict import PREDICTED
+from privfl.protocol.messages import Kind
+from privfl.tools.conformance.peer import Peer, Report, expect, quiet
 from privfl.tools.conformance.session import (
     NO_FILES,
     PredictInputs,
     Scored,
-    commitment,
-    prediction_hello,
+    aborts,
+    guest_ends,
+    guest_hellos,
+    host_ends,
+    host_hellos,
+    played,
+    read_predictions,
 )
 
 
@@ -80,11 +74,9 @@ def boost_predict_guest_script(
 ) -> None:
     """Play the Server and the Host against a SecureBoost guest's prediction session."""
     model, scored = boost_scored(job, party, inputs)
-    server = Peer(job, job.server, job.timeout_seconds)
-    host = Peer(job, job.host, job.timeout_seconds)
-    try:
+    with played(job, job.server, job.host) as (server, host):
         rows = None if scored is None else len(scored.x)
-        if None in [prediction_hello(report, p, party, "guest", job, rows) for p in (server, host)]:
+        if guest_hellos(report, server, host, party, job, rows) is None:
             return
         splits = [] if model is None else model.raw["splits"]
         trees = max([s["tree"] + 1 for s in splits], default=job.model.trees)
@@ -102,12 +94,7 @@ def boost_predict_guest_script(
         )
         if model is not None and scored is not None:
             _check_decisions(report, body, model, scored)
-        acknowledged(report, [host, server], party)
-        host.channel.send(party, PREDICTED)
-        finished_cleanly(report, [host, server], party, job.party(party).endpoint, process)
-    finally:
-        server.close()
-        host.close()
+        guest_ends(report, server, host, party, job, process)
 
 
 def _check_decisions(
@@ -147,36 +134,22 @@ def boost_predict_host_script(
     if model is None:
         report.check("the host's --model is given (it names each guest's nodes)", False)
         return
-    server = Peer(job, job.server, job.timeout_seconds)
-    guests = {g: Peer(job, g, job.timeout_seconds) for g in job.guests}
-    peers = [server, *guests.values()]
-    try:
+    with played(job, job.server, *job.guests) as peers:
+        server, guests = peers[0], {peer.name: peer for peer in peers[1:]}
         rows = None if scored is None else len(scored.x)
-        hello = prediction_hello(report, server, party, "host", job, rows)
+        hello = host_hellos(report, server, guests, party, job, rows)
         if hello is None:
             return
-        digest = commitment(job, hello.rows)
-        for peer in guests.values():
-            peer.channel.send(party, Hello("guest", job.fingerprint(), hello.rows, 0, digest))
         masks = _answer_decides(report, job, party, model, guests, hello.rows, ending)
         if ending == "violation":
             what = "decisions for a node another party split make it Abort"
-            expect_abort(report, server, party, what)
-            exits_nonzero(report, party, process)
+            aborts(report, server, party, what, process)
             return
         if masks is None:
             return
-        for peer in peers:
-            got = expect(report, peer, Kind.FINISH, party, f"finish (predicted) to {peer.name}")
-            if got is not None:
-                body = body_as(got.body, Finish)
-                report.check(f"finish to {peer.name} says epochs 0", body.epochs == 0, str(body))
-        finished_cleanly(report, peers, party, job.party(party).endpoint, process)
+        host_ends(report, peers, party, job, process)
         if scored is not None and inputs.predictions is not None:
             _check_boost_predictions(report, model, scored, masks, inputs)
-    finally:
-        for peer in peers:
-            peer.close()
 
 
 def _answer_decides(
@@ -233,11 +206,8 @@ def _check_boost_predictions(
 ) -> None:
     """The Host's CSV: ``id, probability, label`` of the rows routed through every tree."""
     probability = sigmoid(route_rows(model, scored.x, masks))
-    try:
-        with open(inputs.predictions, newline="") as handle:  # type: ignore[arg-type]
-            got = list(csv.reader(handle))
-    except OSError as exc:
-        report.check("the host writes its predictions to --predictions", False, str(exc))
+    got = read_predictions(report, inputs)
+    if got is None:
         return
     ids = [row[0] for row in got[1:]]
     values = np.array([float(row[1]) for row in got[1:]]) if len(got) > 1 else np.zeros(0)

@@ -14,15 +14,8 @@ import subprocess
 
 from privfl.config.vertical import JobConfig
 from privfl.protocol.messages import Finish, Hello
-from privfl.tools.conformance.peer import (
-    Peer,
-    Report,
-    exits_nonzero,
-    expect_abort,
-    finished_cleanly,
-    quiet,
-)
-from privfl.tools.conformance.session import NO_FILES, PredictInputs, commitment
+from privfl.tools.conformance.peer import Report, finished_cleanly, quiet
+from privfl.tools.conformance.session import NO_FILES, PredictInputs, aborts, commitment, played
 
 ROWS = 100  # the rows every played party announces
 
@@ -58,10 +51,8 @@ def _play(
     process: subprocess.Popen[bytes] | None,
     predicting: bool,
 ) -> None:
-    host = Peer(job, job.host, job.timeout_seconds)
-    guests = [Peer(job, g, job.timeout_seconds) for g in job.guests]
-    peers = [host, *guests]
-    try:
+    with played(job, job.host, *job.guests) as peers:
+        host = peers[0]
         digest = commitment(job, ROWS)
         hello = Hello("host", job.fingerprint(), ROWS, 0, digest)
         host.raw(party, hello, session="another-session")
@@ -72,10 +63,8 @@ def _play(
             role = "host" if i == 0 else "guest"
             peer.channel.send(party, Hello(role, job.fingerprint(), ROWS, features, theirs))
         if ending == "violation":
-            expect_abort(
-                report, host, party, "a guest's rows not lined up with the host's make it Abort"
-            )
-            exits_nonzero(report, party, process)
+            what = "a guest's rows not lined up with the host's make it Abort"
+            aborts(report, host, party, what, process)
             return
         quiet(
             report,
@@ -86,6 +75,3 @@ def _play(
         reason = "predicted" if predicting else "conformance"
         host.channel.send(party, Finish(epochs=0 if predicting else job.model.trees, reason=reason))
         finished_cleanly(report, peers, party, job.party(party).endpoint, process)
-    finally:
-        for peer in peers:
-            peer.close()

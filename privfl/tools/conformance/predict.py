@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import csv
 import subprocess
 
 import numpy as np
@@ -36,35 +35,26 @@ from privfl.protocol.messages import (
     BigInts,
     Decrypted,
     DecryptRequest,
-    Finish,
-    Hello,
     Kind,
     PublicKeyMessage,
     ScoreRequest,
     Scores,
 )
-from privfl.tools.conformance.guest import check_randomness
-from privfl.tools.conformance.peer import (
-    Peer,
-    Report,
-    acknowledged,
-    exits_nonzero,
-    expect,
-    expect_abort,
-    finished_cleanly,
-    quiet,
-)
+from privfl.tools.conformance.peer import Peer, Report, expect, quiet
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
 from privfl.tools.conformance.session import (
     NO_FILES,
     PredictInputs,
     Scored,
-    commitment,
+    aborts,
     glm_rows,
-    prediction_hello,
+    guest_ends,
+    guest_hellos,
+    host_ends,
+    host_hellos,
+    played,
+    read_predictions,
 )
-
-PREDICTED = Finish(epochs=0, reason="predicted")
 
 
 def predict_guest_script(
@@ -77,16 +67,13 @@ def predict_guest_script(
 ) -> None:
     """Play the Server and the Host against a guest's prediction session."""
     known = glm_rows(job, party, inputs)
-    server = Peer(job, job.server, job.timeout_seconds)
-    host = Peer(job, job.host, job.timeout_seconds)
-    private, order = checkable_key(job.key_bits, job.obfuscation)
-    key, fresh_seen = private.public_key, Freshness(private, order)
-    try:
+    with played(job, job.server, job.host) as (server, host):
+        private, order = checkable_key(job.key_bits, job.obfuscation)
+        key, fresh_seen = private.public_key, Freshness(private, order)
         rows = None if known is None else len(known[1].x)
-        hellos = [prediction_hello(report, p, party, "guest", job, rows) for p in (server, host)]
-        if None in hellos:
+        hello = guest_hellos(report, server, host, party, job, rows)
+        if hello is None:
             return
-        count = hellos[0].rows  # type: ignore[union-attr]
         server.channel.send(party, PublicKeyMessage(n=key.n, bits=key.bits, h_s=key.h_s))
         host.raw(party, ScoreRequest(0, "test"), session="another-session")
         quiet(report, [host, server], party, "a score_request of another session is refused")
@@ -96,14 +83,8 @@ def predict_guest_script(
             return
         k = glm_of(job).outputs
         z = None if known is None else (known[1].x @ known[0].weights).ravel()
-        _check_guest_scores(report, body_as(env.body, Scores), fresh_seen, count * k, z)
-        acknowledged(report, [host, server], party)
-        check_randomness(report, fresh_seen)
-        host.channel.send(party, PREDICTED)
-        finished_cleanly(report, [host, server], party, job.party(party).endpoint, process)
-    finally:
-        server.close()
-        host.close()
+        _check_guest_scores(report, body_as(env.body, Scores), fresh_seen, hello.rows * k, z)
+        guest_ends(report, server, host, party, job, process, fresh_seen)
 
 
 def _check_guest_scores(
@@ -143,25 +124,19 @@ def predict_host_script(
 ) -> None:
     """Play the Server and every guest against a Host's prediction session."""
     known = glm_rows(job, party, inputs)
-    server = Peer(job, job.server, job.timeout_seconds)
-    guests = {g: Peer(job, g, job.timeout_seconds) for g in job.guests}
-    peers = [server, *guests.values()]
-    try:
+    with played(job, job.server, *job.guests) as peers:
+        server, guests = peers[0], {peer.name: peer for peer in peers[1:]}
         rows = None if known is None else len(known[1].x)
-        hello = prediction_hello(report, server, party, "host", job, rows)
+        hello = host_hellos(report, server, guests, party, job, rows)
         if hello is None:
             return
-        digest = commitment(job, hello.rows)
-        for peer in guests.values():
-            peer.channel.send(party, Hello("guest", job.fingerprint(), hello.rows, 0, digest))
         private, order = checkable_key(job.key_bits, job.obfuscation)
         key = private.public_key
         for peer in peers:
             peer.channel.send(party, PublicKeyMessage(n=key.n, bits=key.bits, h_s=key.h_s))
         answered = _answer_score_requests(report, job, party, guests, key, hello.rows, ending)
         if ending == "violation":
-            expect_abort(report, server, party, "scores one ciphertext short make it Abort")
-            exits_nonzero(report, party, process)
+            aborts(report, server, party, "scores one ciphertext short make it Abort", process)
             return
         if answered is None:
             return
@@ -169,18 +144,9 @@ def predict_host_script(
         seen = Freshness(private, order)
         if not _serve_decryption(report, party, server, seen, guest_z.size, packed_sum):
             return
-        for peer in peers:
-            got = expect(report, peer, Kind.FINISH, party, f"finish (predicted) to {peer.name}")
-            if got is not None:
-                body = body_as(got.body, Finish)
-                report.check(f"finish to {peer.name} says epochs 0", body.epochs == 0, str(body))
-        check_randomness(report, seen)
-        finished_cleanly(report, peers, party, job.party(party).endpoint, process)
+        host_ends(report, peers, party, job, process, seen)
         if known is not None and inputs.predictions is not None:
             _check_predictions(report, job, known, guest_z, inputs)
-    finally:
-        for peer in peers:
-            peer.close()
 
 
 def _answer_score_requests(
@@ -253,11 +219,8 @@ def _check_predictions(
     eta = (scored.x @ model.weights + bias).reshape(len(scored.x), glm.outputs)
     eta = eta + guest_z.reshape(eta.shape)
     header, cells = glm.prediction_columns(mean_of(glm, eta), scored.table.exposure)
-    try:
-        with open(inputs.predictions, newline="") as handle:  # type: ignore[arg-type]
-            got = list(csv.reader(handle))
-    except OSError as exc:
-        report.check("the host writes its predictions to --predictions", False, str(exc))
+    got = read_predictions(report, inputs)
+    if got is None:
         return
     ids = scored.table.ids
     want = [["id", *header], *([i, *map(str, row)] for i, row in zip(ids, cells, strict=True))]

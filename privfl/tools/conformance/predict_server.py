@@ -22,19 +22,16 @@ from privfl.learning.glm import glm_of
 from privfl.protocol import fresh
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import Decrypted, DecryptRequest, Hello, Kind, PublicKeyMessage
-from privfl.tools.conformance.peer import (
-    Peer,
-    Report,
-    check_public_key,
-    exits_nonzero,
-    expect,
-    expect_abort,
-    finished_cleanly,
-    quiet,
-)
-from privfl.tools.conformance.predict import PREDICTED
+from privfl.tools.conformance.peer import Peer, Report, check_public_key, expect, quiet
 from privfl.tools.conformance.server import _check_decrypted
-from privfl.tools.conformance.session import NO_FILES, PredictInputs, commitment
+from privfl.tools.conformance.session import (
+    NO_FILES,
+    PredictInputs,
+    aborts,
+    commitment,
+    end_predicted,
+    played,
+)
 
 ROWS = 40  # the new rows every played party announces
 
@@ -48,10 +45,8 @@ def predict_server_script(
     inputs: PredictInputs = NO_FILES,
 ) -> None:
     """Play the Host and every guest against a Server's prediction session."""
-    host = Peer(job, job.host, job.timeout_seconds)
-    guests = [Peer(job, g, job.timeout_seconds) for g in job.guests]
-    peers = [host, *guests]
-    try:
+    with played(job, job.host, *job.guests) as peers:
+        host = peers[0]
         key = _hellos_and_key(job, party, report, peers)
         if key is None:
             return
@@ -67,14 +62,9 @@ def predict_server_script(
         _check_decrypted(report, body_as(env.body, Decrypted), request, masks, values, key.n)
         if ending == "violation":
             host.raw(party, request, session=job.session)
-            expect_abort(report, host, party, "a second scores request makes it Abort")
-            exits_nonzero(report, party, process)
+            aborts(report, host, party, "a second scores request makes it Abort", process)
             return
-        host.channel.send(party, PREDICTED)
-        finished_cleanly(report, peers, party, job.party(party).endpoint, process)
-    finally:
-        for peer in peers:
-            peer.close()
+        end_predicted(report, host, peers, party, job, process)
 
 
 def _hellos_and_key(

@@ -1,4 +1,5 @@
-"""What every prediction script shares: the party's own inputs, and the prediction Hello.
+"""What every prediction script shares: the party's inputs, the played parties, the
+prediction Hellos and the session's endings.
 
 A prediction session (docs/protocol.md §6.6, §6.9 *Prediction*) scores new rows with a
 trained model. The kit computes its known answers from the files the party under test
@@ -11,6 +12,10 @@ Rows are aligned by position (the kit plays no PSI stage).
 
 from __future__ import annotations
 
+import csv
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +26,20 @@ from privfl.data.alignment import positions, row_commitment
 from privfl.data.tables import IdTable, standardise_with
 from privfl.parties.vertical.predict import Model, load_model, prediction_rows
 from privfl.protocol.channel import body_as
-from privfl.protocol.messages import Hello, Kind
-from privfl.tools.conformance.peer import Peer, Report, expect
+from privfl.protocol.messages import Finish, Hello, Kind
+from privfl.tools.conformance.guest import check_randomness
+from privfl.tools.conformance.peer import (
+    Peer,
+    Report,
+    acknowledged,
+    exits_nonzero,
+    expect,
+    expect_abort,
+    finished_cleanly,
+)
+from privfl.tools.conformance.randomness import Freshness
+
+PREDICTED = Finish(epochs=0, reason="predicted")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +102,107 @@ def prediction_hello(
         f"got {hello.rows_digest[:16] or 'none'}",
     )
     return hello
+
+
+@contextmanager
+def played(job: JobConfig, *names: str) -> Iterator[list[Peer]]:
+    """The parties the kit plays, bound at their endpoints in this order; closed at the end."""
+    peers = [Peer(job, name, job.timeout_seconds) for name in names]
+    try:
+        yield peers
+    finally:
+        for peer in peers:
+            peer.close()
+
+
+def guest_hellos(
+    report: Report, server: Peer, host: Peer, party: str, job: JobConfig, rows: int | None
+) -> Hello | None:
+    """A guest's Hellos to the Server and the Host, both checked; the Server's, or None."""
+    hellos = [prediction_hello(report, p, party, "guest", job, rows) for p in (server, host)]
+    return None if None in hellos else hellos[0]
+
+
+def host_hellos(
+    report: Report,
+    server: Peer,
+    guests: dict[str, Peer],
+    party: str,
+    job: JobConfig,
+    rows: int | None,
+) -> Hello | None:
+    """The Host's Hello to the Server, checked; then every played guest's, the same rows."""
+    hello = prediction_hello(report, server, party, "host", job, rows)
+    if hello is None:
+        return None
+    digest = commitment(job, hello.rows)
+    for peer in guests.values():
+        peer.channel.send(party, Hello("guest", job.fingerprint(), hello.rows, 0, digest))
+    return hello
+
+
+def end_predicted(
+    report: Report,
+    host: Peer,
+    peers: list[Peer],
+    party: str,
+    job: JobConfig,
+    process: subprocess.Popen[bytes] | None,
+) -> None:
+    """The played Host's ``finish`` (predicted), then a clean end of the party."""
+    host.channel.send(party, PREDICTED)
+    finished_cleanly(report, peers, party, job.party(party).endpoint, process)
+
+
+def guest_ends(
+    report: Report,
+    server: Peer,
+    host: Peer,
+    party: str,
+    job: JobConfig,
+    process: subprocess.Popen[bytes] | None,
+    fresh: Freshness | None = None,
+) -> None:
+    """A guest's ending: all it got ACKed, its ciphertexts fresh (given ``fresh``), finish."""
+    acknowledged(report, [host, server], party)
+    if fresh is not None:
+        check_randomness(report, fresh)
+    end_predicted(report, host, [host, server], party, job, process)
+
+
+def host_ends(
+    report: Report,
+    peers: list[Peer],
+    party: str,
+    job: JobConfig,
+    process: subprocess.Popen[bytes] | None,
+    fresh: Freshness | None = None,
+) -> None:
+    """A Host's ending: its ``finish`` (epochs 0) to every played party, its ciphertexts
+    fresh (given ``fresh``), then a clean end."""
+    for peer in peers:
+        got = expect(report, peer, Kind.FINISH, party, f"finish (predicted) to {peer.name}")
+        if got is not None:
+            body = body_as(got.body, Finish)
+            report.check(f"finish to {peer.name} says epochs 0", body.epochs == 0, str(body))
+    if fresh is not None:
+        check_randomness(report, fresh)
+    finished_cleanly(report, peers, party, job.party(party).endpoint, process)
+
+
+def aborts(
+    report: Report, peer: Peer, party: str, what: str, process: subprocess.Popen[bytes] | None
+) -> None:
+    """The violation's ending: an Abort to ``peer``, and (if the kit started it) exit ≠ 0."""
+    expect_abort(report, peer, party, what)
+    exits_nonzero(report, party, process)
+
+
+def read_predictions(report: Report, inputs: PredictInputs) -> list[list[str]] | None:
+    """The rows of the Host's ``--predictions`` CSV; a failed check if it cannot be read."""
+    try:
+        with open(inputs.predictions, newline="") as handle:  # type: ignore[arg-type]
+            return list(csv.reader(handle))
+    except OSError as exc:
+        report.check("the host writes its predictions to --predictions", False, str(exc))
+        return None

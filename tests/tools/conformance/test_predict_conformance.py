@@ -115,6 +115,14 @@ def predict_check(
     )  # fmt: skip
 
 
+def assert_conforms(result: subprocess.CompletedProcess[str], last_check: str) -> str:
+    """Every check passed and ``last_check`` among them; the run's whole output."""
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "FAIL" not in result.stdout, output
+    assert last_check in result.stdout, result.stdout
+    return output
+
+
 # The last check of each run, the one that needs the party's files.
 GLM_RUNS = {
     ("guest", "finish"): "PASS  scores are the model's z = x·θ of every new row, in order",
@@ -132,9 +140,7 @@ def test_our_glm_prediction_parties_conform(
     result = predict_check(glm, tmp_path, role, ending)
 
     # Assert: every check passed, the one that needs the party's files among them.
-    output = result.stdout + result.stderr
-    assert result.returncode == 0 and "FAIL" not in result.stdout, output
-    assert GLM_RUNS[(role, ending)] in result.stdout, result.stdout
+    output = assert_conforms(result, GLM_RUNS[(role, ending)])
     assert "Traceback" not in output
 
 
@@ -154,9 +160,7 @@ def test_our_secureboost_prediction_parties_conform(
     result = predict_check(boost, tmp_path, role, ending)
 
     # Assert
-    output = result.stdout + result.stderr
-    assert result.returncode == 0 and "FAIL" not in result.stdout, output
-    assert BOOST_RUNS[(role, ending)] in result.stdout, result.stdout
+    assert_conforms(result, BOOST_RUNS[(role, ending)])
 
 
 @pytest.mark.parametrize(
