@@ -170,7 +170,9 @@ def test_at_the_least_batch_and_above_the_host_reads_no_guest_score(
     assert reading.tried > 400 and reading.read == 0
     batches = len(batch_sizes(reading.unknowns, size, size))
     assert reading.unknowns - reading.rank == reading.unknowns - 22 * batches
-    assert reading.lucky < reading.tried // 10  # close by chance, and the Host cannot tell which
+    # Close by chance, and the Host cannot tell which: measured 29–54 of 426 at b = 23 and
+    # 2–9 at b = 30 over 15 runs each (the plan and the Host's start are fresh every run).
+    assert reading.lucky < reading.tried // 4
 
 
 @pytest.mark.parametrize("reshuffled", [True, False])
