@@ -198,10 +198,11 @@ def test_one_label_is_read_no_better_than_label_dp_allows(epsilon: float, defend
         right += read_one_label(seen, flipped, target, groups, params) == truth
     accuracy = right / trials
 
-    # Assert: randomized response keeps a label with probability e^ε/(1+e^ε); 3σ of
-    # a binomial proportion over the trials as the statistical tolerance.
+    # Assert: randomized response keeps a label with probability e^ε/(1+e^ε); 4.5σ of
+    # a binomial proportion over the trials as the statistical tolerance (an attacker at
+    # exactly the bound exceeds it about once in 3 million runs; without label DP it reads 1.0).
     bound = keep_probability(epsilon)
-    tolerance = 3 * math.sqrt(bound * (1 - bound) / trials)
+    tolerance = 4.5 * math.sqrt(bound * (1 - bound) / trials)
     if defended:
         assert accuracy <= bound + tolerance  # measured 0.710 over 400 trials (bound 0.731)
     else:
