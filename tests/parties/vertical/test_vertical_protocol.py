@@ -353,7 +353,7 @@ def test_masks_and_start_are_fresh_per_run_while_training_is_deterministic(
         assert (a.party, a.epoch, a.batch, a.purpose) == (b.party, b.epoch, b.batch, b.purpose)
         assert all(x != y for x, y in zip(a.seen, b.seen, strict=True))
     begun = [host_start(run.out) for run in twin_runs]
-    assert not np.isclose(begun[0], begun[1]).any()
+    assert np.abs(begun[0] - begun[1]).min() > 1e-9  # no coefficient repeated
     for run, start in zip(twin_runs, begun, strict=True):
         expected, losses = reference(run.job, data, start)
         for got, want in zip(saved_weights(run, data), expected, strict=True):
