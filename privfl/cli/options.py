@@ -53,10 +53,11 @@ relay_options = [
         "relay_endpoint",
         default=None,
         metavar="tcp://HOST:PORT",
-        help="Write the job relayed (docs/deploy.md §2a), for sites that open no inbound "
-        "port: each party connects out to `privfl relay`, listening at this address as the "
-        "sites reach it, and its key pair is written with the others. Start it first: "
-        "`privfl relay --job OUT/job.toml --bind tcp://0.0.0.0:PORT`.",
+        help="Write the job relayed, for sites that open no inbound port (docs/deploy.md "
+        "§2a): the parties connect out to `privfl relay`, which listens at this address (as "
+        "the sites reach it) and learns who talks to whom but reads no message. The relay's "
+        "key pair is written with the parties'. Start it first: `privfl relay --job "
+        "OUT/job.toml --bind tcp://0.0.0.0:PORT`.",
     ),
     click.option(
         "--relayed",
