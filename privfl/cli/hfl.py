@@ -19,7 +19,9 @@ from privfl.cli.options import (
     out_option,
     overwrite_option,
     party_option,
+    pop_relay_options,
     verbose_option,
+    with_relay_options,
 )
 from privfl.config.horizontal import (
     DATASETS,
@@ -358,6 +360,7 @@ for _role in ("aggregator", "client", "shuffler"):
     show_default=True,
     help="Client hosts.",
 )
+@with_relay_options
 @project_option
 @overwrite_option
 @friendly_errors
@@ -375,26 +378,31 @@ def init_cmd(
     Then (aggregator first; endpoints are in the job file):
       privfl hfl aggregator --job OUT/job.toml --party aggregator
       privfl hfl client     --job OUT/job.toml --party clients-1
+
+    With --relay, the parties open no port and connect out to `privfl relay` instead
+    (start it first: privfl relay --job OUT/job.toml --bind tcp://0.0.0.0:PORT).
     """
-    from privfl.runs.kits import local_hfl_job, write_kit
+    from privfl.config.relay import RELAY_NAME
+    from privfl.runs.kits import key_names, local_hfl_job, relayed, write_kit
     from privfl.runs.outdir import claim
 
+    relay = pop_relay_options(opts)
     claim(out, overwrite=overwrite, can_resume=False)
     if click.get_current_context().info_name == "init":
         click.echo("privfl: `privfl hfl init` is an alias of `privfl init hfl`", err=True)
 
     job = local_hfl_job(build_config(job_file, opts), client_processes)
     project = project or (load_hfl_job(job_file).project if job_file else "")
-    job = dataclasses.replace(job, project=project)
+    job = relayed(dataclasses.replace(job, project=project), *relay)
     path = write_kit(job, out)
-    click.echo(f"wrote {path} and {len(job.parties)} key pairs")
+    click.echo(f"wrote {path} and {len(key_names(job))} key pairs")
     for name, spec in job.parties.items():
-        where = (
-            spec.endpoint
-            or f"connects out; clients {spec.first_client}.."
-            f"{spec.first_client + spec.num_clients - 1}"
-        )
+        where = spec.endpoint or ("through the relay" if spec.via else "connects out")
+        if spec.role == "clients":
+            where += f"; clients {spec.first_client}..{spec.first_client + spec.num_clients - 1}"
         click.echo(f"  {name:<12} {spec.role:<10} {where}")
+    if job.relay.endpoint:
+        click.echo(f"  {RELAY_NAME:<12} {'':<10} {job.relay.endpoint} (start it first)")
 
 
 hfl.add_command(init_cmd, "init")  # the old spelling; `privfl init hfl` is the command

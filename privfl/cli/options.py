@@ -1,4 +1,5 @@
-"""Options several commands share, written once: the job file, the party, its output, -v."""
+"""Options several commands share, written once: the job file, the party, its output, -v,
+the relay of `init vfl|hfl`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
+from privfl.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,3 +45,57 @@ def apply(func: F, options: list[Callable[[F], F]]) -> F:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+relay_options = [
+    click.option(
+        "--relay",
+        "relay_endpoint",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="Write the job relayed, for sites that open no inbound port (docs/deploy.md "
+        "§2a): the parties connect out to `privfl relay`, which listens at this address (as "
+        "the sites reach it) and learns who talks to whom but reads no message. The relay's "
+        "key pair is written with the parties'. Start it first: `privfl relay --job "
+        "OUT/job.toml --bind tcp://0.0.0.0:PORT`.",
+    ),
+    click.option(
+        "--relayed",
+        default=None,
+        metavar="NAME[,NAME…]",
+        help="With --relay: only these parties go through the relay; the others listen as "
+        "before and reach them through it. [every party]",
+    ),
+]
+
+
+def with_relay_options(func: F) -> F:
+    """``--relay`` and ``--relayed`` (`init vfl|hfl`; read them with :func:`pop_relay_options`)."""
+    for option in reversed(relay_options):
+        func = option(func)
+    return func
+
+
+def is_tcp_endpoint(url: str) -> bool:
+    """Whether ``url`` reads ``tcp://HOST:PORT`` with a port in 1..65535."""
+    host, sep, port = url.removeprefix("tcp://").rpartition(":")
+    return (
+        url.startswith("tcp://") and bool(sep and host) and port.isdigit() and 0 < int(port) < 65536
+    )
+
+
+def pop_relay_options(opts: dict[str, Any]) -> tuple[str, list[str]]:
+    """Take ``--relay``/``--relayed`` out of the keyword arguments: (endpoint, names).
+
+    The endpoint is "" without ``--relay``; no names means every party.
+    """
+    endpoint = (opts.pop("relay_endpoint") or "").strip()
+    names = [n.strip() for n in (opts.pop("relayed") or "").split(",") if n.strip()]
+    if names and not endpoint:
+        raise ConfigError("--relayed needs --relay tcp://HOST:PORT, where `privfl relay` listens")
+    if endpoint and not is_tcp_endpoint(endpoint):
+        raise ConfigError(
+            f"--relay {endpoint[:60]!r}: write tcp://HOST:PORT, the relay's address as the "
+            "sites reach it (e.g. tcp://relay.example.org:443)"
+        )
+    return endpoint, names

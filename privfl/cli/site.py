@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from privfl.cli.options import is_tcp_endpoint
 from privfl.config.vertical import JobConfig, validate
 from privfl.errors import ConfigError
 
@@ -84,7 +85,7 @@ def pop_site_options(opts: dict[str, Any]) -> SiteOptions:
     endpoints = {}
     for item in opts.pop("endpoints"):
         name, sep, url = item.partition("=")
-        if not sep or not url.startswith("tcp://"):
+        if not sep or not is_tcp_endpoint(url.strip()):
             raise ConfigError(f"--endpoint {item!r}: write NAME=tcp://ADDRESS:PORT")
         endpoints[name.strip()] = url.strip()
     own, everything = bool(opts.pop("own_keys")), bool(opts.pop("all_keys_here"))
@@ -111,8 +112,13 @@ def pop_site_options(opts: dict[str, Any]) -> SiteOptions:
     )
 
 
-def init_sites(job: JobConfig, out: Path, site: SiteOptions) -> JobConfig:
-    """Apply the PSI options; with --parties write one folder per site and report them."""
+def init_sites(
+    job: JobConfig, out: Path, site: SiteOptions, relay: tuple[str, list[str]] = ("", [])
+) -> JobConfig:
+    """Apply the PSI, site and relay options (``relay``: the endpoint and who is relayed,
+    from :func:`~privfl.cli.options.pop_relay_options`); with --parties write one folder
+    per site and report them."""
+    from privfl.runs.kits import relayed
     from privfl.runs.site_kits import site_parties, write_site_kits
 
     data = job.data
@@ -122,19 +128,27 @@ def init_sites(job: JobConfig, out: Path, site: SiteOptions) -> JobConfig:
     job = replace(job, data=data)
     if site.parties:
         job = replace(job, parties=site_parties(site.parties, site.endpoints, job))
-    job = with_feature_counts(job, site.feature_counts)
+    job = relayed(with_feature_counts(job, site.feature_counts), *relay)
     if not site.parties:
         validate(job)
         return job
     folders = write_site_kits(job, out, all_keys_here=site.all_keys_here)
     click.echo(f"wrote one folder per site in {out} (session {job.session}):")
-    for folder, spec in zip(folders, job.parties.values(), strict=True):
-        click.echo(f"  {folder}  {spec.role:<6} listens on {spec.endpoint}")
+    for folder, spec in zip(folders, job.parties.values(), strict=False):
+        where = f"listens on {spec.endpoint}" if spec.endpoint else "connects out to the relay"
+        click.echo(f"  {folder}  {spec.role:<6} {where}")
+    if job.relay.endpoint:
+        click.echo(f"  {folders[-1]}  relay  start it first, reached at {job.relay.endpoint}")
     if site.all_keys_here:
         click.echo("every site's secret key was made HERE: give each site ONLY its own folder,")
         click.echo("delete them here afterwards, and compare FINGERPRINTS.txt by phone")
     else:
         click.echo("no keys written: at each site run `privfl keys gen` and `privfl keys import`")
+        if job.relay.endpoint:
+            click.echo(
+                "the relay too: `privfl keys gen --party relay` where it runs; it imports "
+                "every party's public key and each site imports relay.key"
+            )
     return job
 
 

@@ -20,7 +20,9 @@ from privfl.cli.options import (
     out_option,
     overwrite_option,
     party_option,
+    pop_relay_options,
     verbose_option,
+    with_relay_options,
 )
 from privfl.cli.predict import predict_cmd
 from privfl.config.vertical import (
@@ -510,6 +512,7 @@ def site_kit_options(func: F) -> F:
     help="First port; parties take consecutive ports. [free ports now]",
 )
 @site_kit_options
+@with_relay_options
 @project_option
 @overwrite_option
 @friendly_errors
@@ -533,23 +536,33 @@ def init_vfl(
     each site then makes its own key pair (`privfl keys gen`) and imports its peers'
     public keys; --all-keys-here makes every site's keys here instead (risky: see its
     help). See docs/deploy.md for the walkthrough across machines.
+
+    With --relay, the parties open no port and connect out to `privfl relay` instead
+    (start it first: privfl relay --job OUT/job.toml --bind tcp://0.0.0.0:PORT); with
+    --parties, OUT/relay/ is the relay's folder.
     """
     from privfl.cli.site import init_sites, pop_site_options
-    from privfl.runs.kits import write_kit
+    from privfl.config.relay import RELAY_NAME
+    from privfl.runs.kits import key_names, relayed, write_kit
     from privfl.runs.outdir import claim
 
-    claim(out, overwrite=overwrite, can_resume=False)
     site = pop_site_options(opts)
+    relay = pop_relay_options(opts)
+    claim(out, overwrite=overwrite, can_resume=False)
     job = build_job(None, host=host_name, base_port=base_port, **opts)
     job = replace(job, project=project) if project else job
     if site.parties or site.psi or site.psi_key_bits or site.feature_counts:
-        job = init_sites(job, out, site)
+        job = init_sites(job, out, site, relay)
         if site.parties:
             return
+    else:
+        job = relayed(job, *relay)
     path = write_kit(job, out)
-    click.echo(f"wrote {path} and {len(job.parties)} key pairs in {out / job.keys_dir}")
+    click.echo(f"wrote {path} and {len(key_names(job))} key pairs in {out / job.keys_dir}")
     for name, spec in job.parties.items():
-        click.echo(f"  {name:<10} {spec.role:<6} {spec.endpoint}")
+        click.echo(f"  {name:<10} {spec.role:<6} {spec.endpoint or 'through the relay'}")
+    if job.relay.endpoint:
+        click.echo(f"  {RELAY_NAME:<10} {'':<6} {job.relay.endpoint} (start it first)")
 
 
 vfl.add_command(predict_cmd)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from privfl.config.horizontal import HflConfig, HflJob, HflParty, save_hfl_job
+from privfl.config.relay import RELAY_NAME, VIA_RELAY, RelayConfig
 from privfl.config.vertical import (
     DataConfig,
     JobConfig,
@@ -17,11 +20,14 @@ from privfl.config.vertical import (
     save_job,
 )
 from privfl.data.views import demo_columns
+from privfl.errors import ConfigError
 from privfl.parties.files import FILE_MODE, private_dir
 from privfl.protocol.keys import generate_keypair
 from privfl.protocol.transport import free_tcp_endpoints
 
 AGGREGATOR, SHUFFLER = "aggregator", "shuffler"  # the names of a local horizontal job
+
+J = TypeVar("J", JobConfig, HflJob)
 
 
 def demo_job(
@@ -98,10 +104,39 @@ def local_hfl_job(config: HflConfig, client_processes: int = 2, host: str = "127
     return HflJob(session=uuid.uuid4().hex, config=config, parties=parties)
 
 
+def relayed(job: J, endpoint: str, names: Collection[str] = ()) -> J:
+    """The job with ``names`` (all parties if none) behind the relay at ``endpoint``.
+
+    Exactly what docs/deploy.md §2a has a site write by hand: each such party gets
+    ``via = "relay"`` and no endpoint, and the job a ``[relay]`` table (site-local, so
+    the fingerprint is the hand-edited job's). No endpoint: the job as it is.
+    """
+    if not endpoint:
+        return job
+    unknown = sorted(set(names) - set(job.parties))
+    if unknown:
+        raise ConfigError(
+            f"--relayed names {unknown[0]!r}, which is not in the job; "
+            f"its parties are {', '.join(job.parties)}"
+        )
+    chosen = set(names or job.parties)
+    parties = {
+        name: replace(spec, via=VIA_RELAY, endpoint="") if name in chosen else spec
+        for name, spec in job.parties.items()
+    }
+    return replace(job, parties=parties, relay=RelayConfig(endpoint=endpoint))
+
+
+def key_names(job: JobConfig | HflJob) -> list[str]:
+    """Whose key pairs a kit holds: every party's, and the relay's when the job has one."""
+    return [*job.parties, *([RELAY_NAME] if job.relay.endpoint else [])]
+
+
 def write_kit(job: JobConfig | HflJob, directory: Path) -> Path:
-    """Write ``job.toml`` and ``keys/<name>.key[_secret]`` under ``directory``; return the job."""
+    """Write ``job.toml`` and ``keys/<name>.key[_secret]`` under ``directory`` (the relay's
+    pair too when the job is relayed: `privfl relay` runs from this folder); return the job."""
     keys = private_dir(directory / job.keys_dir)  # new folders 0700, the run's own among them
-    for name in job.parties:
+    for name in key_names(job):
         generate_keypair(keys, name, overwrite=True)
     path = directory / "job.toml"
     if isinstance(job, HflJob):

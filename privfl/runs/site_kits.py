@@ -12,6 +12,10 @@ and with ``--all-keys-here`` also::
     DIR/<site>/keys/<peer>.key   every party's public key (its own included)
     DIR/<site>/FINGERPRINTS.txt  each public key's fingerprint, to compare by phone
 
+A relayed job (``--relay``) adds ``DIR/relay/`` (its job file, and with
+``--all-keys-here`` the relay's key pair and every party's public key); each site's
+``keys/`` then also holds the relay's public key.
+
 By default the key files are left out: each site runs ``privfl keys gen`` and
 ``privfl keys import`` itself, so no secret key is ever made on another machine. With
 ``all_keys_here`` every key pair is made here and each site's secret key goes into
@@ -35,6 +39,7 @@ from privfl.protocol.keys import (
     generate_keypair,
     load_public_key,
 )
+from privfl.runs.kits import key_names
 
 START = """#!/bin/sh
 # Start {name} ({role}) of privfl job {session}. Extra flags go to the party, e.g.
@@ -80,23 +85,28 @@ def site_parties(
 
 
 def write_site_kits(job: JobConfig, out: Path, *, all_keys_here: bool = False) -> list[Path]:
-    """One folder per party; returns the folders."""
+    """One folder per party, and ``relay/`` when the job is relayed; returns the folders.
+
+    The relay's folder holds the job file, and with ``all_keys_here`` the relay's own
+    key pair and every party's public key (what `privfl relay` admits); each site gets
+    the relay's public key only.
+    """
     central = out / ".keys-being-made"
+    names = key_names(job)
     if all_keys_here:
-        for name in job.parties:
+        for name in names:
             generate_keypair(central, name, overwrite=True)
     folders = []
     try:
-        for name, spec in job.parties.items():
+        for name in names:
             folder = out / name
             keys = folder / job.keys_dir
             keys.mkdir(parents=True, exist_ok=True)
             save_job(replace(job, source=None), folder / "job.toml")
-            start = folder / "start.sh"
-            start.write_text(START.format(name=name, role=spec.role, session=job.session))
-            start.chmod(start.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+            if name in job.parties:
+                write_start(folder, name, job.party(name).role, job.session)
             if all_keys_here:
-                for peer in job.parties:
+                for peer in names:
                     shutil.copy2(central / f"{peer}{PUBLIC_SUFFIX}", keys)
                 shutil.copy2(central / f"{name}{SECRET_SUFFIX}", keys)
                 write_fingerprints(keys, folder / "FINGERPRINTS.txt")
@@ -104,6 +114,13 @@ def write_site_kits(job: JobConfig, out: Path, *, all_keys_here: bool = False) -
     finally:
         shutil.rmtree(central, ignore_errors=True)
     return folders
+
+
+def write_start(folder: Path, name: str, role: str, session: str) -> None:
+    """The site's ``start.sh``, executable."""
+    start = folder / "start.sh"
+    start.write_text(START.format(name=name, role=role, session=session))
+    start.chmod(start.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
 def write_fingerprints(keys: Path, path: Path) -> None:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
-import tomli_w
 from helpers import read_model
 from processes import WEAK, privfl, spawn
 
@@ -19,28 +17,20 @@ from privfl.protocol.transport import free_tcp_endpoints
 
 
 def make_relayed_kit(
-    tmp_path: Path, *args: str, relayed: tuple[str, ...] | None = None, relay: str = ""
-) -> tuple[Path, Path]:
-    """A 512-bit kit plus the relay's key pair; returns (direct job, relayed job).
+    tmp_path: Path, *args: str, relayed: tuple[str, ...] = (), relay: str = ""
+) -> Path:
+    """A 512-bit relayed kit from `privfl init vfl --relay` (the relay's key pair in its
+    key folder); returns its job file.
 
-    ``relayed``: the parties with via = "relay" (None: all of them); ``relay``: its
+    ``relayed``: the parties with via = "relay" (none named: all of them); ``relay``: its
     endpoint (default: a free loopback port). ``args`` go to ``privfl init vfl``.
     """
     kit = tmp_path / "kit"
-    made = privfl("init", "vfl", "--out", str(kit), *WEAK, *args)
+    chosen = ["--relayed", ",".join(relayed)] if relayed else []
+    endpoint = relay or free_tcp_endpoints(1)[0]
+    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--relay", endpoint, *chosen, *args)
     assert made.returncode == 0, made.stderr
-    keyed = privfl("keys", "gen", "--party", "relay", "--out", str(kit / "keys"))
-    assert keyed.returncode == 0, keyed.stderr
-    direct = kit / "job.toml"
-    data = tomllib.loads(direct.read_text())
-    for name, table in data["parties"].items():
-        if relayed is None or name in relayed:
-            table["via"] = "relay"
-            table["endpoint"] = ""
-    data["relay"] = {"endpoint": relay or free_tcp_endpoints(1)[0]}
-    job = kit / "relayed.toml"
-    job.write_text(tomli_w.dumps(data))
-    return direct, job
+    return kit / "job.toml"
 
 
 def start_relay(tmp_path: Path, job: Path, name: str = "relay") -> subprocess.Popen[bytes]:
@@ -87,20 +77,14 @@ def saved(job: JobConfig, data: dict[str, PartyData], runs: Path) -> list[np.nda
     return parts
 
 
-def relayed_hfl_kit(tmp_path: Path) -> Path:
-    """A horizontal kit (Shuffler, 4 clients in 2 hosts, 2 rounds), every party relayed."""
+def relayed_hfl_kit(tmp_path: Path, relay: str = "") -> Path:
+    """A horizontal kit (Shuffler, 4 clients in 2 hosts, 2 rounds), every party relayed
+    (`privfl init hfl --relay`); ``relay``: its endpoint (default: a free loopback port)."""
     made = privfl(
         "init", "hfl", "--out", str(tmp_path / "kit"), "--shuffler", "--clients", "4",
         "--client-processes", "2", "--rounds", "2", "--timeout", "60",
+        "--relay", relay or free_tcp_endpoints(1)[0],
         env={"OMP_NUM_THREADS": "1"}, timeout=180,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
-    keys = tmp_path / "kit" / "keys"
-    assert privfl("keys", "gen", "--party", "relay", "--out", str(keys)).returncode == 0
-    path = tmp_path / "kit" / "job.toml"
-    data = tomllib.loads(path.read_text())
-    for table in data["parties"].values():
-        table["via"], table["endpoint"] = "relay", ""
-    data["relay"] = {"endpoint": free_tcp_endpoints(1)[0]}
-    path.write_text(tomli_w.dumps(data))
-    return path
+    return tmp_path / "kit" / "job.toml"

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tomli_w
 from helpers import host_start, party_data
 from relayed_kit import make_relayed_kit, oracle, relayed_hfl_kit, saved
 
@@ -150,7 +149,7 @@ def test_firewalled_sites_train_through_a_relay_in_its_own_namespace(
 ) -> None:
     # Prepare: the relay at the fourth address; every site relayed; label DP off.
     names = spaces([name for _, name in SITES])
-    _, job = make_relayed_kit(
+    job = make_relayed_kit(
         tmp_path, "--epochs", "3", "--label-epsilon", "inf", "--timeout", "120",
         relay=f"tcp://{SUBNET}.{len(SITES) + 1}:{RELAY_PORT}",
     )  # fmt: skip
@@ -186,12 +185,11 @@ def test_a_firewalled_horizontal_run_with_a_shuffler_trains_through_the_relay(
     tmp_path: Path, spaces: Callable[[list[str]], dict[str, str]]
 ) -> None:
     # Prepare: aggregator, Shuffler and two client hosts, each in its own namespace.
-    job = relayed_hfl_kit(tmp_path)
-    table = tomllib.loads(job.read_text())
-    data = table["parties"]
-    names = spaces(list(data))
-    table["relay"]["endpoint"] = f"tcp://{SUBNET}.{len(data) + 1}:{RELAY_PORT}"
-    job.write_text(tomli_w.dumps(table))
+    parties = ["aggregator", "shuffler", "clients-1", "clients-2"]  # relayed_hfl_kit's
+    job = relayed_hfl_kit(tmp_path, f"tcp://{SUBNET}.{len(parties) + 1}:{RELAY_PORT}")
+    data = tomllib.loads(job.read_text())["parties"]
+    assert sorted(data) == sorted(parties)
+    names = spaces(parties)
     procs = {"relay": start_relay_in(names, job, tmp_path)}
     try:
         # Act

@@ -31,7 +31,7 @@ def start_parties(tmp_path: Path, job: Path, runs: Path) -> dict[str, subprocess
 
 def test_a_fully_relayed_run_trains_the_direct_mesh_model(tmp_path: Path) -> None:
     # Prepare: every party behind the relay; label DP off, so the oracle is exact.
-    _, job_path = make_relayed_kit(tmp_path, "--epochs", "3", "--label-epsilon", "inf")
+    job_path = make_relayed_kit(tmp_path, "--epochs", "3", "--label-epsilon", "inf")
     relay = start_relay(tmp_path, job_path)
     runs = tmp_path / "runs"
 
@@ -75,7 +75,7 @@ def test_a_dead_relay_or_frozen_party_is_named_by_every_other_party_within_15_s(
     tmp_path: Path, victim: str, sig: signal.Signals
 ) -> None:
     # Prepare: a long relayed run (600 s timeout) under way.
-    _, job_path = make_relayed_kit(tmp_path, "--epochs", "500", "--timeout", "600")
+    job_path = make_relayed_kit(tmp_path, "--epochs", "500", "--timeout", "600")
     relay = start_relay(tmp_path, job_path)
     runs = tmp_path / "runs"
     procs = {"relay": relay, **start_parties(tmp_path, job_path, runs)}
