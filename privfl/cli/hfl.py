@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from privfl.cli.errors import friendly_errors
+from privfl.cli.errors import friendly_errors, require_torch
 from privfl.cli.governance import policy_option, project_option
 from privfl.cli.options import (
     job_option,
@@ -234,6 +234,7 @@ def run_local_cmd(
     from privfl.runs.launcher import run_local_hfl
     from privfl.runs.outdir import claim
 
+    require_torch()
     config = build_config(job_file, opts)
     out = out or run_dir_default()
     claim(out, overwrite=overwrite, can_resume=False)
@@ -305,6 +306,8 @@ def role_command(role: str) -> click.Command:
             raise click.UsageError(
                 f"party {party} is a {spec.role}; run the matching `privfl hfl` command"
             )
+        if role != "shuffler":  # the Shuffler forwards sealed bytes: no torch
+            require_torch()
         policy = hfl_gate(job, party, policy_file)  # before any data, socket or message
         out = out or run_dir_default() / party
         claim(out, overwrite=overwrite, can_resume=False)

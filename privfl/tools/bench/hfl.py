@@ -17,10 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
-
 from privfl.config.horizontal import HflConfig
-from privfl.runs.simulate import run_experiment
 
 DIGITS_TRAIN_ROWS = 1347  # the partition holds at most one client per row
 
@@ -53,6 +50,8 @@ def bench_config(bench: HflBench, clients: int, trainer: str, device: str) -> Hf
 
 def time_run(config: HflConfig) -> dict[str, Any]:
     """Seconds per round (wall, CPU) after the warm-up round, accuracy, peak memory."""
+    from privfl.runs.simulate import run_experiment  # torch: the horizontal extra
+
     marks: list[tuple[float, float]] = []
     summary = run_experiment(
         config, on_round=lambda _: marks.append((time.perf_counter(), time.process_time()))
@@ -70,6 +69,8 @@ def time_run(config: HflConfig) -> dict[str, Any]:
 
 def run_hfl_bench(bench: HflBench, log: Callable[[str], None]) -> list[dict[str, Any]]:
     """Every (clients per round, trainer, device) row, measured in this one run."""
+    import torch  # the horizontal extra; `privfl bench vfl` runs without it
+
     devices = [d for d in bench.devices if d == "cpu" or torch.cuda.is_available()]
     rows = []
     for clients in bench.per_round:

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import ModuleType
 
 from privfl.errors import ConfigError
-from privfl.tools.experiments import dpsgd_fsdp, hfl, vfl, vfl_models
+from privfl.tools.experiments import vfl, vfl_models
 from privfl.tools.experiments.registry import EXPERIMENTS, Settings, write_outputs
 
-MODULES = (vfl, hfl, dpsgd_fsdp, vfl_models)  # importing them registered their experiments
+MODULES: tuple[ModuleType, ...] = (vfl, vfl_models)  # importing them registered their experiments
+try:  # the horizontal experiments train with torch: the `hfl` extra (pyproject.toml)
+    from privfl.tools.experiments import dpsgd_fsdp, hfl
+
+    MODULES += (hfl, dpsgd_fsdp)
+except ModuleNotFoundError as exc:  # a lean install lists the vertical experiments only
+    if not (exc.name or "").startswith("torch"):
+        raise
 
 
 def names() -> list[str]:
