@@ -27,8 +27,17 @@ def earlier_run(out: Path) -> None:
 
 def test_a_fresh_or_empty_folder_is_taken(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    claim(tmp_path / "new")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "notes.txt").write_text("kept\n")
+
+    claim(tmp_path / "new")  # neither raises: nothing there to lose
     claim(tmp_path / "empty")
+
+    assert not (tmp_path / "new").exists()  # claiming writes nothing; the run makes it
+    assert list((tmp_path / "empty").iterdir()) == []
+    with pytest.raises(ConfigError, match="already holds an earlier run"):
+        claim(tmp_path / "used")  # the same call on a folder with one file is refused
+    assert (tmp_path / "used" / "notes.txt").read_text() == "kept\n"
 
 
 def test_a_used_folder_is_refused_naming_both_flags(tmp_path: Path) -> None:
