@@ -354,18 +354,27 @@ class Channel:
         sender, frames = got
         try:
             env = self._validate(sender, frames)
+        except codec.VersionMismatch as exc:
+            if (exc.session, exc.sender) == (self.session, sender):
+                raise ProtocolError(version_mismatch(sender, exc)) from exc
+            self._refuse(sender, frames, exc)
+            return None
         except ProtocolError as exc:
-            self._refusals[sender] = count = self._refusals.get(sender, 0) + 1
-            if should_log(count):  # a flood must not become a flood of log lines
-                log.warning("refused a message from %s (%d so far): %s", sender, count, exc)
-            if self._observer:
-                self._observer("refused", sender, _header_or_none(frames), frames)
+            self._refuse(sender, frames, exc)
             return None
         if self._observer:
             self._observer("received", sender, env.header, frames)
         if isinstance(env.body, Abort):
             raise PeerAborted(f"peer {sender} stopped: {env.body.reason}")
         return env
+
+    def _refuse(self, sender: str, frames: list[bytes], exc: ProtocolError) -> None:
+        """Log (rate-limited) and audit a refused message; the wait goes on."""
+        self._refusals[sender] = count = self._refusals.get(sender, 0) + 1
+        if should_log(count):  # a flood must not become a flood of log lines
+            log.warning("refused a message from %s (%d so far): %s", sender, count, exc)
+        if self._observer:
+            self._observer("refused", sender, _header_or_none(frames), frames)
 
     def _validate(self, sender: str, frames: list[bytes]) -> Envelope:
         if len(frames) != 2:
@@ -385,6 +394,15 @@ class Channel:
             raise ProtocolError(f"envelope round {header.round} differs from the body's epoch")
         self._seen.add((sender, header.msg_id))
         return Envelope(sender=sender, header=header, body=body, frames=tuple(frames))
+
+
+def version_mismatch(sender: str, exc: codec.VersionMismatch) -> str:
+    """The one line that ends a session whose peer runs another protocol version."""
+    return (
+        f"{sender} speaks protocol {exc.protocol!r} v{exc.version}, this party speaks "
+        f"{PROTOCOL} v{VERSION}: every party of a job must run the same protocol version "
+        "(`privfl --version` names the release); upgrade the older one and start the job again"
+    )
 
 
 def abort_reason(name: str, error: BaseException) -> str:

@@ -148,6 +148,19 @@ def _pack(fields: dict[str, Any]) -> bytes:
     return packed
 
 
+class VersionMismatch(ProtocolError):
+    """An envelope of another protocol or version: refused, and kept for the channel to judge.
+
+    The channel ends the session when the envelope names its own session and the
+    authenticated sender (a peer of the job running another release); anything else
+    with a foreign version (a mutated or stray frame) is refused like any bad message.
+    """
+
+    def __init__(self, protocol: str, version: int, session: str, sender: str) -> None:
+        super().__init__(f"peer speaks {protocol!r} v{version}, we speak {PROTOCOL} v{VERSION}")
+        self.protocol, self.version, self.session, self.sender = protocol, version, session, sender
+
+
 def decode_header(frame: bytes) -> Header:
     """Decode and validate the envelope alone (version, protocol, kind, types)."""
     data = _unpack(frame, MAX_HEADER_BYTES)
@@ -161,9 +174,7 @@ def decode_header(frame: bytes) -> Header:
         if not isinstance(data[key], int) or isinstance(data[key], bool) or data[key] < 0:
             raise ProtocolError(f"envelope field {key} must be a non-negative integer")
     if data["protocol"] != PROTOCOL or data["version"] != VERSION:
-        raise ProtocolError(
-            f"peer speaks {data['protocol']!r} v{data['version']}, we speak {PROTOCOL} v{VERSION}"
-        )
+        raise VersionMismatch(data["protocol"], data["version"], data["session"], data["sender"])
     try:
         kind = Kind(data["kind"])
     except ValueError as exc:

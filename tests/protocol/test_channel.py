@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from privfl.errors import ConfigError, PeerAborted, PeerUnavailable
+from privfl.errors import ConfigError, PeerAborted, PeerUnavailable, ProtocolError
 from privfl.protocol import codec
 from privfl.protocol.channel import Channel
 from privfl.protocol.memory import InMemoryHub, InMemoryTransport
@@ -167,7 +167,8 @@ def test_gather_collects_one_message_per_sender_in_any_order(net: Net) -> None:
         (_frames(_hello(), receiver="carol"), "envelope says"),
         (_frames(_hello(), sender="carol"), "envelope says"),
         (_frames(Batch(epoch=2, batch=0, n_batches=1, indices=None), round=0), "round"),
-        (_frames(_hello(), protocol="fate"), "we speak"),
+        (_frames(_hello(), protocol="fate", session="job-2"), "we speak"),
+        (_frames(_hello(), version=VERSION + 1, sender="carol"), "we speak"),
         ([b"garbage", b"more garbage"], "malformed"),
         ([b"one frame"], "2 frames"),
         ([*_frames(_hello()), b"extra"], "2 frames"),
@@ -178,7 +179,8 @@ def test_gather_collects_one_message_per_sender_in_any_order(net: Net) -> None:
         "receiver",
         "sender",
         "round-vs-epoch",
-        "protocol",
+        "protocol-other-session",
+        "version-other-sender",
         "garbage",
         "one-frame",
         "three-frames",
@@ -203,6 +205,22 @@ def test_bad_messages_are_dropped_with_a_warning(
     assert "alice" in refusals[0]
     with pytest.raises(PeerUnavailable):
         net.channels["bob"].expect({Kind.HELLO, Kind.BATCH}, {"alice", "carol"}, timeout=0.05)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "version"), [(PROTOCOL, VERSION - 1), (PROTOCOL, VERSION + 1), ("fate", VERSION)]
+)
+def test_a_peer_of_another_version_ends_the_session_naming_both(
+    net: Net, protocol: str, version: int
+) -> None:
+    """Its own session and sender: a peer running another release, not a stray frame."""
+    net.raw("alice", "bob", _frames(_hello(), protocol=protocol, version=version))
+
+    with pytest.raises(ProtocolError, match="same protocol version") as caught:
+        net.channels["bob"].expect({Kind.HELLO}, {"alice"}, timeout=QUICK)
+
+    assert f"alice speaks protocol {protocol!r} v{version}" in str(caught.value)
+    assert f"this party speaks {PROTOCOL} v{VERSION}" in str(caught.value)
 
 
 def test_matching_round_and_epoch_is_accepted(net: Net) -> None:
