@@ -64,6 +64,8 @@ def test_our_secureboost_party_conforms(
         assert "PASS  level 1: every column's bins add up to the node's Σg, Σh" in stdout
         assert "PASS  node 2's left rows are the histogram's bins ≤ the split bin" in stdout
         assert "PASS  training decisions are the partitions the guest sent" in stdout
+        assert "PASS  level 0: the histogram's columns are tree 0's column sample" in stdout
+        assert "NOTE  colsample = 1 gives the guest every column" in stdout
     else:
         assert "PASS  boost_gradients: no ciphertext repeats" in stdout
 
