@@ -68,7 +68,8 @@ def command(
     registry of kinds): every GLM kind (logistic, linear, poisson, multiclass) gets
     the guest, host and server scripts with its own known answers; "secureboost" the
     SecureBoost guest and host scripts (histograms, partitions, gradients, node
-    requests); a role a kind has no script for is refused in one line. With
+    requests; a guest's colsample columns, on a kit made with ``--colsample`` below 1,
+    e.g. 0.66); a role a kind has no script for is refused in one line. With
     ``--session predict`` it checks a prediction session (`vfl predict`) of any kind
     and role; given the party's --model and --data (and a Host's --predictions) it
     checks the scores, decisions and predictions against them. See docs/conformance.md.

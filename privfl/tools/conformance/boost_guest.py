@@ -53,6 +53,7 @@ from privfl.protocol.boost_messages import (
 )
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import BigInts, Finish, Kind
+from privfl.tools.conformance.boost_columns import ColumnRule, check_columns, check_count
 from privfl.tools.conformance.guest import GuestRun, check_randomness
 from privfl.tools.conformance.peer import (
     Report,
@@ -82,6 +83,7 @@ class BoostGuestRun(GuestRun):
         self.h = np.zeros(0, dtype=np.int64)
         self.layout = Layout(1, self.key.bits)
         self.features = np.zeros(0, dtype=np.int64)
+        self.columns = ColumnRule(self.params, TREE, self.group, 0)
         self.owned: dict[int, np.ndarray] = {}  # node the guest split -> its left mask
 
     def handshake(self) -> bool:
@@ -118,7 +120,16 @@ class BoostGuestRun(GuestRun):
         values = BigInts(tuple(trivial(self.key, plain)))
         self.host.channel.send(self.party, BoostGradients(TREE, rows, values), TREE)
         self.features = sb.tree_features(self.params, TREE, self.group, self.hello.features)
+        features = self.hello.features
+        self.columns = ColumnRule(self.params, TREE, self.group, features, self.binned(features))
         return rows
+
+    def binned(self, features: int) -> np.ndarray | None:
+        """The guest's demo training columns binned as §6.9 bins them; None for its own data."""
+        if self.data is None or self.data.x_train.shape[1] != features:
+            return None
+        x = self.data.x_train
+        return sb.bin_columns(x, sb.quantile_edges(x, self.params.bins))
 
     def histograms(self, level: int, nodes: dict[int, np.ndarray]) -> np.ndarray | None:
         """Name ``nodes``; check and return their histograms ``(nodes, columns, bins, 3)``."""
@@ -136,6 +147,7 @@ class BoostGuestRun(GuestRun):
         )
         sums = len(ids) * len(self.features) * bins
         want = self.layout.packed(sums)
+        check_count(report, level, len(body.values), len(ids), self.layout, self.columns)
         if not report.check(
             f"level {level}: the histogram is packed: ⌈nodes·columns·bins / "
             f"{self.layout.per_ciphertext}⌉ = {want} ciphertexts",
@@ -163,6 +175,8 @@ class BoostGuestRun(GuestRun):
             not wrong,
             "; ".join(wrong[:3]),
         )
+        blocks = {node: (nodes[node], hists[i]) for i, node in enumerate(ids)}
+        check_columns(report, level, blocks, self.columns, self.g, self.h)
         return hists
 
     def guest_split(self, node: int, rows: np.ndarray, hist: np.ndarray) -> np.ndarray | None:

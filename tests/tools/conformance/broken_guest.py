@@ -129,6 +129,43 @@ def split_off_by_one() -> None:
     boost.on_split = lower  # type: ignore[assignment]
 
 
+def _columns_by(rule: Callable[[Any, int, int, int], list[int]]) -> None:
+    """A SecureBoost guest whose columns under ``colsample < 1`` follow ``rule``, not §6.9's."""
+    import numpy as np
+
+    from privfl.learning import secureboost as sb
+
+    honest = sb.tree_features
+
+    def wrong(params: Any, tree: int, group: int, features: int) -> Any:
+        if params.colsample >= 1 or features == 0:
+            return honest(params, tree, group, features)
+        return np.array(sorted(rule(params, tree, group, features)), dtype=np.int64)
+
+    sb.tree_features = wrong
+
+
+def _drawn(entropy: list[int], features: int, count: int) -> list[int]:
+    import numpy as np
+
+    return [int(c) for c in np.random.default_rng(entropy).choice(features, count, replace=False)]
+
+
+def first_columns() -> None:
+    """Takes the first round(colsample·F) columns instead of drawing them."""
+    _columns_by(lambda p, t, g, f: list(range(max(1, round(p.colsample * f)))))
+
+
+def floor_count() -> None:
+    """Draws ⌊colsample·F⌋ columns, not round(colsample·F)."""
+    _columns_by(lambda p, t, g, f: _drawn([p.seed, t, 1 + g], f, max(1, int(p.colsample * f))))
+
+
+def group_entropy() -> None:
+    """Seeds the draw with [seed, tree, group], not [seed, tree, 1 + group]."""
+    _columns_by(lambda p, t, g, f: _drawn([p.seed, t, g], f, max(1, round(p.colsample * f))))
+
+
 def standard_in_djn() -> None:
     """Ignores the Server's h_s: standard r^n obfuscators in a djn session."""
 
@@ -222,6 +259,9 @@ BUGS: dict[str, Callable[[], None]] = {
     "any-row-sample": any_row_sample,
     "extra-histogram": extra_histogram,
     "split-off-by-one": split_off_by_one,
+    "first-columns": first_columns,
+    "floor-count": floor_count,
+    "group-entropy": group_entropy,
     "gradient-scale-4": gradient_scale_4,
     "exp-at-2^32": exp_at_2_32,
     "class-major-scores": class_major_scores,

@@ -64,6 +64,8 @@ def test_our_secureboost_party_conforms(
         assert "PASS  level 1: every column's bins add up to the node's Σg, Σh" in stdout
         assert "PASS  node 2's left rows are the histogram's bins ≤ the split bin" in stdout
         assert "PASS  training decisions are the partitions the guest sent" in stdout
+        assert "PASS  level 0: the histogram's columns are tree 0's column sample" in stdout
+        assert "NOTE  colsample = 1 gives the guest every column" in stdout
     else:
         assert "PASS  boost_gradients: no ciphertext repeats" in stdout
 
@@ -104,3 +106,48 @@ def test_a_secureboost_ending_needs_a_secureboost_guest(kit: Path, tmp_path: Pat
     assert result.returncode == 1
     assert "ending 'small-node' needs a SecureBoost guest" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def colsample_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo kit with colsample 0.66: guest-1's 10 columns give K = 7 (floor: 6).
+
+    The instance space is set, not left to the default: the column checks are the same in
+    both modes, and this kit is the shared mode's.
+    """
+    folder = tmp_path_factory.mktemp("colsample-kit")
+    return boost_kit(folder, "--colsample", "0.66", "--instance-space", "shared")
+
+
+# docs/protocol.md §6.9's worked example: seed 0, tree 0, guest-1 (group 1), F = 10.
+SAMPLE = "level 0: the histogram's columns are tree 0's column sample [0, 2, 3, 4, 5, 6, 8]"
+
+
+def test_our_secureboost_guest_draws_the_column_sample_of_section_6_9(
+    colsample_kit: Path, tmp_path: Path
+) -> None:
+    stdout = run_kit(colsample_kit, tmp_path / "g", "guest", "finish", cli("vfl"))
+
+    assert "FAIL" not in stdout and "checks passed" in stdout, stdout
+    assert f"PASS  {SAMPLE}" in stdout
+    assert "PASS  level 0: the histogram holds K = max(1, round(colsample·F)) = 7" in stdout
+    assert "PASS  level 1: the histogram's columns are tree 0's column sample" in stdout
+
+
+@pytest.mark.parametrize(
+    ("bug", "caught_by", "named"),
+    [
+        ("first-columns", f"FAIL  {SAMPLE}", "holds columns [0, 1, 2, 3, 4, 5, 6] — the first K"),
+        ("floor-count", "FAIL  level 0: the histogram holds K = max(1, round", "the floor"),
+        ("group-entropy", f"FAIL  {SAMPLE}", "— entropy [seed, tree, group] (not 1 + group)"),
+    ],
+)
+def test_the_kit_names_a_wrong_column_sample(
+    colsample_kit: Path, tmp_path: Path, bug: str, caught_by: str, named: str
+) -> None:
+    # Act
+    stdout = run_kit(colsample_kit, tmp_path / "g", "guest", "finish", [*BROKEN, bug, "vfl"])
+
+    # Assert
+    assert stdout.startswith("exit 1"), stdout
+    assert caught_by in stdout and named in stdout, stdout

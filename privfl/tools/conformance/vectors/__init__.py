@@ -4,6 +4,8 @@
 ``job-example.json``: a job file, its canonical encoding and fingerprint (§2.1);
 ``rows.json``: the id-keyed split, the demo split and row commitments (§2.2, §2.3);
 ``spec.json``: a job per model kind (§2.1), RSA-PSI tags (§6.5) and batch plans (§6.2).
+``boost.json``: SecureBoost's column sample, bin edges and thresholds, packed histogram
+slots (§6.9).
 """
 
 from __future__ import annotations
