@@ -168,6 +168,7 @@ def lost_message(owner: str, lost: dict[str, float], grace: float) -> str:
     names = ", ".join(sorted(lost))
     longest = max(lost.values())
     return (
-        f"{owner} lost its connection to {names} {longest:.0f} s ago and it did not come back "
-        f"within the {grace:g} s grace: it exited, crashed, froze or was cut off; see its log"
+        f"silence: {owner} lost its connection to {names} {longest:.0f} s ago and it did not "
+        f"come back within the {grace:g} s grace: it exited, crashed, froze or was cut off "
+        "(a busy party keeps its connection and reports progress); see its log"
     )
