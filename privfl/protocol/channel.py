@@ -237,13 +237,21 @@ class Channel:
             self.send(peer, body, round_)
 
     def expect(
-        self, kinds: Collection[Kind], senders: Collection[str], timeout: float | None = None
+        self,
+        kinds: Collection[Kind],
+        senders: Collection[str],
+        timeout: float | None = None,
+        *,
+        patient: bool | None = None,
     ) -> Envelope:
         """The next message of one of ``kinds`` from one of ``senders``.
 
         Other valid messages are kept for later. An Abort from any peer raises
-        PeerAborted; silence for ``timeout`` seconds raises PeerUnavailable naming
-        the peers that were awaited.
+        PeerAborted; no progress for ``timeout`` seconds (the job's by default) raises
+        PeerUnavailable naming the peers that were awaited. ``patient`` (default: when
+        the timeout is the job's) lets a peer's advancing progress restart the clock; an
+        explicit ``timeout`` is otherwise a window that ends when it says (the horizontal
+        rounds, the Shuffler's window).
         """
         for i, env in enumerate(self._pending):
             if env.header.kind in kinds and env.sender in senders:
@@ -251,10 +259,11 @@ class Channel:
                 return self._pending.pop(i)
         began = time.monotonic()
         limit = self.timeout if timeout is None else timeout
+        patient = timeout is None if patient is None else patient
         note = began + WAIT_NOTE_SECONDS
         notices = UnconnectedNotices(self.transport, limit)
         # Any peer's advancing progress restarts the clock: the run is moving.
-        while (left := max(began, self._advanced) + limit - time.monotonic()) > 0:
+        while (left := max(began, self._advanced if patient else 0) + limit - time.monotonic()) > 0:
             slice_ = min(left, LIVENESS_POLL_SECONDS, max(note - time.monotonic(), 0.01))
             got = self._receive(slice_)
             if got is None:
@@ -398,10 +407,15 @@ class Channel:
         self._heard[sender] = (body, now)
 
     def expect_body(
-        self, cls: type[M], senders: Collection[str], timeout: float | None = None
+        self,
+        cls: type[M],
+        senders: Collection[str],
+        timeout: float | None = None,
+        *,
+        patient: bool | None = None,
     ) -> M:
         """The body of the next message of class ``cls`` (its kind follows from the class)."""
-        return body_as(self.expect({KIND_OF[cls]}, senders, timeout).body, cls)
+        return body_as(self.expect({KIND_OF[cls]}, senders, timeout, patient=patient).body, cls)
 
     @overload
     def gather(self, kind: type[M], senders: Collection[str]) -> dict[str, M]: ...

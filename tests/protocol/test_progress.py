@@ -136,3 +136,14 @@ def test_progress_is_validated_like_every_message() -> None:
     with pytest.raises(ProtocolError):
         Progress(step="x" * 65, done=0, total=0)
     assert Abort("x") != Progress("x", 0, 0)
+
+
+def test_an_explicit_window_is_not_stretched_by_progress(pair: tuple[Channel, Channel]) -> None:
+    # Prepare: a window of one timeout (the horizontal rounds, the Shuffler's window).
+    alice, bob = pair
+    worker = busy(alice, 3 * TIMEOUT, advancing=True, then=False)
+
+    # Act / Assert: the window ends when it says, progress or not.
+    with pytest.raises(PeerUnavailable, match="no progress: no finish from alice"):
+        bob.expect({Kind.FINISH}, {"alice"}, TIMEOUT)
+    worker.join()
