@@ -33,7 +33,7 @@ from privfl.protocol.transport import SEND_POLL_MS, _Endpoint, route_id
 log = logging.getLogger(__name__)
 
 MAGIC = b"privfl-relay/1"
-HELLO, DATA, UP, DOWN = b"H", b"D", b"U", b"X"
+HELLO, DATA, UP, DOWN, REFUSED = b"H", b"D", b"U", b"X", b"R"
 RELAY = "relay"  # the relay's name in the key folder and in messages about it
 REACH_SECONDS = 12.0
 """A relay not reached within this long is named as the problem, whatever the timeout: it
@@ -209,6 +209,8 @@ class RelayedTransport(_Endpoint):
             log.warning("%s: dropped a malformed relay frame set", self.name)
             return None
         who = frames[2].decode("utf-8", "replace")
+        if frames[1] == REFUSED:  # e.g. another copy of us holds our routes
+            raise PeerUnavailable(f"the relay at {self.relay} refused {self.name}: {who[:300]}")
         if frames[1] in (UP, DOWN):
             self._on_presence(who, frames[1] == UP)
             return None
