@@ -71,3 +71,21 @@ def test_resume_refuses_options_that_change_the_job_naming_each(run_dir: Path) -
     assert "--epochs, --seed would change that job" in lines[0]
     assert "--timeout" not in lines[0].split("would change")[0]
     assert kit_job.read_text() == before  # nothing applied, not even the timeout
+
+
+def test_a_refused_resume_tells_run_local_users_what_they_can_type(tmp_path: Path) -> None:
+    from privfl.runs.launcher import for_run_local
+
+    refused = (
+        "party host failed: privfl: error: no checkpoint is common to all parties, so --resume "
+        "would start this job over …, or with --overwrite --redraw-labels to draw new labels"
+    )
+
+    told = for_run_local(refused, tmp_path / "run")
+
+    assert told.startswith(refused)
+    assert "run-local (which has no --redraw-labels)" in told
+    assert f"privfl vfl run-local --out {tmp_path / 'run'} --overwrite" in told
+    assert for_run_local("party host failed: disk full", tmp_path) == (
+        "party host failed: disk full"
+    )
