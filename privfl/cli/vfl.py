@@ -475,7 +475,7 @@ def party_command(role: str) -> click.Command:
         hook = observer = None
         close = None
         if role == "host" and not no_progress:
-            hook = host_progress(job.training.epochs)
+            hook, close = host_progress(job.training.epochs)
         elif not no_progress:
             from privfl.parties.progress import party_progress
 
@@ -510,8 +510,9 @@ def party_command(role: str) -> click.Command:
     return click.command(role)(command)
 
 
-def host_progress(epochs: int) -> Callable[[dict[str, Any]], None]:
-    """A tqdm bar the Host advances once per epoch."""
+def host_progress(epochs: int) -> tuple[Callable[[dict[str, Any]], None], Callable[[], None]]:
+    """A tqdm bar the Host advances once per epoch, and what closes it (so the result line
+    that follows starts on a line of its own, also when training stops early)."""
     from tqdm import tqdm
 
     bar = tqdm(total=epochs, desc="encrypted training", unit="epoch", file=sys.stderr)
@@ -522,7 +523,7 @@ def host_progress(epochs: int) -> Callable[[dict[str, Any]], None]:
         bar.set_postfix(**postfix(record))
         bar.update(1)
 
-    return on_epoch
+    return on_epoch, bar.close
 
 
 for _role in ("server", "host", "guest"):
