@@ -38,8 +38,9 @@ EXPECTED = {  # body fields of the kinds a guest receives (§6); * = defaulted
     "residual": ["epoch", "batch", "residual", "others"],
     "decrypted": ["epoch", "batch", "purpose", "values"],
     "score_request": ["epoch", "split"], "finish": ["epochs", "reason"], "abort": ["reason"],
+    "progress": ["step", "done", "total"],
 }  # fmt: skip
-DEFAULTS: dict[str, Any] = {"key_bits": 2048, "allow_weak_keys": False, "timeout_seconds": 120.0,
+DEFAULTS: dict[str, Any] = {"key_bits": 2048, "allow_weak_keys": False,
                             "seed": 0, "keys_dir": "keys", "obfuscation": "standard"}  # fmt: skip
 TABLE_DEFAULTS: dict[str, dict[str, Any]] = {
     "training": {"epochs": 30, "learning_rate": 0.3, "lr_decay": 0.02, "l2": 0.1, "batch_size": 0,
@@ -369,6 +370,7 @@ class Guest:
         keys_dir = job_path.parent / self.job.get("keys_dir", "keys")
         self.link = Link(self.job, me, keys_dir)
         self.early: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+        self.heard: dict[str, dict[str, Any]] = {}  # the last progress of each peer
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
 
     def await_kind(
@@ -386,6 +388,10 @@ class Guest:
             s, h, b = msg
             if h["kind"] == "abort":
                 raise PeerAborted(f"peer {s} stopped: {b['reason']}")
+            if h["kind"] == "progress":  # busy is not dead (§8): a change restarts the clock
+                if self.heard.get(s) != b:
+                    self.heard[s], end = b, max(end, time.monotonic() + (timeout or self.timeout))
+                continue
             if h["kind"] in kinds and s == sender:
                 return h, b
             self.early.append(msg)

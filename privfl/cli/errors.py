@@ -47,7 +47,8 @@ def friendly_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except PrivflError as exc:
-            click.echo(f"privfl: error: {exc}", err=True)
+            if not getattr(exc, "shown", False):  # a party shows a start-up error at once
+                click.echo(f"privfl: error: {exc}", err=True)
             sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             click.echo("privfl: interrupted", err=True)

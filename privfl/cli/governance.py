@@ -83,11 +83,12 @@ def vertical_gate(job: JobConfig, party: str, option: Path | None) -> SitePolicy
 def vertical_gate_telling(job: JobConfig, party: str, option: Path | None) -> SitePolicy | None:
     """:func:`vertical_gate`; a refusal is sent to the peers that connect as an Abort (the
     only message a refusing party sends), so none waits for its timeout."""
-    from privfl.parties.vertical.startup import abort_outbound
+    from privfl.parties.vertical.startup import abort_outbound, show_now
 
     try:
         return vertical_gate(job, party, option)
     except PrivflError as exc:
+        show_now(exc)  # this site's refusal is on its terminal before the peers are told
         abort_outbound(job, party, exc)
         raise
 

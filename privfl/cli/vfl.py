@@ -34,6 +34,7 @@ from privfl.config.vertical import (
     JobConfig,
     check_key_bits,
     load_job,
+    save_job,
     with_overrides,
 )
 from privfl.crypto.engine import ENGINES, POOL, Engine
@@ -246,7 +247,9 @@ def demo_classes(dataset: str) -> int:
     "--resume",
     is_flag=True,
     help="Continue the interrupted run in --out (same kit, same ports) from the last epoch "
-    "every party has a checkpoint of; other settings are taken from OUT/kit/job.toml.",
+    "every party has a checkpoint of; the job is OUT/kit/job.toml. Of the options above only "
+    "--timeout (this machine's patience, not part of the job's fingerprint) may be given; "
+    "the others would change the job and are refused.",
 )
 @overwrite_option
 @friendly_errors
@@ -288,7 +291,7 @@ def run_local_cmd(
     if resume:
         if out is None:
             raise click.UsageError("--resume needs --out, the run directory to continue")
-        job = load_job(out / "kit" / "job.toml")
+        job = resumed_job(out, job_file, opts)
     else:
         base = load_job(job_file) if job_file else None
         job = relocate(build_job(base, **opts))
@@ -309,6 +312,40 @@ def run_local_cmd(
     record_references(job, out, summary, references, started)
     kind = kind_of(job)
     click.echo(kind.load(kind.report)(summary, references, out))
+
+
+RESUME_LOCAL = {"timeout": "timeout_seconds"}
+"""run-local options --resume applies: site-local job keys, outside the fingerprint, so the
+checkpoints still match (LOCAL_JOB_KEYS in privfl/config/vertical.py)."""
+
+
+def resumed_job(out: Path, job_file: Path | None, opts: dict[str, Any]) -> JobConfig:
+    """OUT's kit job with the site-local options given applied (and written back to the kit,
+    which every party reads); any other option given is refused, each named, in one line."""
+    from click.core import ParameterSource
+
+    from privfl.errors import ConfigError
+
+    ctx = click.get_current_context()
+    given = [n for n in opts if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT]
+    refused = [n for n in given if n not in RESUME_LOCAL] + (["job_file"] if job_file else [])
+    if refused:
+        flags = {p.name: p.opts[0] for p in ctx.command.params}
+        named = ", ".join(flags.get(n, n) for n in refused)
+        raise ConfigError(
+            f"--resume continues the run in {out} with its own job ({out / 'kit' / 'job.toml'}); "
+            f"{named} would change that job: drop {'it' if len(refused) == 1 else 'them'}, or "
+            "start a new run without --resume (only --timeout may change on a resume)"
+        )
+    path = out / "kit" / "job.toml"
+    job = load_job(path)
+    changes = {RESUME_LOCAL[n]: opts[n] for n in given}
+    if changes:
+        job = replace(job, **changes)
+        save_job(job, path)
+        shown = ", ".join(f"{key} = {value:g}" for key, value in changes.items())
+        click.echo(f"privfl: resuming with {shown} (written to {path})", err=True)
+    return job
 
 
 def host_line(party: str, result: dict[str, Any], out: Path) -> str:
@@ -438,7 +475,7 @@ def party_command(role: str) -> click.Command:
         hook = observer = None
         close = None
         if role == "host" and not no_progress:
-            hook = host_progress(job.training.epochs)
+            hook, close = host_progress(job.training.epochs)
         elif not no_progress:
             from privfl.parties.progress import party_progress
 
@@ -473,8 +510,9 @@ def party_command(role: str) -> click.Command:
     return click.command(role)(command)
 
 
-def host_progress(epochs: int) -> Callable[[dict[str, Any]], None]:
-    """A tqdm bar the Host advances once per epoch."""
+def host_progress(epochs: int) -> tuple[Callable[[dict[str, Any]], None], Callable[[], None]]:
+    """A tqdm bar the Host advances once per epoch, and what closes it (so the result line
+    that follows starts on a line of its own, also when training stops early)."""
     from tqdm import tqdm
 
     bar = tqdm(total=epochs, desc="encrypted training", unit="epoch", file=sys.stderr)
@@ -485,7 +523,7 @@ def host_progress(epochs: int) -> Callable[[dict[str, Any]], None]:
         bar.set_postfix(**postfix(record))
         bar.update(1)
 
-    return on_epoch
+    return on_epoch, bar.close
 
 
 for _role in ("server", "host", "guest"):

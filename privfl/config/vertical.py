@@ -17,7 +17,9 @@ ROLES = ("server", "host", "guest")
 PSI_METHODS = ("rsa", "ecdh")
 LOCAL_KEYS = ("data", "id_column", "label_column", "features")  # may differ between sites
 # Top-level keys each site sets for itself (its patience, its memory): not fingerprinted.
-LOCAL_JOB_KEYS = ("liveness_grace_seconds", "max_buffered_mib", "relay")
+# Each site's own: its patience (timeout_seconds: no progress for this long; the grace),
+# its memory, its way to the others. Not fingerprinted: --resume may change them.
+LOCAL_JOB_KEYS = ("timeout_seconds", "liveness_grace_seconds", "max_buffered_mib", "relay")
 MAX_GRACE_SECONDS = 60.0
 MIN_SECURE_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 256

@@ -24,6 +24,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 import numpy as np
 import numpy.typing as npt
 
+from privfl import pulse
 from privfl.crypto.gmp import mpz
 from privfl.crypto.paillier import (
     PrivateKey,
@@ -41,6 +42,7 @@ each worker holds one slice's ciphertexts, never the whole vector's. Large, beca
 bucket method pays ``2^w`` bucket products per window and column on top of one
 multiplication per row: slices of 4,096 rows cost about 1.5× the multiplications of one
 pass over 100,000 (and an epoch 20 % more CPU, measured); 65,536 about 1.02×."""
+DECRYPT_CHUNK = 64  # decryptions between two progress ticks when decrypting inline
 BACKGROUND_NICE = 5
 """Prefetching obfuscators is background work: the work a peer waits for (``Xᵀ[[d]]``,
 the Host's and Server's steps on the same machine) goes first, prefetching fills idle time."""
@@ -158,7 +160,11 @@ class NoisePool:
         """``func(*block)`` for every block on the compute workers, concatenated in order."""
         assert self._compute is not None
         futures = [self._compute.submit(func, *block) for block in blocks]
-        return [value for future in futures for value in future.result()]
+        out: list[int] = []
+        for done, future in enumerate(futures, start=1):
+            out += future.result()
+            pulse.tick(done, len(futures))  # busy is not dead: the peers hear how far
+        return out
 
     def prefetch(self, count: int, *, bulk: bool = False) -> None:
         """Start computing ``count`` more obfuscators in the background.
@@ -178,17 +184,22 @@ class NoisePool:
     def take(self, count: int) -> list[int]:
         """``count`` obfuscators: prefetched ones first, the rest computed now in parallel."""
         missing = count - len(self._ready) - self._pending_count
-        if missing > 0:
-            if not self.parallel and self.primes is not None:
-                self._ready.extend(obfuscators_crt(self.n, *self.primes, missing))
-            elif not self.parallel:
-                self._ready.extend(obfuscators(self.n, missing, self.h_s))
-            else:
-                self.prefetch(missing)
+        if missing > 0 and not self.parallel:
+            # In chunks, so that a long encryption reports its progress (privfl/pulse.py).
+            for start in range(0, missing, self.chunk):
+                size = min(self.chunk, missing - start)
+                if self.primes is not None:
+                    self._ready.extend(obfuscators_crt(self.n, *self.primes, size))
+                else:
+                    self._ready.extend(obfuscators(self.n, size, self.h_s))
+                pulse.tick(min(len(self._ready), count), count)
+        elif missing > 0:
+            self.prefetch(missing)
         while len(self._ready) < count:
             chunk = self._pending.popleft().result()
             self._pending_count -= len(chunk)
             self._ready.extend(chunk)
+            pulse.tick(min(len(self._ready), count), count)
         return [self._ready.popleft() for _ in range(count)]
 
     def matvec_t(self, key: PublicKey, x: npt.NDArray[np.int64], c: Sequence[int]) -> list[int]:
@@ -246,7 +257,11 @@ def decrypt_split(key: PrivateKey, pool: NoisePool | None, values: Sequence[int]
     """
     parts = min(pool.workers if pool is not None else 1, len(values) // 4)
     if pool is None or parts < 2:
-        return key.decrypt(values)
+        items, out = list(values), []
+        for start in range(0, len(items), DECRYPT_CHUNK):  # ticks: busy is not dead
+            out += key.decrypt(items[start : start + DECRYPT_CHUNK])
+            pulse.tick(len(out), len(items))
+        return out
     n, (p, q) = key.public_key.n, private_primes(key)
     blocks = [(n, p, q, [int(v) for v in block]) for block in np.array_split(list(values), parts)]
     return pool.run_split(decrypt_with_primes, blocks, private=True)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from privfl.config.core import JobFile
 from privfl.config.relay import RELAY_NAME, relayed_peers
+from privfl.errors import ConfigError
 from privfl.parties.session import keyring
 from privfl.protocol.keys import PUBLIC_SUFFIX, KeyRing, load_public_key
 from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS
@@ -31,7 +32,15 @@ def relay_key(job: JobFile[Any]) -> bytes:
     """The relay's public key: ``[relay] public_key``, else the key folder's relay.key."""
     if job.relay.public_key:
         return job.relay.public_key.encode()
-    return load_public_key(job.keys_path() / f"{RELAY_NAME}{PUBLIC_SUFFIX}")
+    path = job.keys_path() / f"{RELAY_NAME}{PUBLIC_SUFFIX}"
+    if not path.exists():  # generating one would make a key no relay holds: import it
+        raise ConfigError(
+            f"the relay's public key {path} is missing: ask the relay operator for their "
+            f"{RELAY_NAME}{PUBLIC_SUFFIX} (from the kit `privfl relay` runs from) and put it "
+            f"in {path.parent}, or set [relay] public_key in the job; do not generate one, "
+            "a key made here is not the relay's"
+        )
+    return load_public_key(path)
 
 
 def open_relayed(

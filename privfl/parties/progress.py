@@ -2,7 +2,8 @@
 
 The Host draws its own bar from its epoch records; the other parties learn the epoch
 from the envelopes: a guest from each ``batch`` the Host opens, the Server from each
-``epoch_result`` it sends.
+``epoch_result`` it sends. While a peer reports progress (busy is not dead), the bar
+says what we wait for: ``waiting for guest-1: encrypting scores 212/426``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from collections.abc import Callable
 
 from tqdm import tqdm
 
-from privfl.protocol.messages import Header, Kind
+from privfl.errors import ProtocolError
+from privfl.protocol import codec
+from privfl.protocol.channel import describe
+from privfl.protocol.messages import Header, Kind, Progress
 
 Observer = Callable[[str, str, Header, list[bytes]], None]
 
@@ -25,7 +29,9 @@ def party_progress(role: str, epochs: int) -> tuple[Observer, tqdm[None]]:
 
     last = [0]
 
-    def observe(direction: str, _peer: str, header: Header, _frames: list[bytes]) -> None:
+    def observe(direction: str, peer: str, header: Header, frames: list[bytes]) -> None:
+        if direction == "received":
+            bar.set_postfix_str(waiting_for(peer, header, frames), refresh=False)
         if role == "guest" and (direction, header.kind) == ("received", Kind.FINISH):
             bar.total = last[0] + 1  # the run may have stopped before the last epoch
             advance(last[0] + 1)
@@ -38,3 +44,14 @@ def party_progress(role: str, epochs: int) -> tuple[Observer, tqdm[None]]:
             bar.update(min(done, bar.total) - bar.n)
 
     return observe, bar
+
+
+def waiting_for(peer: str, header: Header, frames: list[bytes]) -> str:
+    """``waiting for guest-1: encrypting scores 212/426`` for a progress message, else ''."""
+    if header.kind is not Kind.PROGRESS or len(frames) != 2:
+        return ""
+    try:
+        body = codec.decode_body(header.kind, frames[1])
+    except ProtocolError:
+        return ""
+    return f"waiting for {describe(peer, body)}" if isinstance(body, Progress) else ""

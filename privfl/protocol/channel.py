@@ -9,6 +9,13 @@ our memory with messages we never asked for. While it waits, the channel keeps
 reading (an Abort ends the wait at once) and asks the transport, if it can tell,
 whether a peer's connection is lost (the wait then ends within the liveness grace,
 naming the peer, whatever the timeout).
+
+Busy is not dead: a party in a long step ticks (privfl/pulse.py), and its channel
+sends a ``progress`` message to every peer at most every ``PULSE_SECONDS``, reading
+its inbox meanwhile (an Abort still ends the step). A waiting channel counts the
+timeout from the later of its wait's start and the last time any peer's progress
+advanced: it gives up on silence (a lost connection, within the grace) or on no
+progress for the whole timeout, and its error says which.
 """
 
 from __future__ import annotations
@@ -16,10 +23,12 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+from privfl import pulse
 from privfl.errors import PeerAborted, PeerUnavailable, PrivflError, ProtocolError
 from privfl.protocol import codec, fresh
 from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, lost_message
@@ -31,6 +40,7 @@ from privfl.protocol.messages import (
     Header,
     Kind,
     Message,
+    Progress,
     kind_of,
 )
 from privfl.protocol.transport import Transport
@@ -45,6 +55,8 @@ MAX_PENDING = 10_000
 MAX_PENDING_BYTES = 256 * 1024 * 1024  # per peer: a few of the largest legal messages
 WAIT_NOTE_SECONDS = 10.0  # how often a long wait is logged, naming whom we wait for
 LIVENESS_POLL_SECONDS = 0.5  # how often a wait asks the transport whether a peer is lost
+PULSE_SECONDS = 2.0  # a busy party tells its peers how far it is at least this often
+PULSE_LOG_SECONDS = 10.0  # and writes it to its own log this often
 log = logging.getLogger("privfl.channel")
 M = TypeVar("M")
 
@@ -99,6 +111,11 @@ class Channel:
         self._reached: set[str] = set()
         self._observer = observer
         self._refusals: dict[str, int] = {}
+        # Busy is not dead: the last progress each peer reported, and when some advanced.
+        self._heard: dict[str, tuple[Progress, float]] = {}
+        self._advanced = 0.0
+        self._pulse_peers: tuple[str, ...] = ()
+        self._pulsed = self._pulse_logged = 0.0
 
     def send(self, peer: str, body: Message, round_: int = 0) -> None:
         """Wrap ``body`` in an envelope and send it to ``peer``.
@@ -220,23 +237,33 @@ class Channel:
             self.send(peer, body, round_)
 
     def expect(
-        self, kinds: Collection[Kind], senders: Collection[str], timeout: float | None = None
+        self,
+        kinds: Collection[Kind],
+        senders: Collection[str],
+        timeout: float | None = None,
+        *,
+        patient: bool | None = None,
     ) -> Envelope:
         """The next message of one of ``kinds`` from one of ``senders``.
 
         Other valid messages are kept for later. An Abort from any peer raises
-        PeerAborted; silence for ``timeout`` seconds raises PeerUnavailable naming
-        the peers that were awaited.
+        PeerAborted; no progress for ``timeout`` seconds (the job's by default) raises
+        PeerUnavailable naming the peers that were awaited. ``patient`` (default: when
+        the timeout is the job's) lets a peer's advancing progress restart the clock; an
+        explicit ``timeout`` is otherwise a window that ends when it says (the horizontal
+        rounds, the Shuffler's window).
         """
         for i, env in enumerate(self._pending):
             if env.header.kind in kinds and env.sender in senders:
                 self._pending_bytes[env.sender] -= env.size
                 return self._pending.pop(i)
         began = time.monotonic()
-        deadline = began + (self.timeout if timeout is None else timeout)
+        limit = self.timeout if timeout is None else timeout
+        patient = timeout is None if patient is None else patient
         note = began + WAIT_NOTE_SECONDS
-        notices = UnconnectedNotices(self.transport, deadline - began)
-        while (left := deadline - time.monotonic()) > 0:
+        notices = UnconnectedNotices(self.transport, limit)
+        # Any peer's advancing progress restarts the clock: the run is moving.
+        while (left := max(began, self._advanced if patient else 0) + limit - time.monotonic()) > 0:
             slice_ = min(left, LIVENESS_POLL_SECONDS, max(note - time.monotonic(), 0.01))
             got = self._receive(slice_)
             if got is None:
@@ -244,12 +271,12 @@ class Channel:
                 notices.tick()
                 if time.monotonic() >= note:
                     note = time.monotonic() + WAIT_NOTE_SECONDS
-                    self._note_wait(kinds, senders, time.monotonic() - began, deadline - began)
+                    self._note_wait(kinds, senders, time.monotonic() - began, limit)
                 continue
             if got.header.kind in kinds and got.sender in senders:
                 return got
             self._keep(got)
-        raise self._gave_up(kinds, senders, self.timeout if timeout is None else timeout)
+        raise self._gave_up(kinds, senders, limit)
 
     def _gave_up(
         self, kinds: Collection[Kind], senders: Collection[str], waited: float
@@ -262,9 +289,18 @@ class Channel:
         wanted = "/".join(sorted(str(k) for k in kinds))
         who = ", ".join(sorted(senders))
         return PeerUnavailable(
-            f"no {wanted} from {who} within {waited:g} s; "
-            f"check that {who} is running and reachable (see its log){self._silence(waited)}"
+            f"no progress: no {wanted} from {who} within {waited:g} s, and no party reported "
+            f"progress in that time{self._last_heard()}; the connections stayed up (stuck, "
+            f"not silent): check that {who} is running and reachable and what its log says"
+            f"{self._silence(waited)}"
         )
+
+    def _last_heard(self) -> str:
+        """`` (last heard: guest-1: encrypting scores 212/426, 130 s ago)`` (or nothing)."""
+        if not self._heard:
+            return ""
+        peer, (body, at) = max(self._heard.items(), key=lambda item: item[1][1])
+        return f" (last heard: {describe(peer, body)}, {time.monotonic() - at:.0f} s ago)"
 
     def _keep(self, env: Envelope) -> None:
         """Queue a message we are not ready for, within the count and per-peer byte caps."""
@@ -302,20 +338,84 @@ class Channel:
     def _note_wait(
         self, kinds: Collection[Kind], senders: Collection[str], waited: float, limit: float
     ) -> None:
-        """An operator reading the log sees which peer is holding things up."""
+        """An operator reading the log sees which peer is holding things up, and how far
+        the busy ones are."""
         log.info(
-            "waiting for %s from %s for %.0f s (giving up after %.0f s)",
+            "waiting for %s from %s for %.0f s (giving up after %.0f s without progress)",
             "/".join(sorted(str(k) for k in kinds)),
             ", ".join(sorted(senders)),
             waited,
             limit,
         )
+        for peer, body in self.doing(senders).items():
+            log.info("waiting for %s", describe(peer, body))
+
+    def doing(self, first: Collection[str] = ()) -> dict[str, Progress]:
+        """What the peers said they do, recently (``first``'s, if any of them said so)."""
+        now = time.monotonic()
+        recent = {
+            peer: body
+            for peer, (body, at) in self._heard.items()
+            if now - at < WAIT_NOTE_SECONDS and (body.total == 0 or body.done < body.total)
+        }
+        mine = {peer: body for peer, body in recent.items() if peer in first}
+        return mine or recent
+
+    # --- busy is not dead -------------------------------------------------------
+
+    @contextmanager
+    def reporting(self, peers: Iterable[str]) -> Iterator[None]:
+        """While the block runs, the party's ticks (privfl/pulse.py) reach ``peers``."""
+        self._pulse_peers = tuple(peers)
+        with pulse.reporting(self.pulse):
+            yield
+
+    def pulse(self, step: str, done: int, total: int) -> None:
+        """Tell the peers how far our step is (at most every PULSE_SECONDS), and read
+        what arrived meanwhile: an Abort ends the step at once (PeerAborted)."""
+        now = time.monotonic()
+        if now - self._pulsed < PULSE_SECONDS:
+            return
+        self._pulsed = now
+        body = Progress(step=step[:64], done=done, total=total)
+        for peer in self._pulse_peers:
+            try:  # best effort, never waiting: the next pulse follows in seconds
+                self._post(peer, body, 0, wait=False)
+            except PrivflError as exc:
+                log.debug("could not tell %s our progress: %s", peer, exc)
+        if now - self._pulse_logged >= PULSE_LOG_SECONDS:
+            self._pulse_logged = now
+            log.info("%s", describe(self.name, body))
+        self._drain()
+
+    def _drain(self) -> None:
+        """Keep whatever valid messages wait in our inbox now (raises on an Abort)."""
+        for _ in range(1000):  # bounded: a flood must not stop our work
+            got = self.transport.recv(0)
+            if got is None:
+                return
+            env = self._accept(*got)
+            if env is not None:
+                self._keep(env)
+
+    def _on_progress(self, sender: str, body: Progress) -> None:
+        """Remember a peer's progress; a change in step or count is an advance."""
+        now = time.monotonic()
+        last = self._heard.get(sender)
+        if last is None or last[0] != body:
+            self._advanced = now
+        self._heard[sender] = (body, now)
 
     def expect_body(
-        self, cls: type[M], senders: Collection[str], timeout: float | None = None
+        self,
+        cls: type[M],
+        senders: Collection[str],
+        timeout: float | None = None,
+        *,
+        patient: bool | None = None,
     ) -> M:
         """The body of the next message of class ``cls`` (its kind follows from the class)."""
-        return body_as(self.expect({KIND_OF[cls]}, senders, timeout).body, cls)
+        return body_as(self.expect({KIND_OF[cls]}, senders, timeout, patient=patient).body, cls)
 
     @overload
     def gather(self, kind: type[M], senders: Collection[str]) -> dict[str, M]: ...
@@ -351,7 +451,10 @@ class Channel:
         got = self.transport.recv(timeout)
         if got is None:
             return None
-        sender, frames = got
+        return self._accept(*got)
+
+    def _accept(self, sender: str, frames: list[bytes]) -> Envelope | None:
+        """Validate one received message; None if refused or if it was a peer's progress."""
         try:
             env = self._validate(sender, frames)
         except codec.VersionMismatch as exc:
@@ -366,6 +469,9 @@ class Channel:
             self._observer("received", sender, env.header, frames)
         if isinstance(env.body, Abort):
             raise PeerAborted(f"peer {sender} stopped: {env.body.reason}")
+        if isinstance(env.body, Progress):
+            self._on_progress(sender, env.body)
+            return None
         return env
 
     def _refuse(self, sender: str, frames: list[bytes], exc: ProtocolError) -> None:
@@ -415,6 +521,12 @@ def abort_reason(name: str, error: BaseException) -> str:
 def interrupted(name: str) -> str:
     """What a party stopped with Ctrl-C logs, and what its peers are told."""
     return f"{name} was interrupted by its operator"
+
+
+def describe(peer: str, body: Progress) -> str:
+    """``guest-1: encrypting scores 212/426`` (the counts left out while there is no total)."""
+    counts = f" {body.done}/{body.total}" if body.total else ""
+    return f"{peer}: {body.step}{counts}"
 
 
 def should_log(count: int) -> bool:

@@ -21,6 +21,7 @@ connects: an event libzmq emits before its monitor exists is lost for good.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -34,7 +35,9 @@ DEFAULT_GRACE_SECONDS = 3.0
 UNPROVEN_AFTER = 3  # failed handshakes in a row (libzmq retries every ~0.1 s): not transient
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH  # the peer's allow-list refused our key
 _FAILED = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | _REFUSED
-_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | _FAILED
+# TCP-level: whether the endpoint ever answered (connected), or refused (a retry follows).
+_TCP = zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED
+_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | _FAILED | _TCP
 
 
 @dataclass
@@ -49,9 +52,15 @@ class Link:
     # libzmq does not retry a connection after a ZAP refusal.
     refused: bool = False
     ups: int = 0  # how many times a connection came up (a relayed party says hello each time)
+    answered: bool = False  # a TCP connection was made once (whatever came of its handshake)
+    retries: int = 0  # connection attempts that failed at once (refused), before any answer
 
     def on_event(self, event: int, now: float) -> None:
         """Apply one monitor event: a finished handshake is up, a disconnect is down."""
+        if event == zmq.EVENT_CONNECTED:
+            self.answered = True
+        elif event == zmq.EVENT_CONNECT_RETRIED:
+            self.retries += 1
         if event & _FAILED:
             self.failed += 1
             self.refused = event == _REFUSED
@@ -132,6 +141,12 @@ class LinkWatch:
         self._drain()
         return self._links[peer].up
 
+    def reach(self, peer: str) -> Link:
+        """``peer``'s link as the events told it so far (a copy: for diagnostics)."""
+        self._drain()
+        link = self._links[peer]
+        return dataclasses.replace(link)
+
     def never_up(self) -> list[str]:
         """Peers whose connection has not come up once yet: not started, or failed to start."""
         self._drain()
@@ -168,6 +183,7 @@ def lost_message(owner: str, lost: dict[str, float], grace: float) -> str:
     names = ", ".join(sorted(lost))
     longest = max(lost.values())
     return (
-        f"{owner} lost its connection to {names} {longest:.0f} s ago and it did not come back "
-        f"within the {grace:g} s grace: it exited, crashed, froze or was cut off; see its log"
+        f"silence: {owner} lost its connection to {names} {longest:.0f} s ago and it did not "
+        f"come back within the {grace:g} s grace: it exited, crashed, froze or was cut off "
+        "(a busy party keeps its connection and reports progress); see its log"
     )

@@ -85,6 +85,8 @@ class Kind(enum.StrEnum):
     BOOST_DECIDE = "boost_decide"
     BOOST_DECISIONS = "boost_decisions"
     BOOST_MASKED = "boost_masked"
+    # liveness: a party in a long step says how far it is (busy is not dead)
+    PROGRESS = "progress"
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +350,25 @@ class Abort:
         text(self.reason, "reason")
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A party in a long step tells its peers what it does and how far it is.
+
+    Its peers wait as long as some party's progress advances (docs/protocol.md §6.4):
+    only silence (the liveness grace) or no progress for the job's timeout ends a wait.
+    It carries no data: a step name and two counters.
+    """
+
+    step: str
+    done: int
+    total: int
+
+    def __post_init__(self) -> None:
+        text(self.step, "step", 64)
+        count(self.total, "total")
+        count(self.done, "done", 0, self.total)
+
+
 # PSI and prediction
 
 
@@ -464,6 +485,7 @@ Message = (
     | BoostDecide
     | BoostDecisions
     | BoostMasked
+    | Progress
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -507,6 +529,8 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.BOOST_DECIDE: BoostDecide,
     Kind.BOOST_DECISIONS: BoostDecisions,
     Kind.BOOST_MASKED: BoostMasked,
+    # --- liveness ---
+    Kind.PROGRESS: Progress,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 

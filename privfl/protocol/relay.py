@@ -7,6 +7,9 @@ exactly the job's parties' keys, so a connection's User-Id *is* the sender. It f
 ``[MAGIC, "D", recipient, sealed]`` from a sender as ``[MAGIC, "D", sender, sealed]`` to
 the recipient's latest connection, and tells every connected party when another one
 comes (``"U"``) or its connection goes (``"X"``), which is how a party names a lost peer.
+A second connection that claims routes a live connection of the same party holds (the
+party started twice) is refused (``"R"``, with the reason) and logged; the first keeps
+its routes.
 
 It never holds a key that opens a seal (protocol/seal.py): what it learns is who sends
 to whom, how much and when (docs/security.md, the relay's row). :class:`RelayCore`
@@ -25,7 +28,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from privfl.protocol.keys import KeyRing
-from privfl.protocol.relayed import DATA, DOWN, HELLO, MAGIC, RELAY, UP
+from privfl.protocol.relayed import DATA, DOWN, HELLO, MAGIC, REFUSED, RELAY, UP
 from privfl.protocol.transport import MAX_WIRE_FRAME, Closeable, Sockets, frame_property
 
 log = logging.getLogger("privfl.relay")
@@ -52,6 +55,8 @@ class RelayCore:
     # Connections closed: what they sent before closing may still be queued behind the
     # close event, and must not bring their party back up (until libzmq reuses the fd).
     closed: set[int] = field(default_factory=set)
+    route_fd: dict[bytes, int] = field(default_factory=dict)  # route -> its connection's fd
+    refused: set[bytes] = field(default_factory=set)  # routes of second copies: ignored
 
     @property
     def up(self) -> set[str]:
@@ -63,10 +68,17 @@ class RelayCore:
         if routing_id.split(b"/", 1)[0] != user.encode() or len(frames) < 2 or frames[0] != MAGIC:
             log.warning("relay: dropped a frame set from %s (not ours or not its route)", user)
             return []
+        if routing_id in self.refused:
+            return []
+        claims = [f.decode("utf-8", "replace") for f in frames[2:]] if frames[1] == HELLO else []
+        if frames[1] == DATA and len(frames) == 4:
+            claims = [frames[2].decode("utf-8", "replace")]
+        if self._taken(user, routing_id, claims):
+            return self._refuse(user, routing_id)
+        self.route_fd[routing_id] = fd
         out = [] if fd in self.closed else self._arrived(user, fd)
         if frames[1] == HELLO:
-            peers = [f.decode("utf-8", "replace") for f in frames[2:]]
-            return out + self._hello(user, routing_id, [p for p in peers if p in self.parties])
+            return out + self._hello(user, routing_id, [p for p in claims if p in self.parties])
         if len(frames) != 4 or frames[1] != DATA:
             log.warning("relay: dropped a malformed frame set from %s", user)
             return out
@@ -77,6 +89,35 @@ class RelayCore:
             log.info("relay: %s sent to %r, which is not connected; dropped", user, recipient)
             return out
         return [*out, *self.forward(user, recipient, frames[3])]
+
+    def _taken(self, user: str, routing_id: bytes, peers: list[str]) -> bool:
+        """Whether another live connection of ``user`` already serves one of ``peers``."""
+        for peer in peers:
+            route = self.routes.get((user, peer))
+            if route is not None and route != routing_id and self._live(route):
+                return True
+        return False
+
+    def _live(self, route: bytes) -> bool:
+        fd = self.route_fd.get(route)
+        return fd is not None and fd in self.owner and fd not in self.closed
+
+    def _refuse(self, user: str, routing_id: bytes) -> Outgoing:
+        """A second copy of ``user``: refused, logged, told why; the first keeps its routes."""
+        self.refused.add(routing_id)
+        log.warning(
+            "relay: refused a second connection of %s: %s is already connected for the same "
+            "peers (a second copy of the party, or a restart before its old connection timed "
+            "out); the first connection keeps its routes",
+            user,
+            user,
+        )
+        reason = (
+            f"{user} is already connected to the relay (another copy of this party runs, or "
+            "its previous run's connection has not timed out yet): stop the other copy, or "
+            "retry in 10 s"
+        )
+        return [(routing_id, [MAGIC, REFUSED, reason.encode()])]
 
     def forward(self, sender: str, recipient: str, sealed: bytes) -> Outgoing:
         """The delivery of one sealed payload (a hostile relay in the tests overrides it)."""
@@ -105,6 +146,8 @@ class RelayCore:
     def on_disconnect(self, fd: int) -> Outgoing:
         """A connection closed: if it was a party's last one, tell the others it is down."""
         self.closed.add(fd)
+        for route in [r for r, f in self.route_fd.items() if f == fd]:
+            del self.route_fd[route]  # its routes are no longer live (libzmq reuses fds)
         party = self.owner.pop(fd, None)
         if party is None:
             return []

@@ -25,7 +25,7 @@ import zmq
 
 from privfl.errors import ConfigError, PeerUnavailable, ProtocolError
 from privfl.protocol.keys import KeyRing
-from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, LinkWatch, lost_message
+from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, Link, LinkWatch, lost_message
 from privfl.protocol.reliable import pack_frames, unpack_frames
 from privfl.protocol.seal import SealBroken, Sealer
 from privfl.protocol.transport import SEND_POLL_MS, _Endpoint, route_id
@@ -33,8 +33,27 @@ from privfl.protocol.transport import SEND_POLL_MS, _Endpoint, route_id
 log = logging.getLogger(__name__)
 
 MAGIC = b"privfl-relay/1"
-HELLO, DATA, UP, DOWN = b"H", b"D", b"U", b"X"
+HELLO, DATA, UP, DOWN, REFUSED = b"H", b"D", b"U", b"X", b"R"
 RELAY = "relay"  # the relay's name in the key folder and in messages about it
+REACH_SECONDS = 12.0
+"""A relay not reached within this long is named as the problem, whatever the timeout: it
+is infrastructure that runs before any party (the issue's goal: within 20 s)."""
+
+
+def unreachable_message(name: str, relay: str, link: Link, waited: float) -> str:
+    """The one-line error of a party that cannot reach its relay: what happened, whom to ask."""
+    where = relay.split("://", 1)[-1]
+    if link.answered:  # TCP came up, CURVE never did: not the relay we hold the key of
+        return (
+            f"{name} reaches {relay} but the relay there fails every CURVE handshake: it is "
+            "not the relay whose relay.key this site holds (or our key is not on its list); "
+            "ask the relay operator for its relay.key and to allow-list our public key"
+        )
+    why = "connection refused" if link.retries else f"no answer in {waited:.0f} s"
+    return (
+        f"{name} cannot reach the relay at {relay} ({why}): ask your IT to allow outbound TCP "
+        f"to {where}, and the relay operator whether the relay runs there"
+    )
 
 
 class RelayedTransport(_Endpoint):
@@ -76,6 +95,7 @@ class RelayedTransport(_Endpoint):
         self._hellos = 0  # the relay connection's ups we said hello on
         self._broken: set[str] = set()  # peers whose seals broke: nothing more from them
         self._inbox: deque[tuple[str, list[bytes]]] = deque()
+        self._began = time.monotonic()
         try:
             self._dealer = self._relay_dealer(relay_key, socks_proxy)
             self._dealer.send_multipart(self._hello_frames())  # queued until the connection is up
@@ -110,7 +130,7 @@ class RelayedTransport(_Endpoint):
         deadline = time.monotonic() + self._send_timeout
         while not self.try_send(peer, frames):
             self._check_peer(peer)
-            lost = self.lost_peers()
+            lost = self.lost_peers()  # raises, naming the relay, if it was never reached
             if lost:
                 raise PeerUnavailable(lost_message(self.name, lost, self._links.grace))
             left = deadline - time.monotonic()
@@ -189,6 +209,8 @@ class RelayedTransport(_Endpoint):
             log.warning("%s: dropped a malformed relay frame set", self.name)
             return None
         who = frames[2].decode("utf-8", "replace")
+        if frames[1] == REFUSED:  # e.g. another copy of us holds our routes
+            raise PeerUnavailable(f"the relay at {self.relay} refused {self.name}: {who[:300]}")
         if frames[1] in (UP, DOWN):
             self._on_presence(who, frames[1] == UP)
             return None
@@ -234,9 +256,22 @@ class RelayedTransport(_Endpoint):
         self._pump()
         return up and peer in self._up
 
+    def check_relay(self) -> None:
+        """PeerUnavailable naming the relay, once it has not been reached for REACH_SECONDS:
+        our IT's firewall or the relay is the problem, not the peers."""
+        if self._links.never_up():
+            waited = time.monotonic() - self._began
+            if waited >= REACH_SECONDS:
+                link = self._links.reach(RELAY)
+                raise PeerUnavailable(unreachable_message(self.name, self.relay, link, waited))
+
     def lost_peers(self) -> dict[str, float]:
-        """The relay, if its connection is lost; peers the relay says are gone past the grace."""
+        """The relay, if its connection is lost; peers the relay says are gone past the grace.
+
+        PeerUnavailable naming the relay if it has never been reached (:meth:`check_relay`).
+        """
         self._check_open()
+        self.check_relay()
         self._pump()
         lost = self._links.lost()
         now = time.monotonic()
@@ -246,11 +281,12 @@ class RelayedTransport(_Endpoint):
         return lost
 
     def unconnected_peers(self) -> dict[str, str]:
-        """Peers never seen at the relay (all of them while the relay itself is not reached)."""
+        """Peers never seen at the relay (all of them while the relay itself is not reached),
+        each with where we looked for it (protocol/waits.py words it)."""
         self._check_open()
-        where = f"via the relay at {self.relay}"
+        where = f"via the relay at {self.relay}, which we reach (it never connected there)"
         if self._links.never_up():
-            where = f"the relay at {self.relay}, which we have not reached yet"
+            where = f"via the relay at {self.relay}, which we have not reached yet"
         return {peer: where for peer in sorted(self._peers - self._ever_up)}
 
     @property

@@ -56,9 +56,9 @@ class UnconnectedNotices:
         self._next = now + NOTICE_EVERY_SECONDS
         for peer, endpoint in sorted(unconnected_of(self._transport).items()):
             log.warning(
-                "waiting for %s at %s: no connection yet (%.0f s; giving up after %.0f s)",
+                "waiting for %s %s: no connection yet (%.0f s; giving up after %.0f s)",
                 peer,
-                endpoint,
+                at(endpoint),
                 now - self._began,
                 self._limit,
             )
@@ -67,9 +67,21 @@ class UnconnectedNotices:
 def never_connected_message(owner: str, unconnected: dict[str, str], waited: float) -> str:
     """The one-line error of a wait that ended with peers that never connected."""
     names = ", ".join(sorted(unconnected))
-    where = ", ".join(f"{peer} at {endpoint}" for peer, endpoint in sorted(unconnected.items()))
+    where = ", ".join(f"{peer} {at(endpoint)}" for peer, endpoint in sorted(unconnected.items()))
+    if all(e.startswith("via the relay") for e in unconnected.values()):
+        return (
+            f"{owner} gave up after {waited:g} s: {names} never reached the relay ({where}); "
+            "the problem is between them and the relay, not here: their own terminal says "
+            "why (a firewall that blocks outbound TCP to the relay, a wrong relay.key, or "
+            "not started)"
+        )
     return (
         f"{owner} gave up after {waited:g} s: {names} never connected (no connection to "
         f"{where} came up); check that it is running (its own terminal says why it "
         "stopped), that its endpoint is right and that it allow-lists our public key"
     )
+
+
+def at(endpoint: str) -> str:
+    """``at tcp://h:p`` for an address; a phrase (``via the relay at …``) as it is."""
+    return endpoint if endpoint.startswith("via ") else f"at {endpoint}"

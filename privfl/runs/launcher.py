@@ -241,13 +241,28 @@ def run_local(
     )
     total, unit = kind_of(job).rounds_of(job)
     metrics = out / job.host / "metrics.jsonl"
-    supervise(parties, EpochProgress(metrics, total, progress, unit=unit))
+    try:
+        supervise(parties, EpochProgress(metrics, total, progress, unit=unit))
+    except PrivflError as exc:
+        raise PrivflError(for_run_local(str(exc), out)) from exc
     summary: dict[str, Any] = json.loads((out / job.host / "summary.json").read_text())
     summary["host_wall_seconds"] = summary["wall_seconds"]
     summary["wall_seconds"] = round(time.time() - start, 3)
     summary["parties"] = {name: str(out / name) for name in job.parties}
     write_json(out / "summary.json", summary)
     return summary
+
+
+def for_run_local(error: str, out: Path) -> str:
+    """A party's error as run-local's user can act on it: the party commands' --overwrite
+    and --redraw-labels are not run-local's, whose --overwrite starts a new kit."""
+    if "--redraw-labels" not in error:
+        return error
+    return (
+        f"{error}. With run-local (which has no --redraw-labels): `privfl vfl run-local --out "
+        f"{out} --overwrite` starts a new run in that folder, with a new kit, new keys and a "
+        "new label draw, whose label ε is spent anew"
+    )
 
 
 def postfix(record: dict[str, Any]) -> dict[str, str]:

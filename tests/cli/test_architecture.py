@@ -11,7 +11,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "privfl"
 # Lowest first; a module may import from its own layer or any layer listed before it.
 LAYERS = [
-    {"errors"},
+    {"errors", "pulse"},
     {"config", "models"},
     {"crypto", "mechanisms", "data"},
     {"protocol"},

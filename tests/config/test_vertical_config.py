@@ -335,8 +335,10 @@ def test_every_site_local_top_level_key_is_left_out_of_the_fingerprint() -> None
 
     job = _job()
     relay = RelayConfig(endpoint="tcp://relay.example.org:443", socks_proxy="proxy:1080")
-    local = replace(job, liveness_grace_seconds=7.0, max_buffered_mib=64, relay=relay)
-    shared = replace(job, timeout_seconds=99.0)
+    local = replace(
+        job, timeout_seconds=900.0, liveness_grace_seconds=7.0, max_buffered_mib=64, relay=relay
+    )
+    shared = replace(job, seed=99)
 
     # Act
     canonical = json.loads(canonical_job(local))

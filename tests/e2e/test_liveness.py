@@ -27,11 +27,11 @@ PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
 BUSY_GUEST = Path(__file__).with_name("busy_guest.py")
 
 
-def make_kit(tmp_path: Path, epochs: int) -> Path:
-    """A 512-bit kit with a 600 s timeout; returns its job file."""
+def make_kit(tmp_path: Path, epochs: int, timeout: str = LONG_TIMEOUT) -> Path:
+    """A 512-bit kit with a 600 s timeout (or ``timeout``); returns its job file."""
     kit = tmp_path / "kit"
     made = privfl(
-        "init", "vfl", "--out", str(kit), *WEAK, "--epochs", str(epochs), "--timeout", LONG_TIMEOUT
+        "init", "vfl", "--out", str(kit), *WEAK, "--epochs", str(epochs), "--timeout", timeout
     )
     assert made.returncode == 0, made.stderr
     return kit / "job.toml"
@@ -104,19 +104,7 @@ def test_a_guest_busy_for_30_s_is_waited_for_not_declared_dead(tmp_path: Path) -
     busy = 30.0
     job = make_kit(tmp_path, epochs=3)
     procs = start(tmp_path, job, only={"server", "host"})
-    with (tmp_path / "guest-1.log").open("wb") as log:
-        guest = subprocess.Popen(
-            [
-                sys.executable,
-                str(BUSY_GUEST),
-                str(busy),
-                *party_args(job, "guest", "guest-1", tmp_path / "runs"),
-            ],
-            stdout=log,
-            stderr=log,
-        )
-    STARTED.append(guest)
-    procs["guest-1"] = guest
+    procs["guest-1"] = start_busy_guest(tmp_path, job, busy, {"PRIVFL_TEST_MUTE": "1"})
     began = time.monotonic()
 
     # Act
@@ -129,6 +117,64 @@ def test_a_guest_busy_for_30_s_is_waited_for_not_declared_dead(tmp_path: Path) -
         assert error_lines(tmp_path / f"{name}.log") == []
     waits = (tmp_path / "runs" / "host" / "party.log").read_text()
     assert "waiting for forward from guest-1" in waits
+
+
+def start_busy_guest(
+    tmp_path: Path, job: Path, busy: float, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """guest-1, busy encrypting for ``busy`` s before epoch 1 (busy_guest.py)."""
+    with (tmp_path / "guest-1.log").open("wb") as log:
+        guest = subprocess.Popen(
+            [
+                sys.executable,
+                str(BUSY_GUEST),
+                str(busy),
+                *party_args(job, "guest", "guest-1", tmp_path / "runs"),
+            ],
+            stdout=log,
+            stderr=log,
+            env={**os.environ, **(env or {})},
+        )
+    STARTED.append(guest)
+    return guest
+
+
+BUSY_TIMEOUT = 30  # the job's timeout_seconds (start-up under load takes a good part of it)
+
+
+@pytest.mark.parametrize("ticking", [True, False], ids=["progress", "mute"])
+def test_a_step_three_times_the_timeout_finishes_while_its_progress_advances(
+    tmp_path: Path, ticking: bool
+) -> None:
+    # Prepare: a 30 s timeout; the guest's first step of epoch 1 takes 90 s of encryptions.
+    # Its arm "mute" ticks nothing (heartbeats only): the waits must end there, after the
+    # timeout, saying it was no progress, not silence.
+    busy = 3.0 * BUSY_TIMEOUT
+    job = make_kit(tmp_path, epochs=2, timeout=str(BUSY_TIMEOUT))
+    procs = start(tmp_path, job, only={"server", "host"})
+    env = {} if ticking else {"PRIVFL_TEST_MUTE": "1"}
+    procs["guest-1"] = start_busy_guest(tmp_path, job, busy, env)
+    began = time.monotonic()
+
+    # Act
+    codes = {name: p.wait(timeout=busy + 120) for name, p in procs.items()}
+
+    # Assert
+    host_log = (tmp_path / "runs" / "host" / "party.log").read_text()
+    if ticking:  # waited for, and the waiting side said what it waited for
+        assert codes == {"server": 0, "host": 0, "guest-1": 0}, codes
+        assert time.monotonic() - began >= busy
+        for name in procs:
+            assert error_lines(tmp_path / f"{name}.log") == []
+        assert "waiting for guest-1: encrypting scores " in host_log
+        guest_log = (tmp_path / "runs" / "guest-1" / "party.log").read_text()
+        assert "guest-1: encrypting scores " in guest_log
+    else:  # the timeout ends it, and the error says which case it was
+        assert codes["host"] != 0 and codes["server"] != 0, codes
+        for name in ("server", "host"):  # the first to give up tells the other why
+            errors = error_lines(tmp_path / f"{name}.log")
+            assert len(errors) == 1 and "no progress: no " in errors[0], errors
+            assert "guest-1" in errors[0] and "silence" not in errors[0], errors
 
 
 def test_a_guest_with_another_job_hears_the_abort_within_seconds(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from privfl.protocol.messages import (
     Kind,
     Loss,
     Message,
+    Progress,
     PsiAnswer,
     PsiHello,
     PsiQuery,
@@ -144,6 +145,7 @@ def _build(kind: Kind, seed: int) -> Message:
         ),
         Kind.RESUME: lambda: Resume(completed=rng.randrange(0, 2**32)),
         **_boost_builders(rng, np_rng, size),
+        Kind.PROGRESS: lambda: Progress(_text(rng)[:64], size, size + rng.randrange(0, 2**20)),
     }
     return builders[kind]()
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from privfl import pulse
 from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, LOSS_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.engine import POOL, Engine
@@ -55,6 +56,13 @@ ACCEPTS: dict[Stage, set[Kind]] = {
     Stage.IDLE: {Kind.BATCH, Kind.SCORE_REQUEST, Kind.FINISH},
     Stage.AWAIT_RESIDUAL: {Kind.RESIDUAL},
     Stage.AWAIT_GRADIENT: {Kind.DECRYPTED},
+}
+# What the peers hear a busy guest do (privfl/pulse.py), by the message it answers.
+STEPS: dict[type, str] = {
+    Batch: "encrypting scores",
+    Residual: "computing its encrypted gradient",
+    Decrypted: "updating its weights",
+    ScoreRequest: "encrypting evaluation scores",
 }
 
 
@@ -248,7 +256,9 @@ def run_guest(
         while state.stage is not Stage.DONE:
             sender = server if state.stage is Stage.AWAIT_GRADIENT else host
             env = channel.expect(ACCEPTS[state.stage], {sender})
-            for peer, reply in step(state, env.body, learning_rate(job.training, env.header.round)):
+            with pulse.step(STEPS.get(type(env.body), "computing")):
+                replies = step(state, env.body, learning_rate(job.training, env.header.round))
+            for peer, reply in replies:
                 channel.send(host if peer == "host" else server, reply, env.header.round)
             after_guest_step(ctx, state, env.body)
     finally:

@@ -94,7 +94,9 @@ def receive_public_key(ctx: PartyContext) -> PublicKey:
     # The Server sends the key only once every Hello is in, waiting up to one timeout
     # for a missing party; wait longer than that, so that the Server, which knows who
     # is missing, times out first and names that party in its Abort.
-    body = ctx.channel.expect_body(PublicKeyMessage, {ctx.job.server}, 2 * ctx.job.timeout_seconds)
+    body = ctx.channel.expect_body(
+        PublicKeyMessage, {ctx.job.server}, 2 * ctx.job.timeout_seconds, patient=True
+    )
     key = PublicKey.from_n(body.n, body.h_s)
     if key.bits < ctx.job.key_bits:
         raise ProtocolError(

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from privfl import pulse
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
 from privfl.crypto.engine import POOL, Engine
@@ -194,17 +195,21 @@ def train_epoch(
         check_batch(len(state.labels[rows]), state.least_batch)
         channel.broadcast(state.guests, Batch(epoch, number, len(plan), idx), epoch)
         forwards = channel.gather(Forward, state.guests)
-        residual, total = steps.combine(state, rows, forwards)
-        for guest, message in steps.residuals(state, epoch, number, residual, forwards).items():
+        with pulse.step("computing residuals"):
+            residual, total = steps.combine(state, rows, forwards)
+            replies = steps.residuals(state, epoch, number, residual, forwards)
+        for guest, message in replies.items():
             channel.send(guest, message, epoch)
         crosses: dict[str, CrossTerm] = {}
         if len(state.guests) > 1:
             crosses = channel.gather(CrossTerm, state.guests)
-        request_values, masks = steps.own_gradient(state, rows, residual)
+        with pulse.step("computing its encrypted gradient"):
+            request_values, masks = steps.own_gradient(state, rows, residual)
         channel.send(server, DecryptRequest(epoch, number, "gradient", request_values), epoch)
-        loss = steps.assemble_loss(
-            state, rows, total, forwards, crosses, epoch, (number, len(plan))
-        )
+        with pulse.step("computing the encrypted loss"):
+            loss = steps.assemble_loss(
+                state, rows, total, forwards, crosses, epoch, (number, len(plan))
+            )
         channel.send(server, loss, epoch)
         reply = channel.expect_body(Decrypted, {server})
         steps.apply_gradient(state, reply, masks, lr, len(state.labels[rows]))
@@ -227,7 +232,8 @@ def masked_scores(
         channel.broadcast(state.guests, ScoreRequest(epoch=epoch, split=split), epoch)
         replies = channel.gather(Scores, state.guests)
         ciphertexts = steps.sum_scores(state, replies, rows * state.glm.outputs)
-    request, masks = steps.masked_request(state, ciphertexts, epoch, packed)
+    with pulse.step("masking evaluation scores"):
+        request, masks = steps.masked_request(state, ciphertexts, epoch, packed)
     channel.send(ctx.job.server, request, epoch)
     reply = channel.expect_body(Decrypted, {ctx.job.server})
     terms = len(state.guests) if packed else 1

@@ -128,7 +128,12 @@ def run_party(
     party = kind.load(kind.party)  # the kind's roles (models/registry.py)
     options = RoleOptions(workers, on_epoch, label_rng, redraw_labels, engine)
     # The audit log closes after run_role has sent the Aborts: a cut log lacks that line.
-    with audit, run_role(name, channel, lambda: ctx.peers, [transport]):
+    # Busy is not dead: the peers hear how far our long steps are (privfl/pulse.py).
+    with (
+        audit,
+        run_role(name, channel, lambda: ctx.peers, [transport]),
+        channel.reporting(ctx.peers),
+    ):
         if role == "server":
             result: dict[str, Any] = party(ctx, None, options)
             return result

@@ -18,6 +18,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from privfl import pulse
 from privfl.crypto.encoding import LOSS_BITS, decode, loss_denominator
 from privfl.crypto.engine import POOL, Engine
 from privfl.crypto.paillier import PrivateKey, generate_keypair, private_primes
@@ -168,7 +169,8 @@ def serve_until_finished(ctx: PartyContext, state: ServerState) -> dict[str, obj
     while True:
         env = ctx.channel.expect({Kind.DECRYPT_REQUEST, Kind.LOSS, Kind.FINISH}, ctx.peers)
         try:
-            reply = serve(ctx, state, env)
+            with pulse.step(f"decrypting for {env.sender}"):
+                reply = serve(ctx, state, env)
         except ProtocolError:
             ctx.channel.refuse(env)
             raise

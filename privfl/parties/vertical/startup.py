@@ -16,6 +16,7 @@ that window names it when it gives up, as the peer that never connected.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,9 +63,18 @@ def telling_peers(
         yield
     except BaseException as exc:
         log_stop(name, exc)
+        show_now(exc)  # the user reads it at once, not after up to REACH_SECONDS of telling
         told = exc if reason is None or isinstance(exc, KeyboardInterrupt) else PrivflError(reason)
         abort_outbound(job, name, told, out)
         raise
+
+
+def show_now(error: BaseException) -> None:
+    """Print our one-line error before telling the peers, and mark it shown (the command
+    line prints it only if not: cli/errors.py)."""
+    if isinstance(error, PrivflError) and not getattr(error, "shown", False):
+        print(f"privfl: error: {error}", file=sys.stderr, flush=True)
+        error.shown = True  # type: ignore[attr-defined]
 
 
 def abort_outbound(

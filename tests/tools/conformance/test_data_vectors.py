@@ -76,7 +76,7 @@ def test_the_canonical_form_is_sorted_compact_json_without_local_keys() -> None:
         "feature_count",
     }
     assert set(data["parties"]["server"]) == {"role", "endpoint", "columns"}
-    assert not {"liveness_grace_seconds", "max_buffered_mib"} & set(data)
+    assert not {"timeout_seconds", "liveness_grace_seconds", "max_buffered_mib"} & set(data)
 
 
 def test_an_integer_written_for_a_float_does_not_change_the_fingerprint() -> None:

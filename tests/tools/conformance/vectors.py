@@ -54,6 +54,7 @@ from privfl.protocol.messages import (
     Hello,
     Loss,
     Message,
+    Progress,
     PsiAnswer,
     PsiHello,
     PsiQuery,
@@ -210,6 +211,8 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
             0,
             BoostMasked(0, 1, np.array([1, 2], np.int64), np.array([1], np.int64), BigInts(CIPHER)),
         ),
+        # busy is not dead (§6.4, §8), appended: earlier ids and bytes stay
+        ("progress", "guest-1", "host", 0, Progress("encrypting scores", 212, 426)),
     ]
 
 

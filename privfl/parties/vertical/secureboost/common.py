@@ -146,7 +146,9 @@ def unpack_sums(plain: Sequence[int], values: int, layout: Layout) -> np.ndarray
 
 def receive_key(ctx: PartyContext) -> PublicKey:
     """A guest waits for the Host's boosting key and checks its size and mode against the job."""
-    body = ctx.channel.expect_body(PublicKeyMessage, {ctx.job.host}, 2 * ctx.job.timeout_seconds)
+    body = ctx.channel.expect_body(
+        PublicKeyMessage, {ctx.job.host}, 2 * ctx.job.timeout_seconds, patient=True
+    )
     key = PublicKey.from_n(body.n, body.h_s)
     if key.bits < ctx.job.key_bits or key.obfuscation != ctx.job.obfuscation:
         raise ProtocolError(
