@@ -20,6 +20,7 @@ from privfl.protocol.boost_messages import (
     BoostMasked,
     BoostNodes,
     BoostPartition,
+    BoostProof,
     BoostSplit,
 )
 from privfl.protocol.bounds import MAX_COUNT, MAX_KEY_BITS, MAX_SCALE_BITS, count, text
@@ -85,6 +86,7 @@ class Kind(enum.StrEnum):
     BOOST_DECIDE = "boost_decide"
     BOOST_DECISIONS = "boost_decisions"
     BOOST_MASKED = "boost_masked"
+    BOOST_PROOF = "boost_proof"
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,6 +466,7 @@ Message = (
     | BoostDecide
     | BoostDecisions
     | BoostMasked
+    | BoostProof
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -507,6 +510,7 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.BOOST_DECIDE: BoostDecide,
     Kind.BOOST_DECISIONS: BoostDecisions,
     Kind.BOOST_MASKED: BoostMasked,
+    Kind.BOOST_PROOF: BoostProof,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 
