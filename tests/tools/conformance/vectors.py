@@ -25,6 +25,7 @@ from privfl.protocol.boost_messages import (
     BoostMasked,
     BoostNodes,
     BoostPartition,
+    BoostProof,
     BoostSplit,
 )
 from privfl.protocol.hfl_messages import (
@@ -209,6 +210,23 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
             "guest-1",
             0,
             BoostMasked(0, 1, np.array([1, 2], np.int64), np.array([1], np.int64), BigInts(CIPHER)),
+        ),
+        # SecureBoost's Host check (§6.9, host_check), appended: earlier ids and bytes stay
+        (
+            "boost_proof",
+            "host",
+            "guest-1",
+            0,
+            BoostProof(
+                0,
+                1,
+                BigInts(CIPHER[:1]),
+                BigInts(CIPHER[:2]),
+                BigInts((7,)),
+                BigInts((5, 6)),
+                BigInts((9,)),
+                np.array([4], np.int64),
+            ),
         ),
     ]
 
