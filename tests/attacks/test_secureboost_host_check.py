@@ -31,8 +31,8 @@ from privfl.crypto.paillier import generate_keypair
 from privfl.crypto.pools import NoisePool
 from privfl.errors import PeerAborted, ProtocolError
 from privfl.learning import secureboost as sb
+from privfl.parties.vertical.secureboost import common, proofs
 from privfl.parties.vertical.secureboost import host as host_mod
-from privfl.parties.vertical.secureboost import proofs
 from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts, unpack_sums
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
 from privfl.protocol import fresh
@@ -252,7 +252,7 @@ def test_a_one_row_node_is_refused_in_the_shared_mode() -> None:
 def test_a_marker_host_is_refused_end_to_end(
     space: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    honest_rows = host_mod.row_plaintexts
+    honest_rows = common.row_plaintexts
     honest_prove = proofs.prove_rows
     truth: dict[int, list[int]] = {}
 
