@@ -174,6 +174,11 @@ def hidden_start(state: GuestBoost) -> tuple[np.ndarray, list[int], tuple[int, .
     return rows, plain, cts.values
 
 
+def parents(cts: tuple[int, ...]) -> list[int]:
+    """Level 1's parent indicators: the root's, every row in."""
+    return proofs.root_flags(KEY[0], len(cts))
+
+
 def one_row_level(plain: list[int], target: int) -> tuple[BoostMasked, list[int]]:
     inside = [int(i == target) for i in range(len(plain))]
     values = fresh.encrypt(
@@ -205,7 +210,7 @@ def test_a_one_row_node_is_refused_by_the_check() -> None:
     _, plain, cts = hidden_start(state)
     msg, inside = one_row_level(plain, 7)
     assert step(state, msg) is None  # held until its proof
-    proof = proofs.prove_masked(KEY[1], 0, 1, cts, msg.values.values, inside)
+    proof = proofs.prove_masked(KEY[1], 0, 1, cts, msg.values.values, inside, parents(cts))
 
     with pytest.raises(ProtocolError, match=r"the host deviated.*node 1 .* holds 1 rows"):
         step(state, proof)
@@ -216,7 +221,7 @@ def test_a_one_row_node_with_a_false_count_is_refused() -> None:
     _, plain, cts = hidden_start(state)
     msg, inside = one_row_level(plain, 7)
     step(state, msg)
-    proof = proofs.prove_masked(KEY[1], 0, 1, cts, msg.values.values, inside)
+    proof = proofs.prove_masked(KEY[1], 0, 1, cts, msg.values.values, inside, parents(cts))
     lied = replace(proof, counts=np.array([20], np.int64))  # claims 20 rows
 
     with pytest.raises(ProtocolError, match=r"the host deviated.*row count it opened"):
@@ -234,7 +239,7 @@ def test_a_one_row_sibling_is_refused_by_the_check() -> None:
     step(state, BoostMasked(0, 1, ids, ids[:1], values))
 
     with pytest.raises(ProtocolError, match=r"node 2 .* holds 1 rows"):
-        step(state, proofs.prove_masked(KEY[1], 0, 1, cts, values.values, inside))
+        step(state, proofs.prove_masked(KEY[1], 0, 1, cts, values.values, inside, parents(cts)))
 
 
 def test_a_one_row_node_is_refused_in_the_shared_mode() -> None:
@@ -283,3 +288,27 @@ def test_a_marker_host_is_refused_end_to_end(
     line = str(refused)
     assert "\n" not in line and line.startswith("the host deviated from the protocol")
     assert isinstance(failures(results).get("host"), PeerAborted)
+
+
+def test_a_node_with_rows_outside_its_parent_is_refused() -> None:
+    # Nodes that are not subsets of their parents let a Host difference two nodes of
+    # one tree that differ in one row (both above the floor); the check ties each
+    # direct node's rows to its parent's indicators.
+    state = guest("hidden", check=True)
+    _, plain, cts = hidden_start(state)
+    rows = len(plain)
+    first = [int(i < 20) for i in range(rows)]  # node 1: rows 0-19, node 2: the rest
+    level1 = fresh.encrypt(KEY[0], [p if k else 0 for p, k in zip(plain, first, strict=True)])
+    ids = np.array([1, 2], np.int64)
+    step(state, BoostMasked(0, 1, ids, ids[:1], level1))
+    proof = proofs.prove_masked(KEY[1], 0, 1, cts, level1.values, first, parents(cts))
+    assert isinstance(step(state, proof), BoostHistogram)
+    stray = [int(i < 10 or i == 30) for i in range(rows)]  # node 3: row 30 is node 2's
+    level2 = fresh.encrypt(KEY[0], [p if k else 0 for p, k in zip(plain, stray, strict=True)])
+    ids = np.array([3, 4], np.int64)
+    step(state, BoostMasked(0, 2, ids, ids[:1], level2))
+    node1 = list(proof.values.values)
+    forged = proofs.prove_masked(KEY[1], 0, 2, cts, level2.values, stray, node1)
+
+    with pytest.raises(ProtocolError, match="within the parent node"):
+        step(state, forged)

@@ -89,6 +89,7 @@ class TreeState:
     checked: bool = True  # host_check: the rows' proof was verified (False until then)
     counts: dict[int, int] = field(default_factory=dict)  # host_check, hidden: node -> rows
     pending: BoostMasked | None = None  # host_check: a boost_masked waiting for its proof
+    flags: dict[int, list[int]] = field(default_factory=dict)  # host_check, hidden: [[b]]s
 
 
 @dataclass
@@ -154,6 +155,7 @@ def on_gradients(state: GuestBoost, msg: BoostGradients) -> None:
         live={0: rows},
         checked=state.check is None,
         counts={0: len(rows)},
+        flags={0: proofs.root_flags(state.key, len(rows))} if state.check else {},
     )
     state.next_tree = msg.tree + 1
 
@@ -465,8 +467,11 @@ def on_proof(state: GuestBoost, msg: BoostProof) -> BoostHistogram | None:
     pending, t.pending = t.pending, None
     if pending is None or msg.level != pending.level:
         raise ProtocolError(f"a proof of tree {t.tree} level {msg.level} that nothing awaits")
-    counts = proofs.verify_masked(state.key, msg, t.tree, msg.level, t.cts, pending.values.values)
     direct = pending.direct.tolist()
+    parents = proofs.parent_flags(t.flags, direct)
+    values = pending.values.values
+    counts = proofs.verify_masked(state.key, msg, t.tree, msg.level, t.cts, values, parents)
+    proofs.next_flags(state.key, t.flags, pending.nodes.tolist(), direct, msg.values.values)
     t.counts.update(zip(direct, counts, strict=True))
     for node in pending.nodes.tolist():
         if node not in t.counts:  # derived: parent ÷ its direct sibling

@@ -117,6 +117,7 @@ class RemoteGuest:
     encrypted: int = 0  # masked ciphertexts sent (hidden mode)
     check: proofs.Bounds | None = None  # host_check: each row and mask proven (proofs.py)
     cts: tuple[int, ...] = ()  # the tree's row ciphertexts this guest got
+    flags: dict[int, list[int]] = field(default_factory=dict)  # hidden check: node -> [[b]]s
     proven: int = 0  # bits and indicators encrypted and proven for this guest
 
     def features(self, tree: int) -> np.ndarray:
@@ -130,11 +131,20 @@ class RemoteGuest:
             msg, inside = self.masked(tree, level, ids)
             self.channel.send(self.name, msg, tree)
             if self.check is not None and inside:
-                self.prove(
-                    proofs.prove_masked(self.key, tree, level, self.cts, msg.values.values, inside)
-                )
+                self.prove_masked(msg, inside)
         else:
             self.channel.send(self.name, BoostNodes(tree, level, np.array(ids, np.int64)), tree)
+
+    def prove_masked(self, msg: BoostMasked, inside: list[int]) -> None:
+        """Prove a level's masks; its nodes' indicators become the next level's parents."""
+        direct = msg.direct.tolist()
+        parents = proofs.parent_flags(self.flags, direct)
+        proof = proofs.prove_masked(
+            self.key, msg.tree, msg.level, self.cts, msg.values.values, inside, parents
+        )
+        self.prove(proof)
+        public = self.key.public_key
+        proofs.next_flags(public, self.flags, msg.nodes.tolist(), direct, proof.values.values)
 
     def prove(self, proof: BoostProof) -> None:
         self.proven += len(proof.values)
@@ -412,6 +422,7 @@ def grow(ctx: PartyContext, state: HostBoost, t: int) -> sb.Tree:
         state.encrypted += len(plain)
         ctx.channel.send(guest.name, BoostGradients(t, rows, values), t)
         guest.cts = values.values
+        guest.flags = {0: proofs.root_flags(state.public, len(rows))}
         if guest.check is not None:
             guest.prove(proofs.prove_rows(state.key, t, values.values, plain, layout, guest.check))
         if guest.hidden:  # this tree's masked levels, computed while the guest sums the root

@@ -12,10 +12,13 @@ in hidden mode a Host that masks all but one row makes a one-row node
   exactly ``1 + Σ bit_k · w_k`` with ``w_k`` the bit's place in common.Layout, so the
   count field is 1, ``0 <= a < 2^g_bits`` and ``0 <= h < 2^h_bits``, bit for bit.
 - **Masked** (level ≥ 1): per direct node and row a fresh indicator ``I = [[b]]`` and an
-  OR-proof that ``(M, I)`` is ``([[0]], [[0]])`` or ``(C re-randomised, [[1]])``, the
-  two folded into one residue ``M · I^γ`` by a hashed ``γ``; and per node the count
-  ``Σ b`` opened with the root of ``Π I · (1+n)^-count``. The guest learns the count of
-  each direct node (and so of its sibling), which it holds to the row floor.
+  OR-proof that ``(M, I)`` is ``([[0]], [[0]])`` or ``(C re-encrypted, [[1]])`` with the
+  parent's indicator ``J = [[1]]`` (the row is in the parent), folded into one residue
+  each by hashed ``γ, γ'``; and per node the count ``Σ b`` opened with the root of
+  ``Π I · (1+n)^-count``. A derived node's indicators are its parent's ÷ its
+  sibling's, the root's ``[[1]]``: every node is a subset of its parent, so a level's
+  nodes split their parents as in the shared mode. The guest learns the count of each
+  direct node (and so of its sibling), which it holds to the row floor.
 
 Every proof is Fiat–Shamir (privfl.crypto.sigma): no round trip, no choice of the
 guest's that the Host could wait for. The guest learns nothing else: each bit and
@@ -35,7 +38,13 @@ import numpy as np
 
 from privfl.crypto import sigma
 from privfl.crypto.gmp import mpz, powmod
-from privfl.crypto.paillier import PrivateKey, PublicKey, _multi_exp
+from privfl.crypto.paillier import (
+    PrivateKey,
+    PublicKey,
+    _multi_exp,
+    obfuscators_crt,
+    private_primes,
+)
 from privfl.errors import ProtocolError
 from privfl.learning.secureboost import FRAC_BITS
 from privfl.parties.vertical.secureboost.common import Layout
@@ -84,6 +93,11 @@ def _bits(plain: Sequence[int], layout: Layout, bounds: Bounds) -> list[int]:
     return out
 
 
+def _noise(key: PrivateKey, count: int) -> list[int]:
+    """The key holder's obfuscators by CRT (about 0.6× the public key's cost)."""
+    return obfuscators_crt(key.public_key.n, *private_primes(key), count)
+
+
 def _bit_pairs(key: PublicKey, cts: Sequence[int]) -> list[tuple[int, int]]:
     n2, minus_one = key.nsquare, (1 - key.n) % key.nsquare  # (1+n)^-1
     return [(int(e), int(e) * minus_one % n2) for e in cts]
@@ -107,7 +121,7 @@ def prove_rows(
     """The Host's level-0 proof for the tree's row ciphertexts ``cts`` of ``plain``."""
     public = key.public_key
     bits = _bits(plain, layout, bounds)
-    encrypted = fresh.encrypt(public, bits, noise)
+    encrypted = fresh.encrypt(public, bits, noise or _noise(key, len(bits)))
     weights = bounds.weights(layout)
     n2 = public.nsquare
     roots = []
@@ -145,22 +159,66 @@ def verify_rows(
         _refuse(f"a row of tree {proof.tree} is not the sum of its proven bits")
 
 
-def _gamma(key: PublicKey, proof_ctx: bytes, parts: Sequence[Sequence[int]]) -> int:
-    return sigma.challenges(proof_ctx + b"|gamma", parts, 1)[0]
+def _gammas(proof_ctx: bytes, parts: Sequence[Sequence[int]]) -> tuple[int, int]:
+    first, second = sigma.challenges(proof_ctx + b"|gamma", parts, 2)
+    return first, second
+
+
+def root_flags(key: PublicKey, rows: int) -> list[int]:
+    """The root's indicators: every row in, ``[[1]]`` with obfuscator 1."""
+    return [1 + key.n] * rows
+
+
+def next_flags(
+    key: PublicKey,
+    flags: dict[int, list[int]],
+    nodes: Sequence[int],
+    direct: Sequence[int],
+    values: Sequence[int],
+) -> None:
+    """Record a level's indicators: a direct node's as sent, a derived one's parent ÷ sibling."""
+    n2 = key.nsquare
+    rows = len(values) // len(direct) if direct else 0
+    for j, node in enumerate(direct):
+        flags[node] = [int(v) for v in values[j * rows : (j + 1) * rows]]
+    for node in nodes:
+        if node not in flags:
+            parent, other = flags[(node - 1) // 2], flags[node + 1 if node % 2 else node - 1]
+            flags[node] = [
+                int(mpz(p) * powmod(mpz(o), -1, n2) % n2)
+                for p, o in zip(parent, other, strict=True)
+            ]
+
+
+def parent_flags(flags: dict[int, list[int]], direct: Sequence[int]) -> list[int]:
+    """Each masked ciphertext's parent indicator (node-major, as ``boost_masked``)."""
+    return [f for node in direct for f in flags[(node - 1) // 2]]
 
 
 def _masked_pairs(
-    key: PublicKey, cts: Sequence[int], masked: Sequence[int], flags: Sequence[int], gamma: int
+    key: PublicKey,
+    cts: Sequence[int],
+    masked: Sequence[int],
+    flags: Sequence[int],
+    parents: Sequence[int],
+    gammas: tuple[int, int],
 ) -> list[tuple[int, int]]:
-    """``(M·I^γ, M·C⁻¹·(I·(1+n)⁻¹)^γ)`` per masked ciphertext (node-major over the rows)."""
+    """``(M·I^γ, M·C⁻¹·(I·u⁻¹)^γ·(J·u⁻¹)^γ')`` per masked ciphertext, ``u = 1 + n``.
+
+    The first is an n-th residue when the row is out (``M``, ``I`` encrypt 0); the
+    second when it is in: ``M`` encrypts the row, ``I`` and the parent's ``J`` encrypt 1,
+    so a direct node's rows are a subset of its parent's.
+    """
     n2 = mpz(key.nsquare)
     inverse = [powmod(mpz(c), -1, n2) for c in cts]
-    shift = (1 - gamma * key.n) % key.nsquare  # (1+n)^-γ
+    g1, g2 = gammas
+    shift = (1 - (g1 + g2) * key.n) % key.nsquare  # u^-(γ+γ')
     rows = len(cts)
     out = []
-    for j, (m, i) in enumerate(zip(masked, flags, strict=True)):
-        s0 = mpz(m) * powmod(mpz(i), gamma, n2) % n2
-        out.append((int(s0), int(s0 * inverse[j % rows] % n2 * shift % n2)))
+    for j, (m, i, parent) in enumerate(zip(masked, flags, parents, strict=True)):
+        s0 = mpz(m) * powmod(mpz(i), g1, n2) % n2
+        s1 = s0 * inverse[j % rows] % n2 * powmod(mpz(parent), g2, n2) % n2 * shift % n2
+        out.append((int(s0), int(s1)))
     return out
 
 
@@ -171,16 +229,20 @@ def prove_masked(
     cts: Sequence[int],
     masked: Sequence[int],
     inside: Sequence[int],
+    parents: Sequence[int],
     noise: Sequence[int] | None = None,
 ) -> BoostProof:
-    """The Host's proof of one ``boost_masked``: ``inside`` holds each masked row's 0/1."""
+    """The Host's proof of one ``boost_masked``: ``inside`` holds each masked row's 0/1.
+
+    ``parents``: each masked ciphertext's parent indicator (:func:`parent_flags`).
+    """
     public = key.public_key
     rows = len(cts)
-    flags = fresh.encrypt(public, inside, noise)
+    flags = fresh.encrypt(public, inside, noise or _noise(key, len(inside)))
     ctx = context(tree, level, public.n)
-    gamma = _gamma(public, ctx, [cts, masked, flags.values])
-    pairs = _masked_pairs(public, cts, masked, flags.values, gamma)
-    proofs = sigma.prove_or(key, pairs, list(inside), ctx, [cts, masked, flags.values])
+    parts = [cts, masked, flags.values, parents]
+    pairs = _masked_pairs(public, cts, masked, flags.values, parents, _gammas(ctx, parts))
+    proofs = sigma.prove_or(key, pairs, list(inside), ctx, parts)
     counts, roots = [], []
     for start in range(0, len(masked), rows):
         count = sum(inside[start : start + rows])
@@ -204,6 +266,7 @@ def verify_masked(
     level: int,
     cts: Sequence[int],
     masked: Sequence[int],
+    parents: Sequence[int],
 ) -> list[int]:
     """The direct nodes' row counts a ``boost_masked`` proof opens; refuses a false one."""
     rows = len(cts)
@@ -215,10 +278,13 @@ def verify_masked(
         _refuse(f"its proof of tree {tree} level {level} has the wrong size")
     key.check_ciphertexts(flags)
     ctx = context(tree, level, key.n)
-    gamma = _gamma(key, ctx, [cts, masked, flags])
-    pairs = _masked_pairs(key, cts, masked, flags, gamma)
-    if not sigma.verify_or(key, pairs, _proofs(proof), ctx, [cts, masked, flags]):
-        _refuse(f"a masked row of tree {tree} level {level} is neither its row nor [[0]]")
+    parts = [cts, masked, flags, parents]
+    pairs = _masked_pairs(key, cts, masked, flags, parents, _gammas(ctx, parts))
+    if not sigma.verify_or(key, pairs, _proofs(proof), ctx, parts):
+        _refuse(
+            f"a masked row of tree {tree} level {level} is neither [[0]] nor its row "
+            f"within the parent node"
+        )
     counts = [int(c) for c in proof.counts.tolist()]
     for j, (count, root) in enumerate(zip(counts, proof.roots.values, strict=True)):
         opened = _node_flags(key, flags, j * rows, rows, count)
