@@ -18,7 +18,7 @@ prover, any key); a false statement passes with probability ``2^-128`` per hash 
 The verifier checks every proof at once with random small weights ``β`` from its own
 CSPRNG: ``(Π z^β)^n = Π a^β·X^(eβ) mod n²``. Seen in ``Z_{n²}^* / (n-th residues) ≅
 Z_n``, a batch that holds while some proof fails means ``Σ β_j c_j ≡ 0 (mod p)`` for a
-non-zero ``c_j``: probability ``≤ 2^-BATCH_BITS`` (``β < 2^BATCH_BITS < p``).
+non-zero ``c_j``: probability ``≤ 2^-(BATCH_BITS − 1)`` (odd ``β < 2^BATCH_BITS < p``).
 """
 
 from __future__ import annotations
