@@ -46,6 +46,8 @@ def click_type(annotation: Any) -> Any:
     """The option type of a [model] field: its choices for the one text setting."""
     if annotation in (str, "str"):
         return click.Choice(INSTANCE_SPACES)
+    if annotation in (bool, "bool"):
+        return click.BOOL
     return float if annotation in (float, "float") else int
 
 

@@ -15,7 +15,15 @@ from privfl.cli.options import job_option
 F = TypeVar("F", bound=Callable[..., Any])
 
 ROLES = ("guest", "host", "server")  # privfl.tools.conformance.SCRIPTS, without importing it
-ENDINGS = ("finish", "violation", "unknown-node", "repeated-node", "small-node", "foreign-rows")
+ENDINGS = (
+    "finish",
+    "violation",
+    "unknown-node",
+    "repeated-node",
+    "small-node",
+    "foreign-rows",
+    "forged-proof",
+)
 SESSIONS = ("train", "predict")  # tools.conformance.runner.SESSIONS
 
 
@@ -34,7 +42,7 @@ def _file(name: str, help_text: str) -> Callable[[F], F]:
     default="finish",
     help="End with a Finish (party must exit 0) or a fatal violation (party must Abort);"
     " a SecureBoost guest also: unknown-node (= violation), repeated-node, small-node,"
-    " foreign-rows.",
+    " foreign-rows, forged-proof.",
 )
 @click.option(
     "--session",

@@ -115,6 +115,9 @@ class ModelConfig:
     # "shared": every guest learns every node's rows; "hidden": a guest learns no rows of
     # a node another party split (docs/protocol.md §6.9, docs/performance.md: its cost)
     instance_space: str = "shared"
+    # the guest checks the Host's ciphertexts with zero-knowledge proofs (docs/security.md,
+    # "Host check"; docs/performance.md: its cost)
+    host_check: bool = False
     # linear / poisson: clipping bounds of the Laplace label mechanism (label_dp.epsilon);
     # equal bounds (the default) = no bounds given. Written to the job only when set.
     label_low: float = 0.0
@@ -140,9 +143,17 @@ BOOST_HELP = {
     "colsample": "Fraction of each party's features per tree.",
     "early_stopping_rounds": "Stop after this many trees without improvement; 0 = train all.",
     "instance_space": "shared: guests learn every node's rows; hidden: only the Host does.",
+    "host_check": "Guests check the Host's ciphertexts with zero-knowledge proofs (costly).",
 }
 # ModelConfig keys left out of the job file (and its fingerprint) while at their default.
-MODEL_OPTIONAL_KEYS = ("label_low", "label_high", "exposure", "sigmoid", "instance_space")
+MODEL_OPTIONAL_KEYS = (
+    "label_low",
+    "label_high",
+    "exposure",
+    "sigmoid",
+    "instance_space",
+    "host_check",
+)
 INSTANCE_SPACES = ("shared", "hidden")
 SIGMOIDS = ("auto", "taylor", "separable")
 MULTICLASS_BATCH = 64

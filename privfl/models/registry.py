@@ -32,6 +32,7 @@ TREE_KEYS = (
     "colsample",
     "early_stopping_rounds",
     "instance_space",
+    "host_check",
 )
 """The ``[model]`` keys only SecureBoost reads (the GLMs' rates are ``[training]``'s)."""
 

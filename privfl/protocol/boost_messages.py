@@ -88,6 +88,36 @@ class BoostMasked:
 
 
 @dataclass(frozen=True, slots=True)
+class BoostProof:
+    """The Host check (``host_check``): proofs on a tree's row ciphertexts or a level's masks.
+
+    Level 0 follows ``boost_gradients``: ``values`` holds each row's bit encryptions
+    (``rows × bits``), ``roots`` one opening per row. Level ≥ 1 follows ``boost_masked``:
+    ``values`` holds one 0/1 indicator per masked ciphertext, ``counts`` and ``roots``
+    one per direct node. ``commits``/``split``/``responses``: the OR-proofs, 2/1/2 per
+    bit or indicator (docs/protocol.md §6.9, parties/vertical/secureboost/proofs.py).
+    """
+
+    tree: int
+    level: int
+    values: BigInts
+    commits: BigInts
+    split: BigInts
+    responses: BigInts
+    roots: BigInts
+    counts: np.ndarray
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        count(self.level, "level", 0, 19)
+        _int_vector(self.counts, "counts")
+        m = len(self.values)
+        _require(len(self.split) == m, "one challenge share per proven ciphertext")
+        _require(len(self.commits) == len(self.responses) == 2 * m, "two branches per proof")
+        _require(self.level == 0 or len(self.roots) == len(self.counts), "a count per opening")
+
+
+@dataclass(frozen=True, slots=True)
 class BoostHistogram:
     """A guest's encrypted per-bin sums for the named nodes, packed, re-randomised."""
 

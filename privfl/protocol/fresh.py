@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from privfl.crypto.gmp import mpz
 from privfl.crypto.paillier import PublicKey
 from privfl.errors import CryptoError
+from privfl.protocol.boost_messages import BoostProof
 from privfl.protocol.messages import BigInts, Decrypted, PsiAnswer, PsiQuery
 
 _MINT = object()
@@ -37,6 +38,11 @@ NOT_CIPHERTEXTS: frozenset[tuple[type, str]] = frozenset(
         (PsiQuery, "values"),  # RSA-blinded hashes or EC points, not Paillier ciphertexts
         (PsiAnswer, "values"),
         (PsiAnswer, "tags"),
+        # the Host check's proof values: n-th residues, challenge shares, roots mod n
+        (BoostProof, "commits"),
+        (BoostProof, "split"),
+        (BoostProof, "responses"),
+        (BoostProof, "roots"),
     }
 )
 """Big-integer message fields that are not Paillier ciphertexts; every other one must be Fresh."""

@@ -20,6 +20,7 @@ from privfl.protocol.boost_messages import (
     BoostMasked,
     BoostNodes,
     BoostPartition,
+    BoostProof,
     BoostSplit,
 )
 from privfl.protocol.bounds import MAX_COUNT, MAX_KEY_BITS, MAX_SCALE_BITS, count, text
@@ -87,6 +88,7 @@ class Kind(enum.StrEnum):
     BOOST_MASKED = "boost_masked"
     # liveness: a party in a long step says how far it is (busy is not dead)
     PROGRESS = "progress"
+    BOOST_PROOF = "boost_proof"
 
 
 @dataclass(frozen=True, slots=True)
@@ -486,6 +488,7 @@ Message = (
     | BoostDecisions
     | BoostMasked
     | Progress
+    | BoostProof
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -531,6 +534,7 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.BOOST_MASKED: BoostMasked,
     # --- liveness ---
     Kind.PROGRESS: Progress,
+    Kind.BOOST_PROOF: BoostProof,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 

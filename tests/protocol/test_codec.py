@@ -169,6 +169,16 @@ def _boost_builders(
             tree, level, nodes, nodes[: len(nodes) // 2], _bigints(rng, size)
         ),
         Kind.BOOST_HISTOGRAM: lambda: b.BoostHistogram(tree, level, nodes, _bigints(rng, size)),
+        Kind.BOOST_PROOF: lambda: b.BoostProof(
+            tree,
+            level,
+            _bigints(rng, size),
+            _bigints(rng, 2 * size),
+            _bigints(rng, size),
+            _bigints(rng, 2 * size),
+            _bigints(rng, len(nodes)),
+            np.arange(len(nodes), dtype=np.int64),
+        ),
         Kind.BOOST_SPLIT: lambda: b.BoostSplit(tree, int(rng.randrange(0, 2**20)), size, 3),
         Kind.BOOST_PARTITION: lambda: b.BoostPartition(
             tree, 0, np_rng.integers(0, 2, size=size).astype(np.bool_)

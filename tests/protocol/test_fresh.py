@@ -38,6 +38,7 @@ CIPHERTEXT_FIELDS = {
     "BoostGradients.values",  # vertical SecureBoost
     "BoostHistogram.values",
     "BoostMasked.values",
+    "BoostProof.values",  # the Host check's bit and indicator encryptions
 }
 
 

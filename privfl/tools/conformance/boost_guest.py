@@ -23,7 +23,10 @@ send one message the guest must refuse, and check it Aborts: a node no partition
 defined (``unknown-node``, also ``violation``), the root named again
 (``repeated-node``), a partition leaving a child below the row floor (``small-node``)
 and the next tree's gradients over rows other than the job seed's sample
-(``foreign-rows``).
+(``foreign-rows``). A job with ``host_check`` gets the Host's ``boost_proof`` after
+the gradients (docs/protocol.md §6.9, "Host check"); ``forged-proof`` sends one
+over other plaintexts than the gradients' (a guest of a job without the check must
+refuse any ``boost_proof``), and the guest must Abort before any histogram.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import numpy as np
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
+from privfl.parties.vertical.secureboost import proofs
 from privfl.parties.vertical.secureboost.common import (
     OFFSET,
     Layout,
@@ -49,6 +53,7 @@ from privfl.protocol.boost_messages import (
     BoostHistogram,
     BoostNodes,
     BoostPartition,
+    BoostProof,
     BoostSplit,
 )
 from privfl.protocol.channel import body_as
@@ -66,7 +71,7 @@ from privfl.tools.conformance.peer import (
 )
 from privfl.tools.conformance.randomness import trivial
 
-VIOLATIONS = ("unknown-node", "repeated-node", "small-node", "foreign-rows")
+VIOLATIONS = ("unknown-node", "repeated-node", "small-node", "foreign-rows", "forged-proof")
 TREE = 0
 
 
@@ -105,8 +110,12 @@ class BoostGuestRun(GuestRun):
         plain = row_plaintexts(self.g[rows], self.h[rows], Layout(len(rows), self.key.bits))
         return BoostGradients(TREE + 1, rows, BigInts(tuple(trivial(self.key, plain))))
 
-    def gradients(self) -> np.ndarray:
-        """Send the tree's ``[[g, h, 1]]`` (ρ = 1, known values); return the tree's rows."""
+    def gradients(self, forged: bool = False) -> np.ndarray:
+        """Send the tree's ``[[g, h, 1]]`` (ρ = 1, known values); return the tree's rows.
+
+        With ``host_check`` the Host's proof follows; a forged one proves the rows with
+        the first row's ``h`` one higher. Without it a forged one is any ``boost_proof``.
+        """
         assert self.hello is not None
         train = self.hello.train_rows or self.hello.rows
         rows = sb.tree_rows(self.params, TREE, train)
@@ -119,6 +128,18 @@ class BoostGuestRun(GuestRun):
         plain = row_plaintexts(self.g[rows], self.h[rows], self.layout)
         values = BigInts(tuple(trivial(self.key, plain)))
         self.host.channel.send(self.party, BoostGradients(TREE, rows, values), TREE)
+        if self.job.model.host_check:
+            shown = list(plain)
+            shown[0] += (1 << self.layout.count_bits) if forged else 0
+            proof = proofs.prove_rows(
+                self.private, TREE, values.values, shown, self.layout, proofs.Bounds()
+            )
+            self.host.channel.send(self.party, proof, TREE)
+        elif forged:  # a job without the check: any boost_proof at all is refused
+            one = BigInts((1,))
+            empty = np.zeros(0, np.int64)
+            proof = BoostProof(TREE, 0, one, BigInts((1, 1)), one, BigInts((1, 1)), one, empty)
+            self.host.channel.send(self.party, proof, TREE)
         self.features = sb.tree_features(self.params, TREE, self.group, self.hello.features)
         features = self.hello.features
         self.columns = ColumnRule(self.params, TREE, self.group, features, self.binned(features))
@@ -266,6 +287,12 @@ def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] 
     report, party, host = run.report, run.party, run.host
     host.raw(party, BoostNodes(TREE, 0, np.zeros(1, np.int64)), session="another-session")
     quiet(report, [host, run.server], party, "a boost_nodes from another session is refused")
+    if ending == "forged-proof":
+        run.gradients(forged=True)
+        what = "a Host proof over other plaintexts than the gradients makes it Abort"
+        expect_abort(report, host, party, what)
+        exits_nonzero(report, party, process)
+        return
     rows = run.gradients()
     hists = run.histograms(0, {0: rows})
     if hists is None:

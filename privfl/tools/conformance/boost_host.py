@@ -11,6 +11,7 @@ their decisions. The kit cannot decrypt (the Host holds the key), so it checks:
 - every ``boost_nodes``, ``boost_split``, ``boost_partition`` and ``boost_decide``
   is consistent with the partitions the tree so far defines (the guest's own rules:
   a node named once, open, at its level, the floor held);
+- with ``host_check``, every ``boost_proof`` holds (the guests' own verification);
 - each tree evaluated on the training and held-out rows, and ``finish`` to the Server
   and every guest, after which the Host stays silent, closes its inbox and exits 0.
 
@@ -32,6 +33,7 @@ from privfl.data.alignment import row_commitment
 from privfl.data.views import PartyData
 from privfl.errors import PeerAborted, PrivflError
 from privfl.learning import secureboost as sb
+from privfl.parties.vertical.secureboost import proofs
 from privfl.parties.vertical.secureboost.common import params_of, wait_seconds
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
 from privfl.protocol.boost_messages import (
@@ -149,6 +151,8 @@ class HostRun:
             g: GuestBoost(data=data[g], key=key, params=self.params, group=i + 1, noise=self.noise)
             for i, g in enumerate(job.guests)
         }
+        for state in self.guests.values():  # host_check: the played guests verify its proofs
+            state.check = proofs.Bounds() if job.model.host_check else None
         self.ciphertexts: set[int] = set()
         self.repeated = 0
         self.gradient_problems: list[str] = []

@@ -45,6 +45,7 @@ def run_kit(kit: Path, out: Path, role: str, ending: str, party_cmd: list[str]) 
         ("guest", "repeated-node", "PASS  the root named again makes it Abort"),
         ("guest", "small-node", "PASS  a partition leaving a child below the row floor (4)"),
         ("guest", "foreign-rows", "PASS  the next tree's gradients over rows not the seed's"),
+        ("guest", "forged-proof", "PASS  a Host proof over other plaintexts than the gradients"),
         ("host", "finish", "PASS  host exits 0 after finish"),
         ("host", "violation", "PASS  a histogram with one ciphertext too many makes it Abort"),
     ],
@@ -151,3 +152,33 @@ def test_the_kit_names_a_wrong_column_sample(
     # Assert
     assert stdout.startswith("exit 1"), stdout
     assert caught_by in stdout and named in stdout, stdout
+
+
+@pytest.fixture(scope="module")
+def checked_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    job = boost_kit(tmp_path_factory.mktemp("boost-check-kit"))
+    text = job.read_text()
+    assert "[model]" in text and "subsample = 1.0" in text
+    # a tenth of the rows per tree keeps the 512-bit proofs to about a second
+    text = text.replace("subsample = 1.0", "subsample = 0.1", 1)
+    job.write_text(text.replace("[model]", "[model]\nhost_check = true", 1))
+    return job
+
+
+@pytest.mark.parametrize(
+    ("role", "ending", "last"),
+    [
+        ("guest", "finish", "PASS  guest-1 exits 0 after finish"),
+        ("guest", "forged-proof", "PASS  a Host proof over other plaintexts than the gradients"),
+        ("host", "finish", "PASS  host exits 0 after finish"),
+    ],
+)
+def test_our_secureboost_party_conforms_with_the_host_check(
+    checked_kit: Path, tmp_path: Path, role: str, ending: str, last: str
+) -> None:
+    # Act
+    stdout = run_kit(checked_kit, tmp_path / role, role, ending, cli("vfl"))
+
+    # Assert
+    assert "FAIL" not in stdout and "checks passed" in stdout, stdout
+    assert last in stdout

@@ -25,6 +25,7 @@ from privfl.protocol.boost_messages import (
     BoostMasked,
     BoostNodes,
     BoostPartition,
+    BoostProof,
     BoostSplit,
 )
 from privfl.protocol.hfl_messages import (
@@ -213,6 +214,23 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ),
         # busy is not dead (§6.4, §8), appended: earlier ids and bytes stay
         ("progress", "guest-1", "host", 0, Progress("encrypting scores", 212, 426)),
+        # SecureBoost's Host check (§6.9, host_check), appended: earlier ids and bytes stay
+        (
+            "boost_proof",
+            "host",
+            "guest-1",
+            0,
+            BoostProof(
+                0,
+                1,
+                BigInts(CIPHER[:1]),
+                BigInts(CIPHER[:2]),
+                BigInts((7,)),
+                BigInts((5, 6)),
+                BigInts((9,)),
+                np.array([4], np.int64),
+            ),
+        ),
     ]
 
 

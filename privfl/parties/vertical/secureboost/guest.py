@@ -33,6 +33,7 @@ from privfl.parties import checkpoint
 from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce, rows_digest
+from privfl.parties.vertical.secureboost import proofs
 from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of, receive_key
 from privfl.parties.vertical.secureboost.hidden import sibling
 from privfl.protocol import fresh
@@ -44,6 +45,7 @@ from privfl.protocol.boost_messages import (
     BoostMasked,
     BoostNodes,
     BoostPartition,
+    BoostProof,
     BoostSplit,
 )
 from privfl.protocol.messages import (
@@ -60,6 +62,7 @@ ACCEPTS = {
     Kind.BOOST_SPLIT,
     Kind.BOOST_PARTITION,
     Kind.BOOST_DECIDE,
+    Kind.BOOST_PROOF,
     Kind.FINISH,
 }
 
@@ -83,6 +86,10 @@ class TreeState:
     done: set[int] = field(default_factory=set)  # split nodes
     level: int = -1  # the level last asked for
     closed: bool = False  # the tree's decisions were asked: it has no more nodes
+    checked: bool = True  # host_check: the rows' proof was verified (False until then)
+    counts: dict[int, int] = field(default_factory=dict)  # host_check, hidden: node -> rows
+    pending: BoostMasked | None = None  # host_check: a boost_masked waiting for its proof
+    flags: dict[int, list[int]] = field(default_factory=dict)  # host_check, hidden: [[b]]s
 
 
 @dataclass
@@ -98,6 +105,7 @@ class GuestBoost:
     binned: dict[str, np.ndarray] = field(init=False)
     table: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)  # -> (col, bin)
     hidden: bool = False  # the job's instance_space: no node's rows reach us (hidden.py)
+    check: proofs.Bounds | None = None  # host_check: the Host proves its rows (proofs.py)
     current: TreeState | None = None
     next_tree: int = 0
     finished: bool = False
@@ -145,6 +153,9 @@ def on_gradients(state: GuestBoost, msg: BoostGradients) -> None:
         layout=Layout(len(rows), state.key.bits),
         features=features,
         live={0: rows},
+        checked=state.check is None,
+        counts={0: len(rows)},
+        flags={0: proofs.root_flags(state.key, len(rows))} if state.check else {},
     )
     state.next_tree = msg.tree + 1
 
@@ -163,6 +174,7 @@ def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
             "the job hides the instance space: the host must name nodes by boost_masked; "
             "check that both parties run the same job file"
         )
+    proven(t)
     next_level(t, msg.level)
     nodes = [int(v) for v in msg.nodes]
     for node in nodes:
@@ -174,6 +186,15 @@ def on_nodes(state: GuestBoost, msg: BoostNodes) -> BoostHistogram:
     t.sums.update(bin_sums(state, t, direct))
     t.sums.update(differences(state, t, derived))
     return answer(state, t, msg.level, msg.nodes)
+
+
+def proven(t: TreeState) -> None:
+    """With host_check, no histogram before the Host proved the tree's rows."""
+    if not t.checked:
+        raise ProtocolError(
+            f"the host deviated from the protocol: it asked for nodes of tree {t.tree} "
+            f"before proving its rows (host check); the session stops"
+        )
 
 
 def next_level(t: TreeState, level: int) -> None:
@@ -376,7 +397,7 @@ def on_decide(
     return BoostDecisions(tree=msg.tree, split=msg.split, nodes=nodes, left=left)
 
 
-def on_masked(state: GuestBoost, msg: BoostMasked) -> BoostHistogram:
+def on_masked(state: GuestBoost, msg: BoostMasked) -> BoostHistogram | None:
     """The named nodes' encrypted histograms from masked row ciphertexts (and differences)."""
     t = tree_of(state, msg.tree)
     if not state.hidden:
@@ -396,6 +417,17 @@ def on_masked(state: GuestBoost, msg: BoostMasked) -> BoostHistogram:
             f"{len(msg.values)} masked ciphertexts for {len(direct)} nodes of {rows} rows"
         )
     state.key.check_ciphertexts(msg.values.values)
+    proven(t)
+    if state.check is not None and direct:
+        t.pending = msg  # answered once its proof holds (on_proof)
+        return None
+    return masked_answer(state, t, msg)
+
+
+def masked_answer(state: GuestBoost, t: TreeState, msg: BoostMasked) -> BoostHistogram:
+    """The histograms of a checked (or unchecked) ``boost_masked``."""
+    nodes, direct = msg.nodes.tolist(), msg.direct.tolist()
+    rows = len(t.rows)
     values = msg.values.values
     work: list[tuple[np.ndarray, Sequence[int]]] = [
         (t.rows, values[i * rows : (i + 1) * rows]) for i in range(len(direct))
@@ -423,6 +455,36 @@ def check_named(t: TreeState, node: int, level: int, direct: set[int]) -> None:
         raise ProtocolError(f"node {node} of tree {t.tree} is not open at level {level}")
 
 
+def on_proof(state: GuestBoost, msg: BoostProof) -> BoostHistogram | None:
+    """host_check: verify the Host's proof of the tree's rows or of the pending masks."""
+    t = tree_of(state, msg.tree)
+    if state.check is None:
+        raise ProtocolError("the job has no host check: the host may not send boost_proof")
+    if msg.level == 0 and not t.checked:
+        proofs.verify_rows(state.key, msg, t.cts, t.layout, state.check)
+        t.checked = True
+        return None
+    pending, t.pending = t.pending, None
+    if pending is None or msg.level != pending.level:
+        raise ProtocolError(f"a proof of tree {t.tree} level {msg.level} that nothing awaits")
+    direct = pending.direct.tolist()
+    parents = proofs.parent_flags(t.flags, direct)
+    values = pending.values.values
+    counts = proofs.verify_masked(state.key, msg, t.tree, msg.level, t.cts, values, parents)
+    proofs.next_flags(state.key, t.flags, pending.nodes.tolist(), direct, msg.values.values)
+    t.counts.update(zip(direct, counts, strict=True))
+    for node in pending.nodes.tolist():
+        if node not in t.counts:  # derived: parent ÷ its direct sibling
+            t.counts[node] = t.counts[(node - 1) // 2] - t.counts[sibling(node)]
+        if t.counts[node] < state.floor:
+            raise ProtocolError(
+                f"the host deviated from the protocol: node {node} of tree {t.tree} holds "
+                f"{t.counts[node]} rows, fewer than the floor {state.floor} (host check); "
+                f"the session stops"
+            )
+    return masked_answer(state, t, pending)
+
+
 def take(state: GuestBoost, count: int) -> list[int]:
     noise = state.noise.take(count)
     state.noise.prefetch(count)
@@ -431,6 +493,14 @@ def take(state: GuestBoost, count: int) -> list[int]:
 
 def step(state: GuestBoost, body: Message) -> Message | None:
     """Dispatch one message of the Host; the reply, if any."""
+    t = state.current
+    if t is not None and t.pending is not None and not isinstance(body, BoostProof):
+        raise ProtocolError(
+            f"the host deviated from the protocol: it sent {type(body).__name__} before the "
+            f"proof of tree {t.tree} level {t.pending.level} (host check); the session stops"
+        )
+    if isinstance(body, BoostProof):
+        return on_proof(state, body)
     if isinstance(body, BoostGradients):
         on_gradients(state, body)
         return None
@@ -467,6 +537,7 @@ def run_boost_guest(
     state = GuestBoost(
         data=data, key=key, params=params_of(job), group=group, noise=noise, hidden=hidden
     )
+    state.check = proofs.Bounds() if job.model.host_check else None
     # A full tree's re-randomisations, computed while the Host encrypts its gradients;
     # after that each take() starts on as many for the next tree.
     full = (2**state.params.depth - 1) * features * state.params.bins

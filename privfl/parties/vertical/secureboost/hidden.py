@@ -10,7 +10,9 @@ A guest that wins a split returns its column's left set over every row of the tr
 the Host intersects it with the node. No ``boost_partition`` goes to the guests.
 
 The guest cannot count a node's rows here (the counts are inside the ciphertexts), so
-the row floor is the Host's alone to keep (docs/security.md, "Vertical SecureBoost").
+the row floor is the Host's alone to keep (docs/security.md, "Vertical SecureBoost"),
+unless the job asks for the Host check: then the Host proves each mask and opens each
+direct node's count (proofs.py).
 This module holds the rules both sides share; the guest's handler (``on_masked``) is
 in guest.py, beside the sums it builds on.
 """

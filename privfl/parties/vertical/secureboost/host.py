@@ -40,7 +40,7 @@ from privfl.parties.session import PartyContext
 from privfl.parties.vertical.facts import run_facts
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
 from privfl.parties.vertical.host_steps import FlipReport
-from privfl.parties.vertical.secureboost import hidden, report
+from privfl.parties.vertical.secureboost import hidden, proofs, report
 from privfl.parties.vertical.secureboost.checks import (
     candidate_left,
     check_histogram,
@@ -68,6 +68,7 @@ from privfl.protocol.boost_messages import (
     BoostMasked,
     BoostNodes,
     BoostPartition,
+    BoostProof,
     BoostSplit,
 )
 from privfl.protocol.channel import Channel
@@ -114,6 +115,10 @@ class RemoteGuest:
     tree_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     plain: list[int] = field(default_factory=list)  # the tree's row plaintexts
     encrypted: int = 0  # masked ciphertexts sent (hidden mode)
+    check: proofs.Bounds | None = None  # host_check: each row and mask proven (proofs.py)
+    cts: tuple[int, ...] = ()  # the tree's row ciphertexts this guest got
+    flags: dict[int, list[int]] = field(default_factory=dict)  # hidden check: node -> [[b]]s
+    proven: int = 0  # bits and indicators encrypted and proven for this guest
 
     def features(self, tree: int) -> np.ndarray:
         return sb.tree_features(self.params, tree, self.group, self.columns)
@@ -123,13 +128,34 @@ class RemoteGuest:
         self.asked = (tree, level, ids)
         self.rows = dict(nodes)
         if self.hidden:
-            self.channel.send(self.name, self.masked(tree, level, ids), tree)
+            msg, inside = self.masked(tree, level, ids)
+            self.channel.send(self.name, msg, tree)
+            if self.check is not None and inside:
+                self.prove_masked(msg, inside)
         else:
             self.channel.send(self.name, BoostNodes(tree, level, np.array(ids, np.int64)), tree)
 
-    def masked(self, tree: int, level: int, ids: list[int]) -> BoostMasked:
-        """Fresh masked row ciphertexts of each direct node (hidden.direct_nodes)."""
+    def prove_masked(self, msg: BoostMasked, inside: list[int]) -> None:
+        """Prove a level's masks; its nodes' indicators become the next level's parents."""
+        direct = msg.direct.tolist()
+        parents = proofs.parent_flags(self.flags, direct)
+        proof = proofs.prove_masked(
+            self.key, msg.tree, msg.level, self.cts, msg.values.values, inside, parents
+        )
+        self.prove(proof)
+        public = self.key.public_key
+        proofs.next_flags(public, self.flags, msg.nodes.tolist(), direct, proof.values.values)
+
+    def prove(self, proof: BoostProof) -> None:
+        self.proven += len(proof.values)
+        self.channel.send(self.name, proof, proof.tree)
+
+    def masked(self, tree: int, level: int, ids: list[int]) -> tuple[BoostMasked, list[int]]:
+        """Fresh masked row ciphertexts of each direct node (hidden.direct_nodes), and 0/1 each."""
         direct = [] if level == 0 else hidden.direct_nodes(ids)
+        inside = [
+            int(k) for node in direct for k in np.isin(self.tree_rows, self.rows[node]).tolist()
+        ]
         plain = [
             p
             for node in direct
@@ -139,7 +165,7 @@ class RemoteGuest:
         values = fresh.encrypt(self.key.public_key, plain, noise)
         self.encrypted += len(plain)
         named, chosen = np.array(ids, np.int64), np.array(direct, np.int64)
-        return BoostMasked(tree, level, named, chosen, values)
+        return BoostMasked(tree, level, named, chosen, values), inside
 
     def histograms(self) -> dict[int, sb.Histogram]:
         """Exactly one histogram per named node, of the size the job implies, decrypted once.
@@ -340,6 +366,7 @@ def init_state(
             floor,
             noise,
             hidden=hidden,
+            check=proofs.Bounds() if ctx.job.model.host_check else None,
         )
         for i, g in enumerate(ctx.job.guests)
     ]
@@ -394,6 +421,10 @@ def grow(ctx: PartyContext, state: HostBoost, t: int) -> sb.Tree:
         values = fresh.encrypt(state.public, plain, state.noise.take(len(plain)))
         state.encrypted += len(plain)
         ctx.channel.send(guest.name, BoostGradients(t, rows, values), t)
+        guest.cts = values.values
+        guest.flags = {0: proofs.root_flags(state.public, len(rows))}
+        if guest.check is not None:
+            guest.prove(proofs.prove_rows(state.key, t, values.values, plain, layout, guest.check))
         if guest.hidden:  # this tree's masked levels, computed while the guest sums the root
             state.noise.prefetch(hidden.masked_bound(state.params.depth) * len(plain), bulk=True)
         if t + 1 < state.params.trees:
@@ -513,6 +544,10 @@ def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dic
         "instance_space": job.model.instance_space,
         "encryptions": state.encrypted + sum(g.encrypted for g in state.guests),
         "decryptions": sum(g.decrypted for g in state.guests),
+        "host_check": {
+            "on": job.model.host_check,
+            "proven": sum(g.proven for g in state.guests),
+        },
         **label_facts(job, state.flip, state.seeded_noise),
         "privacy": {
             "label_dp": label_ledger(job, state.seeded_noise),
