@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from processes import privfl
 
-httpx = pytest.importorskip("httpx", reason="the board's tests need httpx (pip install -e '.[test]')")
+httpx = pytest.importorskip(
+    "httpx", reason="the board's tests need httpx (pip install -e '.[test]')"
+)
 pytest.importorskip("starlette", reason="privfl board needs starlette (pip install -e '.[board]')")
 
 from privfl.tools.board.app import Board, create_app  # noqa: E402
@@ -47,11 +49,20 @@ def runs(tmp_path: Path) -> Path:
     """A folder of runs: one finished, one running (a half-written record), one failed."""
     root = tmp_path / "runs"
     done = root / "20261128-0854"
-    party(done / "host", [LOG.format(1, "INFO", "host", "start"), LOG.format(9, "INFO", "host", "end")],
-          [{"epoch": 0, "loss": 0.5, "accuracy": 0.8}, {"epoch": 1, "loss": 0.4, "accuracy": 0.9}])  # fmt: skip
+    lines = [LOG.format(1, "INFO", "host", "start"), LOG.format(9, "INFO", "host", "end")]
+    epochs = [
+        {"epoch": 0, "loss": 0.5, "accuracy": 0.8},
+        {"epoch": 1, "loss": 0.4, "accuracy": 0.9},
+    ]
+    party(done / "host", lines, epochs)
     party(done / "guest-1", [LOG.format(2, "INFO", "guest", "start")])
-    summary = {"accuracy": 0.9, "auc": 0.95, "model": {"kind": "logistic"}, "stop_reason": "max_epochs",
-               "references": [{"name": "pooled", "metric": "accuracy", "value": 0.96}]}  # fmt: skip
+    summary = {
+        "accuracy": 0.9,
+        "auc": 0.95,
+        "model": {"kind": "logistic"},
+        "stop_reason": "max_epochs",
+        "references": [{"name": "pooled", "metric": "accuracy", "value": 0.96}],
+    }
     (done / "summary.json").write_text(json.dumps(summary))
     live = root / "20261128-0900"
     party(live / "host", [LOG.format(3, "INFO", "channel", "waiting for forward from guest-1")],
