@@ -1,4 +1,4 @@
-"""``privfl board``: serve a read-only page over this site's run folders (docs/deploy.md §10)."""
+"""``privfl board``: serve a read-only page over this site's run folders (docs/deploy.md §12)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def board(
     if not loopback and not token:
         raise ConfigError(
             f"serving {host} (not the loopback) needs --token or ${TOKEN_ENV}, "
-            "or bind 127.0.0.1 behind the site's reverse proxy (docs/deploy.md §10)"
+            "or bind 127.0.0.1 behind the site's reverse proxy (docs/deploy.md §12)"
         )
     try:
         import uvicorn

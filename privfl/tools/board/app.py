@@ -68,6 +68,7 @@ def create_app(board: Board) -> Starlette:
     """The ASGI application over ``board``."""
     routes = [
         Route("/", lambda request: _static("index.html")),
+        Route("/favicon.ico", lambda request: Response(status_code=204, headers=HEADERS)),
         Route("/static/{name}", lambda request: _static(request.path_params["name"])),
         Route("/api/runs", lambda request: _json([overview(r) for r in board.refresh().values()])),
         Route("/api/ledger", lambda request: _json(ledger(board.policy_file))),

@@ -1,4 +1,4 @@
-"""A run's audit verification, as ``privfl audit verify RUN`` computes it, remembered per file state.
+"""A run's audit verification as ``privfl audit verify RUN`` computes it, kept per file state.
 
 The board shows it for every run on each visit; the logs of a finished run do not
 change, so the result is kept until one of the run's ``audit.jsonl`` files changes
@@ -7,12 +7,14 @@ size or time.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from privfl.errors import PrivflError
 from privfl.tools.board.folders import Run
 
-_CACHE: dict[tuple[Any, ...], dict[str, Any]] = {}
+# run folder -> (the state of its logs, the result): one entry per run, however often it grows
+_CACHE: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
 
 
 def audit_of(run: Run) -> dict[str, Any]:
@@ -25,12 +27,13 @@ def audit_of(run: Run) -> dict[str, Any]:
     if not logs:
         return {"ok": None, "logs": 0, "findings": [], "note": "no audit log in this run"}
     key = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in logs)
-    if key not in _CACHE:
-        _CACHE[key] = _verify(run, logs)
-    return _CACHE[key]
+    known = _CACHE.get(run.path)
+    if known is None or known[0] != key:
+        known = _CACHE[run.path] = (key, _verify(run, logs))
+    return known[1]
 
 
-def _verify(run: Run, logs: list[Any]) -> dict[str, Any]:
+def _verify(run: Run, logs: list[Path]) -> dict[str, Any]:
     from privfl.tools.audit.verify import verify
 
     try:

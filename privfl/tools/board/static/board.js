@@ -88,8 +88,11 @@ function select(id) {
   refreshSelected();
 }
 
-async function refreshDetail() {
-  const detail = await getJSON(`/api/runs/${encodeURIComponent(selected)}`);
+// A run's answers arrive late when the reader picks another run meanwhile: each refresh
+// draws only if its run is still the one selected.
+async function refreshDetail(id) {
+  const detail = await getJSON(`/api/runs/${encodeURIComponent(id)}`);
+  if (id !== selected) return;
   const job = detail.job || {};
   document.getElementById("job-file").textContent = job.file || "(no kit/job.toml in this run)";
   document.getElementById("job").textContent = job.error || job.text || "";
@@ -110,21 +113,24 @@ async function refreshDetail() {
     verdict.className = "ok";
   } else {
     const n = audit.findings.length;
-    verdict.textContent = `${n} finding${n === 1 ? "" : "s"} in ${audit.logs} logs`;
+    const going = detail.status === "running" ? " (the run is still going: a message in flight " +
+      "is not in its receiver's log yet)" : "";
+    verdict.textContent = `${n} finding${n === 1 ? "" : "s"} in ${audit.logs} logs${going}`;
     verdict.className = "bad";
   }
   fill(document.getElementById("audit-findings"), audit.findings.map((f) => el("li", f)));
   document.getElementById("plots").replaceChildren(...detail.plots.map((p) => {
     const img = el("img");
-    img.src = `/runs/${encodeURIComponent(selected)}/files/${p}`;
+    img.src = `/runs/${encodeURIComponent(id)}/files/${p}`;
     img.alt = p;
     img.title = p;
     return img;
   }));
 }
 
-async function refreshLive() {
-  const live = await getJSON(`/api/runs/${encodeURIComponent(selected)}/live`);
+async function refreshLive(id) {
+  const live = await getJSON(`/api/runs/${encodeURIComponent(id)}/live`);
+  if (id !== selected) return null;
   const status = document.getElementById("run-status");
   status.textContent = live.status;
   status.className = `status ${live.status}`;
@@ -163,7 +169,8 @@ function drawCharts(live) {
       points: { show: true } }, ...refs.map((r, i) => ({ label: r.name, stroke: COLOURS[i + 1],
       dash: [6, 4], width: 1.5 }))];
     charts[metric] = new uPlot({ width: 460, height: 240, series,
-      scales: { x: { time: false } }, axes: [{ label: live.unit }, {}] }, data, holder);
+      scales: { x: { time: false } },
+      axes: [{ label: live.unit, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }, {}] }, data, holder);
   }
 }
 
@@ -178,12 +185,14 @@ function drawReferences(live) {
 }
 
 async function refreshSelected() {
-  if (selected === null) return;
-  const status = await refreshLive();
+  const id = selected;
+  if (id === null) return;
+  const status = await refreshLive(id);
+  if (status === null) return;
   // the audit of a running job changes as its logs grow: read it again now and then
   if (status !== lastStatus || (status === "running" && polls % LEDGER_EVERY === 0)) {
     lastStatus = status;
-    await refreshDetail();
+    await refreshDetail(id);
   }
 }
 
