@@ -31,7 +31,9 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-WAIT_MS = 60_000  # a loaded 2-core machine: the page polls every 2 s
+WAIT_MS = 60_000
+# One worker runs the whole module under xdist, so the demo run and the browser start once.
+pytestmark = pytest.mark.xdist_group("board")  # a loaded 2-core machine: the page polls every 2 s
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]')"
@@ -135,12 +137,19 @@ def show(page: Any, run: str) -> None:
     sync_api.expect(page.locator("#run-id")).to_have_text(run)
 
 
-def test_the_runs_table_lists_the_runs(page: Any) -> None:
+def shown(value: float) -> str:
+    """A number as the page writes it (4 significant digits, JavaScript's shortest form)."""
+    rounded = float(f"{value:.4g}")
+    return str(int(rounded)) if rounded.is_integer() else str(rounded)
+
+
+def test_the_runs_table_lists_the_runs(page: Any, site: dict[str, Any]) -> None:
+    summary = json.loads((site["runs"] / "demo" / "summary.json").read_text())
     row = page.locator('#runs tr[data-run="demo"]')
     sync_api.expect(row).to_have_attribute("data-status", "finished")
     sync_api.expect(row).to_contain_text("logistic")
     sync_api.expect(row).to_contain_text("guest-1, host, server")
-    sync_api.expect(row).to_contain_text("accuracy 0.9161")
+    sync_api.expect(row).to_contain_text(f"accuracy {shown(summary['accuracy'])}, ")
     sync_api.expect(page.locator('#runs tr[data-run="live"]')).to_have_attribute(
         "data-status", "running"
     )
