@@ -43,7 +43,7 @@ def summary_of(run: Run) -> dict[str, Any] | None:
 def records(run: Run) -> list[dict[str, Any]]:
     """Every complete record of ``metrics.jsonl`` (a line still being written is skipped)."""
     host = run.host
-    if host is None:
+    if host is None or (host / "metrics.jsonl").is_symlink():
         return []
     found = []
     for line in (host / "metrics.jsonl").read_text(errors="replace").splitlines():
