@@ -34,6 +34,10 @@ COMMANDS = {
         "privfl.cli.governance:site",
         "What a site's governance office reads: the ε ledger per project.",
     ),
+    "board": (
+        "privfl.cli.board:board",
+        "A read-only web page over this site's runs: progress, ε ledger, audit.",
+    ),
     "bench": ("privfl.cli.bench:bench", "Benchmarks: measure, never deploy."),
     "conformance": (
         "privfl.cli.conformance:command",

@@ -9,7 +9,6 @@ its inbox or sends a protocol message.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -158,36 +157,13 @@ def site() -> None:
 def budget_cmd(policy_file: Path | None, as_json: bool) -> None:
     """Print each project's budget, spent and left ε at this site, every booked run, and
     every job the site's policy refused."""
-    from privfl.runs.site_ledger import read_document
+    from privfl.runs.site_report import site_report
 
     policy = site_policy(policy_file)
     if policy is None:
         raise click.UsageError(f"no site policy: pass --policy FILE or set ${ENV_VAR}")
-    document = read_document(policy.ledger_path())
-    report = {**budget_report(policy, document["runs"]), "refused": document["refused"]}
+    report = site_report(policy)
     click.echo(json.dumps(report, indent=2) if as_json else budget_table(report))
-
-
-def budget_report(policy: SitePolicy, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Budget, spent and left per project (every approved one, every booked one), and runs."""
-    from privfl.runs.site_ledger import spent
-
-    names = sorted(set(policy.projects) | {r["project"] for r in runs})
-    projects = {}
-    for name in names:
-        cap = policy.projects[name].max_epsilon if name in policy.projects else math.inf
-        used = spent(runs, name)
-        projects[name] = {
-            "max_epsilon": _text(cap),
-            "spent": _text(used),
-            "left": _text(cap - used if math.isfinite(cap) else math.inf),
-            "runs": sum(r["project"] == name for r in runs),
-        }
-    return {"ledger": str(policy.ledger_path()), "projects": projects, "runs": runs}
-
-
-def _text(value: float) -> float | str:
-    return value if math.isfinite(value) else "inf"
 
 
 def budget_table(report: dict[str, Any]) -> str:
