@@ -17,8 +17,9 @@ BROKEN = [sys.executable, str(Path(__file__).with_name("broken_guest.py"))]
 
 
 def boost_kit(folder: Path, *extra: str) -> Path:
-    """A demo SecureBoost kit: two guests, 512-bit keys, two trees of depth 3."""
-    job = make_kit(folder, "--model", "secureboost", *extra)
+    """A demo SecureBoost kit: two guests, 512-bit keys, two trees of depth 3, shared
+    instance space (the kit's sessions script the shared mode's messages)."""
+    job = make_kit(folder, "--model", "secureboost", "--instance-space", "shared", *extra)
     text = job.read_text()
     assert "trees = 10" in text
     job.write_text(text.replace("trees = 10", "trees = 2"))
