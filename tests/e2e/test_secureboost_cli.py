@@ -63,7 +63,7 @@ def test_run_local_hides_the_instance_space_and_flips_at_epsilon_2_by_default(
     args = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "2"]
     args += ["--bins", "8", *WEAK, "--out", str(out)]
 
-    result = privfl(*args, "--no-progress")
+    result = privfl(*args, "--no-progress", timeout=600)  # a cap: the machine is shared
 
     assert result.returncode == 0, result.stderr
     assert "instance_space = shared" not in result.stderr
@@ -87,7 +87,7 @@ def test_a_shared_instance_space_is_run_only_when_asked_and_says_what_it_gives_a
     args = ["vfl", "run-local", "--model", "secureboost", "--trees", "1", "--depth", "1"]
     args += ["--bins", "8", "--instance-space", "shared", *WEAK, "--out", str(out)]
 
-    result = privfl(*args, "--no-progress")
+    result = privfl(*args, "--no-progress", timeout=600)  # a cap: the machine is shared
 
     assert result.returncode == 0, result.stderr
     warning = [line for line in result.stderr.splitlines() if "instance_space = shared" in line]
