@@ -44,7 +44,8 @@ def run_kit(kit: Path, out: Path, role: str, ending: str, party_cmd: list[str]) 
         ("guest", "finish", "PASS  guest-1 exits 0 after finish"),
         ("guest", "unknown-node", "PASS  a node no partition defined makes it Abort"),
         ("guest", "repeated-node", "PASS  the root named again makes it Abort"),
-        ("guest", "small-node", "PASS  a partition leaving a child below the row floor (4)"),
+        # floor = max(4, ⌈4·min_child_weight⌉): 16 at SecureBoost's default of 4
+        ("guest", "small-node", "PASS  a partition leaving a child below the row floor (16)"),
         ("guest", "foreign-rows", "PASS  the next tree's gradients over rows not the seed's"),
         ("host", "finish", "PASS  host exits 0 after finish"),
         ("host", "violation", "PASS  a histogram with one ciphertext too many makes it Abort"),
