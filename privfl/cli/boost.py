@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from privfl.config.vertical import BOOST_HELP, INSTANCE_SPACES, ModelConfig
+from privfl.config.vertical import BOOST_HELP, INSTANCE_SPACES, ModelConfig, kind_default
 from privfl.models.registry import kind_named
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,15 +27,15 @@ def flag(key: str) -> str:
 
 
 def boost_options(func: F) -> F:
-    """Add one option per key of ``BOOST_HELP``, typed and defaulted from ``ModelConfig``."""
+    """Add one option per key of ``BOOST_HELP``, typed from ``ModelConfig``, defaulted as a
+    SecureBoost job is (``ModelConfig`` and the kind's own defaults in the registry)."""
     types = {f.name: f.type for f in fields(ModelConfig)}
-    default = ModelConfig()
     for key in reversed(list(BOOST_HELP)):
         func = click.option(
             flag(key),
             PREFIX + key,
             type=click_type(types[key]),
-            default=getattr(default, key),
+            default=kind_default("secureboost", f"model.{key}"),
             show_default=True,
             help=f"secureboost: {BOOST_HELP[key]}",
         )(func)

@@ -33,8 +33,10 @@ from privfl.config.vertical import (
     MULTICLASS_BATCH,
     JobConfig,
     check_key_bits,
+    kind_default,
     load_job,
     save_job,
+    switch_kind,
     with_overrides,
 )
 from privfl.crypto.engine import ENGINES, POOL, Engine
@@ -87,7 +89,9 @@ def kit_options(func: F) -> F:
             "--label-epsilon",
             callback=parse_epsilon,
             default=None,
-            help="ε of randomized response on the Host's labels; inf = off. [8]",
+            help="ε of randomized response on the Host's labels, per label for the whole "
+            f"run; inf = off. [{kind_default('logistic', 'label_dp.epsilon'):g}; "
+            f"secureboost: {kind_default('secureboost', 'label_dp.epsilon'):g}]",
         ),
         click.option("--seed", type=int, default=None, help="Seed of the training RNG. [0]"),
         click.option(
@@ -183,7 +187,18 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
         job = replace(job, obfuscation=opts["obfuscation"])
     if opts["timeout"] is not None:
         job = replace(job, timeout_seconds=opts["timeout"])
+    warn_shared(job)
     return job
+
+
+def warn_shared(job: JobConfig) -> None:
+    """One line on stderr when a SecureBoost job shares its instance space with the guests."""
+    if "instance_space" in kind_named(job.model.kind).reads and (
+        job.model.instance_space == "shared"
+    ):
+        from privfl.parties.vertical.secureboost.report import SHARED_READS
+
+        click.echo(f"privfl: instance_space = shared: {SHARED_READS}", err=True)
 
 
 def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig:
@@ -193,7 +208,8 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
     without label bounds trains without label DP (ε = inf) unless --label-epsilon asks
     for it (then the job is refused, naming the missing bounds).
     """
-    model = replace(base.model, kind=kind)
+    base = switch_kind(base, kind)  # SecureBoost's own label ε and min_child_weight
+    model = base.model
     reads = kind_named(kind).reads
     training = base.training
     if "classes" in reads:

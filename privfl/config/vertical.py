@@ -112,9 +112,11 @@ class ModelConfig:
     subsample: float = 1.0  # fraction of rows per tree
     colsample: float = 1.0  # fraction of each party's features per tree
     early_stopping_rounds: int = 0  # 0 = train every tree
-    # "shared": every guest learns every node's rows; "hidden": a guest learns no rows of
-    # a node another party split (docs/protocol.md §6.9, docs/performance.md: its cost)
-    instance_space: str = "shared"
+    # "hidden" (the default): a guest learns no rows of a node another party split;
+    # "shared": every guest learns every node's rows, and with them most training labels
+    # (docs/security.md "Vertical SecureBoost"; docs/protocol.md §6.9; its cost:
+    # docs/performance.md). Always in a SecureBoost job's file and fingerprint.
+    instance_space: str = "hidden"
     # the guest checks the Host's ciphertexts with zero-knowledge proofs (docs/security.md,
     # "Host check"; docs/performance.md: its cost)
     host_check: bool = False
@@ -142,7 +144,8 @@ BOOST_HELP = {
     "subsample": "Fraction of rows per tree.",
     "colsample": "Fraction of each party's features per tree.",
     "early_stopping_rounds": "Stop after this many trees without improvement; 0 = train all.",
-    "instance_space": "shared: guests learn every node's rows; hidden: only the Host does.",
+    "instance_space": "hidden: only the Host learns a node's rows; shared: every guest "
+    "does, and reads most training labels from them (docs/security.md).",
     "host_check": "Guests check the Host's ciphertexts with zero-knowledge proofs (costly).",
 }
 # ModelConfig keys left out of the job file (and its fingerprint) while at their default.
@@ -417,7 +420,7 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         model = asdict(job.model)
         default = ModelConfig()
         for key in MODEL_OPTIONAL_KEYS:  # absent while unset: older fingerprints unchanged
-            if model[key] == getattr(default, key):
+            if model[key] == getattr(default, key) and not always_written(job.model, key):
                 del model[key]
         extra["model"] = model
     return {
@@ -435,6 +438,65 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         "data": asdict(job.data),
         "parties": {n: party_dict(p) for n, p in job.parties.items()},
     }
+
+
+def always_written(model: ModelConfig, key: str) -> bool:
+    """A key a kind reads whose default changed: written even at its default.
+
+    ``instance_space`` was ``"shared"`` when a SecureBoost job left it out, and is
+    ``"hidden"`` now: writing it keeps the fingerprint of a job file from meaning two
+    protocols (a party of an older privfl refuses the job rather than run another mode).
+    """
+    return key == "instance_space" and key in kind_named(model.kind).reads
+
+
+def with_kind_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """The job's tables with its kind's own defaults for the keys its file leaves out.
+
+    The dataclasses hold the GLMs' defaults; a kind whose defaults differ names them in
+    the registry (models/registry.py ``defaults``, e.g. SecureBoost's label ε). Every
+    such key is in the job's canonical form, so the fingerprint says the value used.
+    """
+    model = data.get("model")
+    kind = model.get("kind", ModelConfig().kind) if isinstance(model, dict) else ModelConfig().kind
+    if kind not in KINDS:
+        return data  # validate_model names the unknown kind
+    out = dict(data)
+    for dotted, value in KINDS[kind].defaults.items():
+        table, key = dotted.split(".")
+        section = out.get(table, {})
+        if isinstance(section, dict) and key not in section:
+            out[table] = {**section, key: value}
+    return out
+
+
+def kind_default(kind: str, dotted: str) -> Any:
+    """The value ``table.key`` takes in a job of ``kind`` that does not set it."""
+    table, key = dotted.split(".")
+    if dotted in KINDS[kind].defaults:
+        return KINDS[kind].defaults[dotted]
+    return getattr(TABLES[table](), key)
+
+
+def switch_kind(job: JobConfig, kind: str) -> JobConfig:
+    """The job with ``kind``'s defaults where it holds the defaults of its current kind.
+
+    What ``init vfl --model`` and ``run-local --model`` start from: a setting the job file
+    chose (anything but its own kind's default) is kept.
+    """
+    if kind == job.model.kind:
+        return job
+    old = job.model.kind
+    keys = {*KINDS[kind].defaults, *KINDS[old].defaults}
+    tables: dict[str, dict[str, Any]] = {}
+    for dotted in sorted(keys):
+        table, key = dotted.split(".")
+        if getattr(getattr(job, table), key) == kind_default(old, dotted):
+            tables.setdefault(table, {})[key] = kind_default(kind, dotted)
+    job = replace(job, model=replace(job.model, kind=kind))
+    for table, values in tables.items():
+        job = replace(job, **{table: replace(getattr(job, table), **values)})
+    return job
 
 
 def party_dict(spec: PartySpec) -> dict[str, Any]:
@@ -478,7 +540,7 @@ def from_dict(data: dict[str, Any], source: Path | None = None) -> JobConfig:
 
 def _from_dict(data: dict[str, Any], source: Path | None) -> JobConfig:
     """:func:`from_dict` without the file name in its errors."""
-    data = dict(require_table(data, "the job"))
+    data = with_kind_defaults(dict(require_table(data, "the job")))
     if "parties" not in data:
         raise ConfigError(
             "the [parties] table is missing: add one [parties.NAME] table per party "

@@ -219,7 +219,13 @@ def test_a_crafting_guest_reads_at_most_one_window_of_labels(
     arm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = ModelConfig(
-        kind="secureboost", trees=TREES, depth=1, bins=32, min_child_weight=0.0, l2=1e-4
+        kind="secureboost",
+        trees=TREES,
+        depth=1,
+        bins=32,
+        min_child_weight=0.0,
+        l2=1e-4,
+        instance_space="shared",  # the attacker reads the partitions it is sent
     )
     job = replace(memory_job(1, timeout=120.0), model=model)
     y = party_data(job)["host"].y_train

@@ -52,7 +52,11 @@ GUEST = "guest-1"
 
 
 def boost_job(epsilon: float, trees: int = 10, depth: int = 3, bins: int = 32) -> JobConfig:
-    model = ModelConfig(kind="secureboost", trees=trees, depth=depth, bins=bins)
+    # The shared instance space: the partitions this attack reads (hidden mode sends none,
+    # tests/attacks/test_secureboost_honest_guest.py); the old defaults' tree settings.
+    model = ModelConfig(
+        kind="secureboost", trees=trees, depth=depth, bins=bins, instance_space="shared"
+    )
     return replace(memory_job(1, timeout=120.0, epsilon=epsilon), model=model)
 
 

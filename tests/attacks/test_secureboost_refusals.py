@@ -150,7 +150,7 @@ def test_the_host_refuses_a_histogram_of_another_size(
 ) -> None:
     job = replace(
         memory_job(1, timeout=30.0),
-        model=ModelConfig(kind="secureboost", trees=1, depth=2, bins=8),
+        model=ModelConfig(kind="secureboost", trees=1, depth=2, bins=8, instance_space="shared"),
     )
     honest = guest_mod.on_nodes
 
@@ -222,7 +222,7 @@ def test_a_deviating_host_is_refused_and_the_session_stops(
 ) -> None:
     job = replace(
         memory_job(1, timeout=60.0),
-        model=ModelConfig(kind="secureboost", trees=2, depth=1, bins=8),
+        model=ModelConfig(kind="secureboost", trees=2, depth=1, bins=8, instance_space="shared"),
     )
     honest = params_of
 

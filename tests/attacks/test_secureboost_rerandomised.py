@@ -36,7 +36,7 @@ def bin_products(cts: list[int], binned: np.ndarray, bins: int, n2: int) -> list
 def test_histograms_do_not_reveal_which_rows_are_in_a_bin(tmp_path: Path) -> None:
     job = replace(
         memory_job(1, timeout=30.0),
-        model=ModelConfig(kind="secureboost", trees=1, depth=1, bins=8),
+        model=ModelConfig(kind="secureboost", trees=1, depth=1, bins=8, instance_space="shared"),
     )
     hub = InMemoryHub()
     results = run_in_threads(job, hub, tmp_path)

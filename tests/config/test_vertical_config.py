@@ -364,15 +364,58 @@ def test_model_table_defaults_keep_the_fingerprint_and_bad_kinds_are_refused() -
         from_dict({**base, "model": {"kind": "secureboost", "subsample": 0}})
 
 
-def test_the_instance_space_is_fingerprinted_when_hidden_and_checked() -> None:
+def test_a_secureboost_job_hides_the_instance_space_unless_it_asks_to_share_it() -> None:
     from privfl.config.vertical import from_dict, to_dict
 
     base = to_dict(_job(key_bits=512, allow_weak_keys=True))
-    shared = from_dict({**base, "model": {"kind": "secureboost"}})
+    default = from_dict({**base, "model": {"kind": "secureboost"}})
     hidden = from_dict({**base, "model": {"kind": "secureboost", "instance_space": "hidden"}})
-    assert "instance_space" not in to_dict(shared)["model"]  # older jobs keep their fingerprint
-    assert to_dict(hidden)["model"]["instance_space"] == "hidden"
+    shared = from_dict({**base, "model": {"kind": "secureboost", "instance_space": "shared"}})
+    assert (
+        default.model.instance_space == "hidden" and default.fingerprint() == hidden.fingerprint()
+    )
+    # Always written for trees: a job file that leaves it out meant "shared" before, so its
+    # fingerprint must not let an older party run it in the other mode.
+    assert to_dict(default)["model"]["instance_space"] == "hidden"
+    assert to_dict(shared)["model"]["instance_space"] == "shared"
     assert hidden.fingerprint() != shared.fingerprint()
+    assert from_dict(to_dict(shared)).model == shared.model
     assert from_dict(to_dict(hidden)).model == hidden.model
+    # A GLM's [model] does not carry it: its fingerprint is the one it always had.
+    multiclass = from_dict({**base, "model": {"kind": "multiclass", "classes": 3}})
+    assert "instance_space" not in to_dict(multiclass)["model"]
     with pytest.raises(ConfigError, match="instance_space must be one of shared, hidden"):
         from_dict({**base, "model": {"kind": "secureboost", "instance_space": "secret"}})
+
+
+def test_a_secureboost_job_takes_its_own_label_epsilon_and_min_child_weight() -> None:
+    from privfl.config.vertical import from_dict, switch_kind, to_dict
+
+    base = to_dict(_job(key_bits=512, allow_weak_keys=True))
+    del base["label_dp"]["epsilon"]
+    glm = from_dict({**base, "model": {"kind": "multiclass", "classes": 3}})
+    boost = from_dict({**base, "model": {"kind": "secureboost"}})
+    assert glm.label_dp.epsilon == 8.0 and glm.model.min_child_weight == 1.0
+    assert boost.label_dp.epsilon == 2.0 and boost.model.min_child_weight == 4.0
+    # Both are in the canonical job, so the fingerprint says the values used.
+    assert to_dict(boost)["label_dp"]["epsilon"] == 2.0
+    assert to_dict(boost)["model"]["min_child_weight"] == 4.0
+    assert from_dict(to_dict(boost)).fingerprint() == boost.fingerprint()
+    # A job file that says ε = 8 (an older init's) keeps it.
+    older = from_dict(
+        {
+            **base,
+            "label_dp": {"epsilon": 8.0},
+            "model": {"kind": "secureboost", "min_child_weight": 1.0},
+        }
+    )
+    assert older.label_dp.epsilon == 8.0 and older.model.min_child_weight == 1.0
+    # Switching a job's kind takes the new kind's defaults, keeps what the file chose.
+    assert switch_kind(glm, "secureboost").label_dp.epsilon == 2.0
+    assert (
+        switch_kind(
+            replace(glm, label_dp=replace(glm.label_dp, epsilon=1.0)), "secureboost"
+        ).label_dp.epsilon
+        == 1.0
+    )
+    assert switch_kind(boost, "logistic").label_dp.epsilon == 8.0

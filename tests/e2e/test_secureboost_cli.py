@@ -32,7 +32,9 @@ def boost_kit(tmp_path: Path, trees: int = 2) -> Path:
 def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["vfl", "run-local", "--model", "secureboost", "--trees", "3", "--depth", "2"]
-    args += ["--bins", "8", *WEAK, "--out", str(out), "--no-progress"]
+    # three runs: the cheaper shared mode (the default hidden one has its own test below)
+    args += ["--bins", "8", "--instance-space", "shared", *WEAK, "--out", str(out)]
+    args += ["--no-progress"]
 
     first = privfl(*args)
     again = privfl(*args)
@@ -54,21 +56,48 @@ def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(tmp_path: Path
     assert len(metrics) == summary["trees"]  # one record per tree of the new run only
 
 
-def test_run_local_hides_the_instance_space_when_asked(tmp_path: Path) -> None:
+def test_run_local_hides_the_instance_space_and_flips_at_epsilon_2_by_default(
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "run"
     args = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "2"]
-    args += ["--bins", "8", "--instance-space", "hidden", *WEAK, "--out", str(out)]
+    args += ["--bins", "8", *WEAK, "--out", str(out)]
 
-    result = privfl(*args, "--no-progress")
+    result = privfl(*args, "--no-progress", timeout=600)  # a cap: the machine is shared
 
     assert result.returncode == 0, result.stderr
+    assert "instance_space = shared" not in result.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["instance_space"] == "hidden" and summary["auc"] > 0.95
+    assert summary["instance_space"] == "hidden"
     assert "no node's rows" in summary["privacy"]["guests_see"]
+    assert summary["label_epsilon"] == 2.0 and summary["label_draws"] == 1
+    assert summary["privacy"]["label_dp"]["unit"].startswith("per training label, for the whole")
+    assert "instance space" in result.stdout and "hidden (no guest" in result.stdout
     job = tomllib.loads((out / "kit" / "job.toml").read_text())
-    assert job["model"]["instance_space"] == "hidden"
+    assert job["model"]["instance_space"] == "hidden" and job["model"]["min_child_weight"] == 4.0
+    assert job["label_dp"]["epsilon"] == 2.0
     bad = privfl("vfl", "run-local", "--model", "secureboost", "--instance-space", "secret")
     assert bad.returncode == 2 and "'secret' is not one of 'shared', 'hidden'" in bad.stderr
+
+
+def test_a_shared_instance_space_is_run_only_when_asked_and_says_what_it_gives_away(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    args = ["vfl", "run-local", "--model", "secureboost", "--trees", "1", "--depth", "1"]
+    args += ["--bins", "8", "--instance-space", "shared", *WEAK, "--out", str(out)]
+
+    result = privfl(*args, "--no-progress", timeout=600)  # a cap: the machine is shared
+
+    assert result.returncode == 0, result.stderr
+    warning = [line for line in result.stderr.splitlines() if "instance_space = shared" in line]
+    assert len(warning) == 1 and "0.96 of the training labels at ε = 2" in warning[0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["instance_space"] == "shared"
+    assert "0.90 from a guest's own columns" in summary["privacy"]["guests_see"]
+    assert "shared: a guest of a shared instance space" in result.stdout
+    job = tomllib.loads((out / "kit" / "job.toml").read_text())
+    assert job["model"]["instance_space"] == "shared"
 
 
 def test_tree_options_on_a_glm_are_a_usage_error() -> None:

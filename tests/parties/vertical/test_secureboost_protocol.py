@@ -38,7 +38,13 @@ from privfl.protocol.memory import InMemoryHub
 
 
 def boost_job(guests: int = 1, **model: object) -> JobConfig:
-    settings: dict[str, object] = {"kind": "secureboost", "trees": 2, "depth": 3, "bins": 16}
+    settings: dict[str, object] = {
+        "kind": "secureboost",
+        "trees": 2,
+        "depth": 3,
+        "bins": 16,
+        "instance_space": "shared",  # the cases below ask for "hidden" (the default) by name
+    }
     settings.update(model)
     return memory_job(guests, timeout=60.0, model=ModelConfig(**settings))  # type: ignore[arg-type]
 

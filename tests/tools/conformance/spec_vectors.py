@@ -52,8 +52,9 @@ MODELS = {
     "poisson_exposure": '[model]\nkind = "poisson"\nexposure = "years"\nlabel_high = 20\n',
     "multiclass_taylor": '[model]\nkind = "multiclass"\nclasses = 3\nsigmoid = "taylor"\n',
     "multiclass_separable": '[model]\nkind = "multiclass"\nclasses = 3\nsigmoid = "separable"\n',
-    "secureboost_shared": '[model]\nkind = "secureboost"\ntrees = 5\n',
+    "secureboost_shared": '[model]\nkind = "secureboost"\ntrees = 5\ninstance_space = "shared"\n',
     "secureboost_hidden": '[model]\nkind = "secureboost"\ninstance_space = "hidden"\n',
+    "secureboost_default": '[model]\nkind = "secureboost"\n',
 }
 # A deterministic 1024-bit RSA-PSI key (a real one is fresh per session): p, q the next
 # primes after fixed 512-bit numbers (N has 1024 bits), e the next prime after 2^1024 + 12345.

@@ -17,8 +17,9 @@ BROKEN = [sys.executable, str(Path(__file__).with_name("broken_guest.py"))]
 
 
 def boost_kit(folder: Path, *extra: str) -> Path:
-    """A demo SecureBoost kit: two guests, 512-bit keys, two trees of depth 3."""
-    job = make_kit(folder, "--model", "secureboost", *extra)
+    """A demo SecureBoost kit: two guests, 512-bit keys, two trees of depth 3, shared
+    instance space (the kit's sessions script the shared mode's messages)."""
+    job = make_kit(folder, "--model", "secureboost", "--instance-space", "shared", *extra)
     text = job.read_text()
     assert "trees = 10" in text
     job.write_text(text.replace("trees = 10", "trees = 2"))
@@ -43,7 +44,8 @@ def run_kit(kit: Path, out: Path, role: str, ending: str, party_cmd: list[str]) 
         ("guest", "finish", "PASS  guest-1 exits 0 after finish"),
         ("guest", "unknown-node", "PASS  a node no partition defined makes it Abort"),
         ("guest", "repeated-node", "PASS  the root named again makes it Abort"),
-        ("guest", "small-node", "PASS  a partition leaving a child below the row floor (4)"),
+        # floor = max(4, ⌈4·min_child_weight⌉): 16 at SecureBoost's default of 4
+        ("guest", "small-node", "PASS  a partition leaving a child below the row floor (16)"),
         ("guest", "foreign-rows", "PASS  the next tree's gradients over rows not the seed's"),
         ("guest", "forged-proof", "PASS  a Host proof over other plaintexts than the gradients"),
         ("host", "finish", "PASS  host exits 0 after finish"),

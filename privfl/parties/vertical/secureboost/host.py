@@ -84,7 +84,7 @@ log = logging.getLogger("privfl.host")
 GUESTS_SEE = {
     "shared": "fresh encryptions of the Host's g/h, the row set of every node "
     "(the instance space), and the bin of the splits they own; all computed from "
-    "the flipped labels",
+    "the flipped labels. " + report.SHARED_READS,
     "hidden": "fresh encryptions of the Host's g/h (masked per node: every row of the tree, "
     "[[0]] outside the node), the ids of the open nodes, and the bin of the splits they "
     "own; no node's rows; all computed from the flipped labels",

@@ -3,9 +3,11 @@
 Every split, partition and tree the guests see is computed from the Host's gradients,
 and those come from the labels. Randomized response on the labels, drawn once before
 the first gradient, makes all of it ε-label-DP by post-processing; the Host then
-keeps only the flipped labels. Trees have no flipback (the GLMs' post-processing
-that un-flips labels the model disagrees with): the guarantee does not need it, and
-at the default ε = 8 the trees meet their accuracy target without it.
+keeps only the flipped labels: ε is each label's ε for the whole run (post-processing
+of one randomized-response release, no composition). Trees have no flipback (the GLMs'
+post-processing that un-flips labels the model disagrees with): the guarantee does
+not need it, and at SecureBoost's default ε = 2 (with ``min_child_weight`` = 4) the
+trees stay within 0.01 AUC of the plaintext booster without it (docs/results.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,201 @@
+"""Attack: a crafting SecureBoost guest that passes every Host check reads what ε allows.
+
+The attacker (the checked-swap guest of issue 31): its "columns" are row sets it
+chooses, and its bin sums are the true homomorphic sums of the Host's ``[[g, h, 1]]``
+over them, so its histograms are an honest binning of *some* column: they pass the
+column-total and bin-box checks (``checks.check_histogram``) and, when it wins, the
+partition check (``checks.check_partition``), both run below on every node. Column 0
+is a base split (its own-column 2-means cluster inside the node); each other column
+is the base with one row moved to the other side. Moving a row raises the gain
+exactly when its gradient points to the other side, so when the Host names a swap
+column as the winner, the attacker reads that row's label as the majority of the
+side it was moved to (as the audit's attacker does: one row per won node).
+
+The Host's decryption is the plain twin here (learning/secureboost.py: the federated
+trees equal its trees split for split, tests/parties/vertical/test_secureboost_
+protocol.py), and the attacker is told every node's rows (the shared mode's view; in
+the hidden mode it would have to craft blind, so this is the stronger attacker).
+
+The defence is label DP: the gradients come from labels flipped once at ε, so the
+winner is a function of the flipped labels. For a row whose label the attacker's
+own columns give right with probability ``a``, ε-label-DP caps its read after the
+run at ``e^ε·a / (e^ε·a + 1 − a)``; over ``a`` the largest gain this allows is
+``tanh(ε/4)`` per row read (0.46 at ε = 2). The test prints the bound: the
+attacker's combined read (own-column guess everywhere, its swap read where it has
+one) may beat its own-column read by at most ``tanh(ε/4)`` per row read.
+Leaky arm: ε = ∞, where every named row's label is read exactly.
+
+Each run flips with a seeded generator (tests only; the OS-CSPRNG draw is the same
+code), so the counts are known answers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pytest
+from helpers import memory_job, party_data
+from sklearn.cluster import KMeans
+
+from privfl.config.vertical import JobConfig, LabelDPConfig, switch_kind
+from privfl.learning import secureboost as sb
+from privfl.parties.vertical.secureboost import checks
+from privfl.parties.vertical.secureboost import labels as boost_labels
+from privfl.parties.vertical.secureboost.common import params_of
+
+MAJORITY = 1  # breast cancer: benign (public knowledge)
+SEEDS = range(8)  # eight draws of the Host's flips per arm
+
+
+@dataclass
+class SwapGuest:
+    """The crafting guest as a tree-builder group: chosen row sets, true sums over them."""
+
+    prior: np.ndarray  # its own-column 2-means guess of every training label
+    columns: int  # the job's guest column count: its histograms must have that many
+    params: sb.BoostParams
+    g: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    h: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    read: dict[int, int] = field(default_factory=dict)  # row -> label read
+    won: int = 0
+    crafted: dict[int, np.ndarray] = field(default_factory=dict)  # node -> (rows, columns) bins
+    swapped: dict[int, list[int]] = field(default_factory=dict)  # node -> row of column k
+    asked: dict[int, np.ndarray] = field(default_factory=dict)
+    proposals: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def features(self, tree: int) -> np.ndarray:
+        return np.arange(self.columns, dtype=np.int64)
+
+    def ask(self, tree: int, level: int, nodes: dict[int, np.ndarray]) -> None:
+        self.asked = dict(nodes)
+        for node, rows in nodes.items():
+            base = self.prior[rows] == 1 - MAJORITY  # left: the rows its prior calls 0
+            unread = [i for i in range(len(rows)) if int(rows[i]) not in self.read]
+            picks = unread[: self.columns - 1]
+            binned = np.zeros((len(rows), self.columns), np.int64)
+            for k in range(self.columns):
+                left = base.copy()
+                if 1 <= k <= len(picks):
+                    left[picks[k - 1]] = not left[picks[k - 1]]
+                binned[:, k] = np.where(left, 0, 1)
+            self.crafted[node] = binned
+            self.swapped[node] = [int(rows[i]) for i in picks]
+
+    def histograms(self) -> dict[int, sb.Histogram]:
+        out = {}
+        for node, rows in self.asked.items():
+            # the true homomorphic sums over its row sets: what the Host decrypts
+            hist = sb.histogram(self.crafted[node], self.g[rows], self.h[rows], self.params.bins)
+            checks.check_histogram("guest-1", node, hist, self.g, self.h, rows)  # passes
+            out[node] = hist
+        return out
+
+    def propose(self, tree: int, node: int, feature: int, bin_: int) -> None:
+        self.proposals[node] = (feature, bin_)
+
+    def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
+        self.won += 1
+        left: np.ndarray = self.crafted[node][:, feature] <= bin_
+        won = checks.candidate_left(
+            sb.histogram(self.crafted[node], self.g[rows], self.h[rows], self.params.bins),
+            self.features(tree),
+            feature,
+            bin_,
+        )
+        checks.check_partition("guest-1", node, won, self.g, self.h, rows[left])  # passes
+        if feature >= 1 and feature - 1 < len(self.swapped[node]):
+            row = self.swapped[node][feature - 1]
+            moved_to_left = bool(left[np.searchsorted(rows, row)])
+            side = rows[left] if moved_to_left else rows[~left]
+            others = [r for r in side.tolist() if r != row]
+            # the side's majority by its prior: where the row's gradient pointed
+            self.read[row] = int(np.mean(self.prior[others]) >= 0.5)
+        return left
+
+    def learn(self, tree: int, node: int, left: np.ndarray) -> None:
+        return None
+
+
+def default_job() -> JobConfig:
+    return switch_kind(memory_job(1, epsilon=LabelDPConfig().epsilon), "secureboost")
+
+
+def own_prior(x: np.ndarray) -> np.ndarray:
+    scaled = (x - x.mean(axis=0)) / (x.std(axis=0) + 1e-12)
+    cluster = KMeans(n_clusters=2, n_init=10, random_state=0).fit_predict(scaled)
+    return np.where(cluster == int(np.bincount(cluster).argmax()), MAJORITY, 1 - MAJORITY)
+
+
+def run_attack(job: JobConfig, seed: int) -> tuple[SwapGuest, np.ndarray]:
+    """Train the twin with the attacker as the guest's group; its reads and the true labels."""
+    data = party_data(job)
+    host, guest = data[job.host], data[job.guests[0]]
+    y = host.y_train
+    assert y is not None
+    flipped = boost_labels.draw_noisy_labels(job, y, np.random.default_rng(seed))[0]
+    params = params_of(job)
+    edges = sb.quantile_edges(host.x_train, params.bins)
+    own = sb.LocalColumns(sb.bin_columns(host.x_train, edges), params, 0)
+    attacker = SwapGuest(own_prior(guest.x_train), guest.x_train.shape[1], params)
+    margin = np.full(len(y), sb.base_margin(flipped))
+    for t in range(params.trees):
+        g, h = sb.gradients(margin, flipped)
+        own.set_gradients(g, h)
+        attacker.g, attacker.h = g, h
+        tree = sb.grow_tree(t, sb.tree_rows(params, t, len(y)), g, h, [own, attacker], params)
+        margin += route_with(tree, own, attacker, len(y))
+    return attacker, y
+
+
+def route_with(tree: sb.Tree, own: sb.LocalColumns, att: SwapGuest, rows: int) -> np.ndarray:
+    """Leaf values per row, each attacker node routing its rows as its crafted column did."""
+    out = np.zeros(rows)
+    stack = [(0, np.arange(rows))]
+    while stack:
+        node, idx = stack.pop()
+        n = tree[node]
+        if n.leaf:
+            out[idx] = n.value
+            continue
+        if n.group == 0:
+            left = own.binned[idx, n.feature] <= n.bin
+        else:
+            left = att.crafted[node][:, n.feature] <= n.bin
+        stack += [(2 * node + 1, idx[left]), (2 * node + 2, idx[~left])]
+    return out
+
+
+def margin_above_prior(att: SwapGuest, y: np.ndarray) -> tuple[int, int]:
+    """(rows read, labels gained over the own-column guess by using the reads)."""
+    gained = sum(int(v == y[r]) - int(att.prior[r] == y[r]) for r, v in att.read.items())
+    return len(att.read), gained
+
+
+@pytest.mark.parametrize("epsilon", [math.inf, None], ids=["no-label-dp", "defaults"])
+def test_a_checked_swap_guest_reads_no_more_than_epsilon_allows(epsilon: float | None) -> None:
+    job = default_job()
+    if epsilon is not None:
+        job = replace(job, label_dp=replace(job.label_dp, epsilon=epsilon))
+    eps = job.label_dp.epsilon
+
+    reads = exact = gained = won = 0
+    for seed in SEEDS:
+        att, y = run_attack(job, seed)
+        k, gain = margin_above_prior(att, y)
+        reads, gained, won = reads + k, gained + gain, won + att.won
+        exact += sum(int(v == y[r]) for r, v in att.read.items())
+
+    per_row = math.tanh(eps / 4) if math.isfinite(eps) else 1.0
+    bound = reads * per_row
+    print(
+        f"ε = {eps}: {won} nodes won, {reads} rows read over {len(SEEDS)} runs, {exact} right; "
+        f"{gained:+d} labels over the own-column guess; bound {bound:.1f} "
+        f"(tanh(ε/4) = {per_row:.3f} per row read)"
+    )
+    assert reads >= 10, "the attacker won too few nodes to measure anything"
+    if not math.isfinite(eps):
+        assert exact == reads  # the leak: every named row's label, exactly
+        return
+    assert gained <= bound
