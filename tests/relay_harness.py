@@ -69,4 +69,6 @@ def connect_all(transports: list[RelayedTransport]) -> None:
     """Wait until each transport sees every one of its peers at the relay."""
     # every transport polled on each try: each learns the others' session nonces only
     # from their answers, which they send while polled
-    wait_for(lambda: all([t.connected(o.name) for t in transports for o in transports if o is not t]))
+    wait_for(
+        lambda: all([t.connected(o.name) for t in transports for o in transports if o is not t])
+    )

@@ -21,6 +21,17 @@ so an edited, deleted or moved line breaks the chain at the next one. Each sessi
 opens with an ``opened`` line binding the party, the session and the job fingerprint,
 and ends with a ``closed`` line, so a log cut after a session shows it
 (:mod:`privfl.tools.audit` checks all of it).
+
+Why anchored: a party can recompute its whole chain after rewriting every line (its
+times, its ``hmac_sha256``), and the chain alone cannot tell. So each party sends each
+peer the head of its chain (``audit_head``: ``seq`` lines so far and the sha256 of the
+last) after its first message to that peer, every ANCHOR_EVERY messages after, and
+when its session ends; the peer records the head in its own chain (``anchor``).
+``privfl audit verify`` then checks every recorded head against the sender's log, so
+a rewrite of any anchored line is caught with any one peer's log present. The head
+is authenticated by CURVE and by the link digest both ends record, not by a signature:
+either end of the link could have written it, so two logs that disagree show that one
+of them was rewritten, and a third party's log tells which.
 """
 
 from __future__ import annotations
@@ -33,16 +44,18 @@ import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from privfl.parties.audit_links import link_digest
 from privfl.parties.files import append_jsonl, open_private, private_dir
-from privfl.protocol.messages import Header
+from privfl.protocol import codec
+from privfl.protocol.messages import AuditHead, Header, Kind
 
 FILE_NAME = "audit.jsonl"
 KEYS_FILE = "audit-keys.jsonl"
 KEY_BYTES = 32
 GENESIS = "0" * 64  # the ``prev`` of a log's first line
+ANCHOR_EVERY = 8  # messages to a peer between two heads sent to it
 
 # One chain per file and process: a start-up Abort's log may write the same file.
 _CHAINS: dict[Path, _Chain] = {}
@@ -81,6 +94,13 @@ class _Chain:
             self.seq, self.prev, self.cut = self.seq + 1, line_hash(line), False
             self.size = self._size_now()
 
+    def head(self) -> tuple[int, str]:
+        """How many lines the file has and the sha256 of the last (``prev`` of the next)."""
+        with self.lock:
+            if self._size_now() != self.size:
+                self._read_tail()
+            return self.seq, self.prev
+
     def _size_now(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0
 
@@ -104,6 +124,12 @@ def _now(timespec: str = "microseconds") -> str:
     return datetime.now(UTC).isoformat(timespec=timespec)
 
 
+class Teller(Protocol):
+    """What sends our heads: a Channel's best-effort send."""
+
+    def tell(self, peer: str, body: AuditHead) -> None: ...
+
+
 class AuditLog:
     """Appends chained audit records to a file; usable as a Channel observer (thread-safe).
 
@@ -123,6 +149,8 @@ class AuditLog:
         private_dir(path.parent)
         self.party, self.session = party, session
         self._links = dict(links or {})
+        self._sent: dict[str, int] = {}  # messages sent to each peer, audit heads aside
+        self._channel: Teller | None = None
         self._key = secrets.token_bytes(KEY_BYTES)  # this session's; never reused
         self.key_id = secrets.token_hex(8)
         append_jsonl(
@@ -138,8 +166,14 @@ class AuditLog:
     def __call__(
         self, direction: str, peer: str, header: Header | None, frames: list[bytes]
     ) -> None:
-        """Record one message; ``frames[-1]`` is the payload that gets digested."""
+        """Record one message; ``frames[-1]`` is the payload that gets digested.
+
+        A received ``audit_head`` also records the head it carries (``anchor``)."""
         link = self._links.get(peer)
+        anchor = _anchor(header, frames) if direction == "received" else None
+        counted = header is not None and direction == "sent" and header.kind != Kind.AUDIT_HEAD
+        if counted:
+            self._sent[peer] = self._sent.get(peer, 0) + 1
         self._chain.append(
             {
                 "time": _now(),
@@ -154,7 +188,25 @@ class AuditLog:
                 "hmac_sha256": digest(self._key, frames[-1] if frames else b""),
                 "link": link_digest(link, frames) if link is not None else None,
             }
+            | ({"anchor": anchor} if anchor else {})
         )
+        sent = self._sent.get(peer, 0)
+        if counted and (sent == 1 or sent % ANCHOR_EVERY == 0):
+            self._send_head(peer)  # after the line: the head covers this message too
+
+    def head(self) -> AuditHead:
+        """The chain's head now, to send a peer."""
+        seq, prev = self._chain.head()
+        return AuditHead(seq=seq, head=prev)
+
+    def attach(self, channel: Teller) -> None:
+        """Send our chain's head to peers over ``channel`` (after our first message to
+        each, every ANCHOR_EVERY messages, and at an ok close)."""
+        self._channel = channel
+
+    def _send_head(self, peer: str) -> None:
+        if self._channel is not None:
+            self._channel.tell(peer, self.head())
 
     def __enter__(self) -> AuditLog:
         return self
@@ -164,11 +216,25 @@ class AuditLog:
         self.close("ok" if kind is None else "error")
 
     def close(self, outcome: str) -> None:
-        """End this session's records (``outcome``: ok or error): a cut log then shows it."""
+        """End this session's records (``outcome``: ok or error): a cut log then shows it.
+
+        An ok session first sends every peer it wrote to our chain's last head."""
+        if outcome == "ok":
+            for peer in sorted(self._sent):
+                self._send_head(peer)
         self._chain.append(
             {"time": _now(), "direction": "closed", "party": self.party,
              "session": self.session, "outcome": outcome}
         )  # fmt: skip
+
+
+def _anchor(header: Header | None, frames: list[bytes]) -> dict[str, Any] | None:
+    """The head an ``audit_head`` carries, as the receiver records it."""
+    if header is None or header.kind != Kind.AUDIT_HEAD or len(frames) != 2:
+        return None
+    body = codec.decode_body(header.kind, frames[1])
+    assert isinstance(body, AuditHead)
+    return {"seq": body.seq, "head": body.head}
 
 
 def verify(folder: Path, record: dict[str, object], payload: bytes) -> bool:

@@ -44,9 +44,10 @@ class RelayedTransport(_Endpoint):
 
     ``relay_key``: the relay's z85 CURVE public key. ``context``: the session id and job
     fingerprint the seals bind (with this transport's fresh session nonce, or
-    ``session_nonce`` where a test fixes it). ``socks_proxy``: ``host:port`` of a SOCKS5 proxy on the
-    way out, or "". ``watch``: the peers whose loss :meth:`lost_peers` reports (None: all;
-    the relay's own loss is always reported). Not thread-safe: one instance per thread.
+    ``session_nonce`` where a test fixes it). ``socks_proxy``: ``host:port`` of a SOCKS5
+    proxy on the way out, or "". ``watch``: the peers whose loss :meth:`lost_peers`
+    reports (None: all; the relay's own loss is always reported). Not thread-safe: one
+    instance per thread.
     """
 
     def __init__(
@@ -156,7 +157,9 @@ class RelayedTransport(_Endpoint):
         held.append(blob)
         if len(held) > MAX_HELD:  # the reliable layer resends what is lost here
             held.popleft()
-            log.warning("%s: dropped a message held for %s, which has not answered", self.name, peer)
+            log.warning(
+                "%s: dropped a message held for %s, which has not answered", self.name, peer
+            )
         self._announce(peer)
         self._flush(peer)
 
@@ -241,8 +244,8 @@ class RelayedTransport(_Endpoint):
             return None
         if who in self._broken:  # reported once; what follows cannot be trusted either
             return None
-        frames = self._open(who, frames[3])
-        return None if frames is None else (who, frames)
+        opened = self._open(who, frames[3])
+        return None if opened is None else (who, opened)
 
     def _open(self, sender: str, payload: bytes) -> list[bytes] | None:
         if not self._sealed:

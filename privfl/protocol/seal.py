@@ -143,7 +143,9 @@ class Sealer:
 
     def _seal(self, peer: str, seq: int, payload: bytes, theirs: bytes) -> bytes:
         ends = (self.name, peer, self.nonce, theirs)
-        return seal_frame(self._key(peer), self.context, ends, seq, payload, nacl_random(NONCE_BYTES))
+        return seal_frame(
+            self._key(peer), self.context, ends, seq, payload, nacl_random(NONCE_BYTES)
+        )
 
     def open(self, peer: str, sealed: bytes) -> bytes | None:
         """The payload ``peer`` sealed for us, or None for an announcement.

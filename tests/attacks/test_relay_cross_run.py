@@ -107,8 +107,9 @@ def test_leaky_arm_seals_that_bind_only_the_kit_accept_all_three(keys: Keys) -> 
 
 def test_a_restarted_sender_is_refused_by_a_recipient_still_in_its_run(keys: Keys) -> None:
     """alice's second process (numbers from 1 again) cannot continue bob's run of alice."""
-    from privfl.protocol.seal import Sealer
     from relay_harness import CONTEXT
+
+    from privfl.protocol.seal import Sealer
 
     def sealer(name: str, peer: str) -> Sealer:
         return Sealer(name, keys[name][1], {peer: keys[peer][0]}, CONTEXT)

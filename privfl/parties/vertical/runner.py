@@ -121,6 +121,7 @@ def run_party(
         observer=observe,
         max_pending_bytes=job.max_buffered_mib * 1024 * 1024,
     )
+    audit.attach(channel)  # our chain's heads go to the peers, theirs into our log
     ctx = PartyContext(
         name=name, job=job, channel=channel, out=out, resume=resume, min_shared=min_shared
     )

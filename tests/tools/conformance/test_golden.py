@@ -56,10 +56,9 @@ def test_the_relay_seal_binds_both_run_nonces() -> None:
     """The golden seal opens with its own associated data, and not with another run's."""
     from nacl.bindings import crypto_aead_xchacha20poly1305_ietf_decrypt
     from nacl.exceptions import CryptoError
+    from vectors import SEAL_EXAMPLE
 
     from privfl.protocol.seal import associated_data
-
-    from vectors import SEAL_EXAMPLE
 
     key, context, (sender, recipient, ours, theirs), _, payload, _ = SEAL_EXAMPLE
     sealed = bytes.fromhex(GOLD["link"]["relay_seal"])

@@ -41,6 +41,7 @@ from privfl.protocol.messages import (
     PROTOCOL,
     VERSION,
     Abort,
+    AuditHead,
     Batch,
     BigInts,
     Checkpoints,
@@ -211,6 +212,8 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
             0,
             BoostMasked(0, 1, np.array([1, 2], np.int64), np.array([1], np.int64), BigInts(CIPHER)),
         ),
+        # the head of the sender's audit chain (§6.4), appended
+        ("audit_head", "host", "guest-1", 0, AuditHead(12, "ab" * 32)),
     ]
 
 
