@@ -15,6 +15,7 @@ from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
 from privfl.models.registry import kind_of
 from privfl.parties.files import private_dir
+from privfl.parties.label_draws import DrawBook
 from privfl.parties.links import open_links
 from privfl.parties.progress import Observer
 from privfl.parties.session import PartyContext, run_role
@@ -85,6 +86,7 @@ def run_party(
     redraw_labels: bool = False,
     min_shared: int = 0,
     engine: Engine = POOL,
+    draw_book: DrawBook | None = None,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
@@ -123,7 +125,13 @@ def run_party(
     )
     audit.attach(channel)  # our chain's heads go to the peers, theirs into our log
     ctx = PartyContext(
-        name=name, job=job, channel=channel, out=out, resume=resume, min_shared=min_shared
+        name=name,
+        job=job,
+        channel=channel,
+        out=out,
+        resume=resume,
+        min_shared=min_shared,
+        draws=draw_book,
     )
     kind = kind_of(job)
     party = kind.load(kind.party)  # the kind's roles (models/registry.py)

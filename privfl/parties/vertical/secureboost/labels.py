@@ -74,6 +74,7 @@ def take_labels(
         rows=len(labels),
         resume=ctx.resume,
         redraw=redraw,
+        book=ctx.draws,
     )
 
 
