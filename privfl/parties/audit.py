@@ -41,12 +41,14 @@ import hmac
 import json
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from privfl.parties.audit_links import link_digest
+from privfl.config.core import JobFile
+from privfl.errors import PrivflError
+from privfl.parties.audit_links import link_digest, link_keys
 from privfl.parties.files import append_jsonl, open_private, private_dir
 from privfl.protocol import codec
 from privfl.protocol.messages import AuditHead, Header, Kind
@@ -151,6 +153,7 @@ class AuditLog:
         self._links = dict(links or {})
         self._sent: dict[str, int] = {}  # messages sent to each peer, audit heads aside
         self._channel: Teller | None = None
+        self._channels: dict[str, Teller] = {}
         self._key = secrets.token_bytes(KEY_BYTES)  # this session's; never reused
         self.key_id = secrets.token_hex(8)
         append_jsonl(
@@ -199,14 +202,25 @@ class AuditLog:
         seq, prev = self._chain.head()
         return AuditHead(seq=seq, head=prev)
 
-    def attach(self, channel: Teller) -> None:
-        """Send our chain's head to peers over ``channel`` (after our first message to
-        each, every ANCHOR_EVERY messages, and at an ok close)."""
-        self._channel = channel
+    def attach(self, channel: Teller, peers: Collection[str] | None = None) -> None:
+        """Send our chain's head to ``peers`` (None: every peer) over ``channel``: after
+        our first message to each, every ANCHOR_EVERY messages, and at :meth:`anchor_all`.
+        A party with two channels (the Shuffler) attaches each with its peers."""
+        if peers is None:
+            self._channel = channel
+        else:
+            self._channels.update(dict.fromkeys(peers, channel))
+
+    def anchor_all(self) -> None:
+        """Send every peer we wrote to our chain's last head (at the end of a session,
+        while the channels are still open; best effort, as peers may have stopped)."""
+        for peer in sorted(self._sent):
+            self._send_head(peer)
 
     def _send_head(self, peer: str) -> None:
-        if self._channel is not None:
-            self._channel.tell(peer, self.head())
+        channel = self._channels.get(peer, self._channel)
+        if channel is not None:
+            channel.tell(peer, self.head())
 
     def __enter__(self) -> AuditLog:
         return self
@@ -216,16 +230,25 @@ class AuditLog:
         self.close("ok" if kind is None else "error")
 
     def close(self, outcome: str) -> None:
-        """End this session's records (``outcome``: ok or error): a cut log then shows it.
-
-        An ok session first sends every peer it wrote to our chain's last head."""
-        if outcome == "ok":
-            for peer in sorted(self._sent):
-                self._send_head(peer)
+        """End this session's records (``outcome``: ok or error): a cut log then shows it."""
         self._chain.append(
             {"time": _now(), "direction": "closed", "party": self.party,
              "session": self.session, "outcome": outcome}
         )  # fmt: skip
+
+
+def open_audit_log(job: JobFile[Any], name: str, out: Path, peers: Collection[str]) -> AuditLog:
+    """``name``'s audit log for this session in ``out``, with a link key per peer in
+    ``peers`` from the job's CURVE keys (none where there is no key folder: tests)."""
+    from privfl.parties.session import keyring
+
+    try:
+        links = link_keys(keyring(job, name, peers), job.session)
+    except (PrivflError, OSError):  # in-memory test jobs have no key folder: no link digests
+        links = {}
+    return AuditLog(
+        out / FILE_NAME, party=name, session=job.session, job=job.fingerprint(), links=links
+    )
 
 
 def _anchor(header: Header | None, frames: list[bytes]) -> dict[str, Any] | None:

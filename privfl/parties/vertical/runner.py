@@ -140,12 +140,14 @@ def run_party(
     with audit, run_role(name, channel, lambda: ctx.peers, [transport]):
         if role == "server":
             result: dict[str, Any] = party(ctx, None, options)
+            audit.anchor_all()
             return result
         if table is not None:
             data = psi_stage.training_rows(ctx, table)
         assert data is not None
         check_feature_count(job, name, data)
         result = party(ctx, data, options)
+        audit.anchor_all()  # our last head, while the channel is open
         return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
 
 
