@@ -147,6 +147,39 @@ def admit(policy: SitePolicy, booking: Booking, spend: Spend, *, again: bool = F
     return True
 
 
+PREDICTION = Spend(
+    0.0,
+    0.0,
+    "none",
+    "one prediction session",
+    "scores new rows with the trained model, post-processing of the training run's "
+    "release: no training label is read, so no ε is spent",
+)
+
+
+def admit_prediction(policy: SitePolicy, booking: Booking) -> int:
+    """Book one prediction session of this job at this party (ε 0), unless the site's
+    ``[prediction] max_sessions`` are used up; the session's number."""
+    path = policy.ledger_path()
+    cap = policy.prediction.max_sessions
+    with locked(path):
+        document = read_document(path)
+        held = sum(same_run(r, booking) for r in document["runs"])
+        if cap and held >= cap:
+            reason = (
+                f"policy: this job has had {held} prediction session(s) at {booking.party}, "
+                f"this site's maximum ({policy.file} [prediction] max_sessions)"
+            )
+            document["refused"].append(refusal(policy, booking, reason))
+            write_json(path, document, durable=True)
+            raise ConfigError(reason)
+        document["runs"].append(
+            {**entry(booking, PREDICTION), "policy_sha256": policy_digest(policy)}
+        )
+        write_json(path, document, durable=True)
+    return held + 1
+
+
 def note_refusal(policy: SitePolicy, booking: Booking, reason: str) -> None:
     """Keep a job this site's policy refused in the ledger, for the office to read."""
     path = policy.ledger_path()
