@@ -67,6 +67,8 @@ def wait_for(check: Callable[[], bool], seconds: float = 60.0) -> None:
 
 def connect_all(transports: list[RelayedTransport]) -> None:
     """Wait until each transport sees every one of its peers at the relay."""
-    for t in transports:
-        others = [o.name for o in transports if o is not t]
-        wait_for(lambda t=t, others=others: all(t.connected(o) for o in others))
+    # every transport polled on each try: each learns the others' session nonces only
+    # from their answers, which they send while polled
+    wait_for(
+        lambda: all([t.connected(o.name) for t in transports for o in transports if o is not t])
+    )

@@ -43,6 +43,8 @@ def verify_command(run_dirs: tuple[Path, ...], chains_only: bool) -> None:
     report = verify(run_dirs, cross=not chains_only)
     for finding in report.findings:
         click.echo(finding)
+    for note in report.notes:  # what the check could not tell: not findings
+        click.echo(f"note: {note}", err=True)
     click.echo(_summary(report.ok, len(report.chains), len(report.findings)))
     if not report.ok:
         sys.exit(EXIT_FINDINGS)

@@ -23,7 +23,7 @@ from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError, PrivflError
 
 if TYPE_CHECKING:
-    from privfl.runs.site_ledger import Booking
+    from privfl.runs.site_ledger import Booking, LedgerDraws
 
 policy_option = click.option(
     "--policy",
@@ -133,6 +133,30 @@ def book_vertical(
     if policy is not None:
         run = booking(job, party, "vfl")
         admit(policy, run, vertical_spend(job, run.role), again=again)
+
+
+def book_prediction(policy: SitePolicy | None, job: JobConfig, party: str) -> None:
+    """Book this prediction session (ε 0) in the site ledger, or refuse it past the
+    site's ``[prediction] max_sessions`` (the peers hear of it by Abort)."""
+    from privfl.parties.vertical.startup import abort_outbound
+    from privfl.runs.site_ledger import admit_prediction
+
+    if policy is None:
+        return
+    try:
+        admit_prediction(policy, booking(job, party, "predict"))
+    except PrivflError as exc:
+        abort_outbound(job, party, exc)
+        raise
+
+
+def draw_book(policy: SitePolicy | None, job: JobConfig, party: str) -> LedgerDraws | None:
+    """Where the Host books its label draws: the site ledger (None: no policy, not a Host)."""
+    from privfl.runs.site_ledger import LedgerDraws
+
+    if policy is None or job.party(party).role != "host":
+        return None
+    return LedgerDraws(policy, booking(job, party, "vfl"))
 
 
 def book_hfl(policy: SitePolicy | None, job: HflJob, party: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from privfl.cli.errors import friendly_errors
-from privfl.cli.governance import policy_option, vertical_gate_telling
+from privfl.cli.governance import book_prediction, policy_option, vertical_gate_telling
 from privfl.cli.options import job_option, out_option, party_option, verbose_option
 from privfl.config.vertical import JobConfig, load_job
 
@@ -73,8 +73,10 @@ def predict_cmd(
     from privfl.parties.session import run_dir_default, setup_logging
 
     job = load_job(job_file)
-    # bound by the same rules as training (no ε is booked: prediction releases no DP output)
-    vertical_gate_telling(job, party, policy_file)
+    # bound by the same rules as training; each session is booked (ε 0: no training label
+    # is read) and counted against the site's [prediction] max_sessions
+    policy = vertical_gate_telling(job, party, policy_file)
+    book_prediction(policy, job, party)
     out = out or run_dir_default() / party / "predictions.csv"
     setup_logging(out.parent, party, verbose)
     kind = kind_of(job)

@@ -464,7 +464,7 @@ def party_command(role: str) -> click.Command:
         policy_file: Path | None,
         redraw_labels: bool,
     ) -> None:
-        from privfl.cli.governance import book_vertical, vertical_gate_telling
+        from privfl.cli.governance import book_vertical, draw_book, vertical_gate_telling
         from privfl.parties.session import run_dir_default, setup_logging
         from privfl.parties.vertical.inputs import parse_features, party_inputs
         from privfl.parties.vertical.runner import run_party
@@ -511,6 +511,7 @@ def party_command(role: str) -> click.Command:
                 observer=observer,
                 redraw_labels=redraw_labels,
                 min_shared=policy.psi.min_intersection if policy else 0,
+                draw_book=draw_book(policy, job, party),
             )
         finally:
             if close:

@@ -9,6 +9,7 @@ file's schema machinery (config/schema.py), so a typo gets the same did-you-mean
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import tomllib
@@ -18,7 +19,7 @@ from typing import Any
 
 from privfl.config.horizontal import MECHANISMS
 from privfl.config.schema import build, require_table, suggest
-from privfl.config.vertical import MODEL_KINDS
+from privfl.config.vertical import INSTANCE_SPACES, MODEL_KINDS, OBFUSCATIONS
 from privfl.errors import ConfigError
 
 ENV_VAR = "PRIVFL_POLICY"
@@ -32,6 +33,7 @@ class LabelDPLimits:
 
     min_epsilon: float = 0.0
     max_epsilon: float = math.inf
+    allow_flipback: bool = True  # false: jobs must set label_dp.flipback_every = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,27 +45,40 @@ class ModelLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class PredictionLimits:
+    """``[prediction]``: the most ``vfl predict`` sessions of one job at this party; 0 = any."""
+
+    max_sessions: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class KeyLimits:
-    """``[keys]``: the least Paillier (and RSA-PSI) modulus size; 0 = the job's own rule."""
+    """``[keys]``: the least Paillier (and RSA-PSI) modulus size (0 = the job's own rule)
+    and the obfuscation modes allowed (empty = any)."""
 
     min_bits: int = 0
+    obfuscations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class TrainingLimits:
-    """``[training]``: the most epochs (GLM; HFL local epochs), trees and rounds; 0 = no cap."""
+    """``[training]``: the most epochs (GLM; HFL local epochs), trees and rounds, the
+    least GLM batch size (a full batch always passes); 0 = no limit."""
 
     max_epochs: int = 0
     max_trees: int = 0
     max_rounds: int = 0
+    min_batch_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class BoostLimits:
-    """``[secureboost]``: deepest tree and fewest rows a node (a leaf too) may hold; 0 = none."""
+    """``[secureboost]``: deepest tree and fewest rows a node (a leaf too) may hold (0 =
+    none); the instance-space modes allowed (empty = any)."""
 
     max_depth: int = 0
     min_node_rows: int = 0
+    instance_spaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +116,7 @@ class SitePolicy:
     secureboost: BoostLimits = field(default_factory=BoostLimits)
     psi: PsiLimits = field(default_factory=PsiLimits)
     peers: PeerLimits = field(default_factory=PeerLimits)
+    prediction: PredictionLimits = field(default_factory=PredictionLimits)
     projects: dict[str, ProjectBudget] = field(default_factory=dict)
     source: Path | None = None
 
@@ -123,6 +139,7 @@ TABLES: dict[str, type] = {
     "secureboost": BoostLimits,
     "psi": PsiLimits,
     "peers": PeerLimits,
+    "prediction": PredictionLimits,
 }
 TOP_KEYS = ("ledger", "projects", *TABLES)
 
@@ -142,7 +159,30 @@ def policy_from_dict(data: dict[str, Any], source: Path | None = None) -> SitePo
     }
     policy = build(SitePolicy, data, "", projects=projects, source=source, **sections)
     check_ranges(policy)
-    return policy
+    return normalised(policy)
+
+
+def normalised(policy: SitePolicy) -> SitePolicy:
+    """Names in lists as privfl spells them (matched case-insensitively, checked first)."""
+    replace = dataclasses.replace
+    models, keys, boost = policy.models, policy.keys, policy.secureboost
+    return replace(
+        policy,
+        models=replace(
+            models,
+            kinds=canonical(models.kinds, MODEL_KINDS),
+            mechanisms=canonical(models.mechanisms, MECHANISMS),
+        ),
+        keys=replace(keys, obfuscations=canonical(keys.obfuscations, OBFUSCATIONS)),
+        secureboost=replace(
+            boost, instance_spaces=canonical(boost.instance_spaces, INSTANCE_SPACES)
+        ),
+    )
+
+
+def canonical(names: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
+    by_lower = {k.lower(): k for k in known}
+    return tuple(by_lower[n.lower()] for n in names)
 
 
 def check_ranges(policy: SitePolicy) -> None:
@@ -158,15 +198,21 @@ def check_ranges(policy: SitePolicy) -> None:
             raise ConfigError(f"projects.{project.name}.max_epsilon must be >= 0 or inf")
     check_names(policy.models.kinds, MODEL_KINDS, "models.kinds")
     check_names(policy.models.mechanisms, MECHANISMS, "models.mechanisms")
+    check_names(policy.keys.obfuscations, OBFUSCATIONS, "keys.obfuscations")
+    check_names(policy.secureboost.instance_spaces, INSTANCE_SPACES, "secureboost.instance_spaces")
     if not policy.ledger:
         raise ConfigError("ledger must name a file (relative to the policy file)")
 
 
 def check_names(names: tuple[str, ...], known: tuple[str, ...], key: str) -> None:
-    """Refuse a name privfl does not know (a typo would otherwise allow nothing)."""
+    """Refuse a name privfl does not know, case aside (a typo would otherwise allow
+    nothing), with the closest known name."""
+    lower = {k.lower(): k for k in known}
     for name in names:
-        if name not in known:
-            raise ConfigError(f"{key}: {name!r} is not one of {', '.join(known)}")
+        if name.lower() not in lower:
+            close = difflib.get_close_matches(name.lower(), list(lower), n=1, cutoff=0.6)
+            hint = f"; did you mean {lower[close[0]]!r}?" if close else ""
+            raise ConfigError(f"{key}: {name!r} is not one of {', '.join(known)}{hint}")
 
 
 def _int_fields(cls: type) -> list[str]:

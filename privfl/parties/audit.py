@@ -21,6 +21,17 @@ so an edited, deleted or moved line breaks the chain at the next one. Each sessi
 opens with an ``opened`` line binding the party, the session and the job fingerprint,
 and ends with a ``closed`` line, so a log cut after a session shows it
 (:mod:`privfl.tools.audit` checks all of it).
+
+Why anchored: a party can recompute its whole chain after rewriting every line (its
+times, its ``hmac_sha256``), and the chain alone cannot tell. So each party sends each
+peer the head of its chain (``audit_head``: ``seq`` lines so far and the sha256 of the
+last) after its first message to that peer, every ANCHOR_EVERY messages after, and
+when its session ends; the peer records the head in its own chain (``anchor``).
+``privfl audit verify`` then checks every recorded head against the sender's log, so
+a rewrite of any anchored line is caught with any one peer's log present. The head
+is authenticated by CURVE and by the link digest both ends record, not by a signature:
+either end of the link could have written it, so two logs that disagree show that one
+of them was rewritten, and a third party's log tells which.
 """
 
 from __future__ import annotations
@@ -30,19 +41,23 @@ import hmac
 import json
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from privfl.parties.audit_links import link_digest
+from privfl.config.core import JobFile
+from privfl.errors import PrivflError
+from privfl.parties.audit_links import link_digest, link_keys
 from privfl.parties.files import append_jsonl, open_private, private_dir
-from privfl.protocol.messages import Header
+from privfl.protocol import codec
+from privfl.protocol.messages import AuditHead, Header, Kind
 
 FILE_NAME = "audit.jsonl"
 KEYS_FILE = "audit-keys.jsonl"
 KEY_BYTES = 32
 GENESIS = "0" * 64  # the ``prev`` of a log's first line
+ANCHOR_EVERY = 8  # messages to a peer between two heads sent to it
 
 # One chain per file and process: a start-up Abort's log may write the same file.
 _CHAINS: dict[Path, _Chain] = {}
@@ -81,6 +96,13 @@ class _Chain:
             self.seq, self.prev, self.cut = self.seq + 1, line_hash(line), False
             self.size = self._size_now()
 
+    def head(self) -> tuple[int, str]:
+        """How many lines the file has and the sha256 of the last (``prev`` of the next)."""
+        with self.lock:
+            if self._size_now() != self.size:
+                self._read_tail()
+            return self.seq, self.prev
+
     def _size_now(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0
 
@@ -104,6 +126,12 @@ def _now(timespec: str = "microseconds") -> str:
     return datetime.now(UTC).isoformat(timespec=timespec)
 
 
+class Teller(Protocol):
+    """What sends our heads: a Channel's best-effort send."""
+
+    def tell(self, peer: str, body: AuditHead) -> None: ...
+
+
 class AuditLog:
     """Appends chained audit records to a file; usable as a Channel observer (thread-safe).
 
@@ -123,6 +151,9 @@ class AuditLog:
         private_dir(path.parent)
         self.party, self.session = party, session
         self._links = dict(links or {})
+        self._sent: dict[str, int] = {}  # messages sent to each peer, audit heads aside
+        self._channel: Teller | None = None
+        self._channels: dict[str, Teller] = {}
         self._key = secrets.token_bytes(KEY_BYTES)  # this session's; never reused
         self.key_id = secrets.token_hex(8)
         append_jsonl(
@@ -138,8 +169,14 @@ class AuditLog:
     def __call__(
         self, direction: str, peer: str, header: Header | None, frames: list[bytes]
     ) -> None:
-        """Record one message; ``frames[-1]`` is the payload that gets digested."""
+        """Record one message; ``frames[-1]`` is the payload that gets digested.
+
+        A received ``audit_head`` also records the head it carries (``anchor``)."""
         link = self._links.get(peer)
+        anchor = _anchor(header, frames) if direction == "received" else None
+        counted = header is not None and direction == "sent" and header.kind != Kind.AUDIT_HEAD
+        if counted:
+            self._sent[peer] = self._sent.get(peer, 0) + 1
         self._chain.append(
             {
                 "time": _now(),
@@ -154,7 +191,36 @@ class AuditLog:
                 "hmac_sha256": digest(self._key, frames[-1] if frames else b""),
                 "link": link_digest(link, frames) if link is not None else None,
             }
+            | ({"anchor": anchor} if anchor else {})
         )
+        sent = self._sent.get(peer, 0)
+        if counted and (sent == 1 or sent % ANCHOR_EVERY == 0):
+            self._send_head(peer)  # after the line: the head covers this message too
+
+    def head(self) -> AuditHead:
+        """The chain's head now, to send a peer."""
+        seq, prev = self._chain.head()
+        return AuditHead(seq=seq, head=prev)
+
+    def attach(self, channel: Teller, peers: Collection[str] | None = None) -> None:
+        """Send our chain's head to ``peers`` (None: every peer) over ``channel``: after
+        our first message to each, every ANCHOR_EVERY messages, and at :meth:`anchor_all`.
+        A party with two channels (the Shuffler) attaches each with its peers."""
+        if peers is None:
+            self._channel = channel
+        else:
+            self._channels.update(dict.fromkeys(peers, channel))
+
+    def anchor_all(self) -> None:
+        """Send every peer we wrote to our chain's last head (at the end of a session,
+        while the channels are still open; best effort, as peers may have stopped)."""
+        for peer in sorted(self._sent):
+            self._send_head(peer)
+
+    def _send_head(self, peer: str) -> None:
+        channel = self._channels.get(peer, self._channel)
+        if channel is not None:
+            channel.tell(peer, self.head())
 
     def __enter__(self) -> AuditLog:
         return self
@@ -169,6 +235,29 @@ class AuditLog:
             {"time": _now(), "direction": "closed", "party": self.party,
              "session": self.session, "outcome": outcome}
         )  # fmt: skip
+
+
+def open_audit_log(job: JobFile[Any], name: str, out: Path, peers: Collection[str]) -> AuditLog:
+    """``name``'s audit log for this session in ``out``, with a link key per peer in
+    ``peers`` from the job's CURVE keys (none where there is no key folder: tests)."""
+    from privfl.parties.session import keyring
+
+    try:
+        links = link_keys(keyring(job, name, peers), job.session)
+    except (PrivflError, OSError):  # in-memory test jobs have no key folder: no link digests
+        links = {}
+    return AuditLog(
+        out / FILE_NAME, party=name, session=job.session, job=job.fingerprint(), links=links
+    )
+
+
+def _anchor(header: Header | None, frames: list[bytes]) -> dict[str, Any] | None:
+    """The head an ``audit_head`` carries, as the receiver records it."""
+    if header is None or header.kind != Kind.AUDIT_HEAD or len(frames) != 2:
+        return None
+    body = codec.decode_body(header.kind, frames[1])
+    assert isinstance(body, AuditHead)
+    return {"seq": body.seq, "head": body.head}
 
 
 def verify(folder: Path, record: dict[str, object], payload: bytes) -> bool:

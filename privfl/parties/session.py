@@ -20,6 +20,7 @@ from privfl.config.core import JobFile
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
 from privfl.parties.files import open_private
+from privfl.parties.label_draws import DrawBook
 from privfl.protocol.channel import Channel, interrupted
 from privfl.protocol.keys import (
     PUBLIC_SUFFIX,
@@ -46,6 +47,8 @@ class PartyContext:
     checkpoints: bool = True  # False for sessions with nothing to resume (prediction)
     # Fewest shared ids this site trains on: its policy's [psi] min_intersection (0 = none).
     min_shared: int = 0
+    # Where a label holder books its label draws: the site ledger (None: no site policy).
+    draws: DrawBook | None = None
 
     @property
     def peers(self) -> list[str]:

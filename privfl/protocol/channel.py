@@ -37,6 +37,7 @@ from privfl.protocol.messages import (
     PROTOCOL,
     VERSION,
     Abort,
+    AuditHead,
     Header,
     Kind,
     Message,
@@ -437,6 +438,13 @@ class Channel:
             waiting.discard(env.sender)
         return got
 
+    def tell(self, peer: str, body: Message) -> None:
+        """Send ``body`` if ``peer`` can take it now, never waiting (audit heads)."""
+        try:
+            self._post(peer, body, 0, wait=False)
+        except Exception:  # best effort: the peer may be gone already
+            log.debug("could not send a %s to %s", kind_of(body), peer)
+
     def abort(self, peers: Iterable[str], error: BaseException) -> None:
         """Tell peers we stopped, so they fail fast instead of waiting out their timeout."""
         reason = abort_reason(self.name, error)
@@ -471,6 +479,8 @@ class Channel:
             raise PeerAborted(f"peer {sender} stopped: {env.body.reason}")
         if isinstance(env.body, Progress):
             self._on_progress(sender, env.body)
+            return None
+        if isinstance(env.body, AuditHead):  # for the audit log (the observer) only
             return None
         return env
 

@@ -60,6 +60,7 @@ class Kind(enum.StrEnum):
     SCORES = "scores"
     FINISH = "finish"
     ABORT = "abort"
+    AUDIT_HEAD = "audit_head"
     # PSI and prediction
     PSI_HELLO = "psi_hello"
     PSI_QUERY = "psi_query"
@@ -371,6 +372,21 @@ class Progress:
         count(self.done, "done", 0, self.total)
 
 
+@dataclass(frozen=True, slots=True)
+class AuditHead:
+    """The head of the sender's audit chain: its first ``seq`` lines end in one whose
+    sha256 is ``head``. The receiver records it in its own chain (parties/audit.py), so
+    the sender cannot later rewrite those lines alone."""
+
+    seq: int
+    head: str
+
+    def __post_init__(self) -> None:
+        count(self.seq, "seq")
+        _require(self.seq >= 1, "an audit head covers at least one line")
+        _require(_is_sha256_hex(self.head), "head must be 64 lowercase hex digits")
+
+
 # PSI and prediction
 
 
@@ -464,6 +480,7 @@ Message = (
     | Scores
     | Finish
     | Abort
+    | AuditHead
     | PsiHello
     | PsiQuery
     | PsiAnswer
@@ -506,6 +523,7 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.SCORES: Scores,
     Kind.FINISH: Finish,
     Kind.ABORT: Abort,
+    Kind.AUDIT_HEAD: AuditHead,
     # PSI and prediction
     Kind.PSI_HELLO: PsiHello,
     Kind.PSI_QUERY: PsiQuery,

@@ -27,7 +27,7 @@ from privfl.errors import ConfigError, PeerUnavailable, ProtocolError
 from privfl.protocol.keys import KeyRing
 from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS, Link, LinkWatch, lost_message
 from privfl.protocol.reliable import pack_frames, unpack_frames
-from privfl.protocol.seal import SealBroken, Sealer
+from privfl.protocol.seal import SealBroken, Sealer, asks_for_nonce
 from privfl.protocol.transport import SEND_POLL_MS, _Endpoint, route_id
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 MAGIC = b"privfl-relay/1"
 HELLO, DATA, UP, DOWN, REFUSED = b"H", b"D", b"U", b"X", b"R"
 RELAY = "relay"  # the relay's name in the key folder and in messages about it
+ANNOUNCE_EVERY = 0.5  # s between repeated session-nonce announcements to a silent peer
+MAX_HELD = 1024  # messages held for a peer until its nonce is known
+
 REACH_SECONDS = 12.0
 """A relay not reached within this long is named as the problem, whatever the timeout: it
 is infrastructure that runs before any party (the issue's goal: within 20 s)."""
@@ -60,9 +63,11 @@ class RelayedTransport(_Endpoint):
     """Reach every peer in ``keys.peers`` through the relay at ``relay``; never binds.
 
     ``relay_key``: the relay's z85 CURVE public key. ``context``: the session id and job
-    fingerprint the seals bind. ``socks_proxy``: ``host:port`` of a SOCKS5 proxy on the
-    way out, or "". ``watch``: the peers whose loss :meth:`lost_peers` reports (None: all;
-    the relay's own loss is always reported). Not thread-safe: one instance per thread.
+    fingerprint the seals bind (with this transport's fresh session nonce, or
+    ``session_nonce`` where a test fixes it). ``socks_proxy``: ``host:port`` of a SOCKS5
+    proxy on the way out, or "". ``watch``: the peers whose loss :meth:`lost_peers`
+    reports (None: all; the relay's own loss is always reported). Not thread-safe: one
+    instance per thread.
     """
 
     def __init__(
@@ -79,13 +84,16 @@ class RelayedTransport(_Endpoint):
         grace: float = DEFAULT_GRACE_SECONDS,
         sealed: bool = True,
         watch: Collection[str] | None = None,
+        session_nonce: bytes | None = None,
     ) -> None:
         super().__init__(name, keys, linger_ms=linger_ms)
         self.relay = relay
         self._peers = frozenset(keys.peers)
         # whose loss ends our waits (None: every peer's); the relay's always does
         self._watch = self._peers if watch is None else frozenset(watch)
-        self._sealer = Sealer(self.name, keys.secret, keys.peers, context)
+        self._sealer = Sealer(self.name, keys.secret, keys.peers, context, nonce=session_nonce)
+        self._announced: dict[str, float] = {}  # when we last announced our nonce to a peer
+        self._held: dict[str, deque[bytes]] = {}  # packed, for a peer whose nonce we lack
         self._sealed = sealed  # False only in the leaky arm of the hostile-relay tests
         self._send_timeout = send_timeout
         self._links = LinkWatch(self.name, grace)
@@ -151,12 +159,38 @@ class RelayedTransport(_Endpoint):
         if not self._hello():
             return False
         blob = pack_frames(frames)
+        if self._sealed and (not self._sealer.knows(peer) or self._held.get(peer)):
+            self._hold(peer, blob)
+            return True
+        return self._send_blob(peer, blob)
+
+    def _send_blob(self, peer: str, blob: bytes) -> bool:
         payload = self._sealer.seal(peer, blob) if self._sealed else blob
         try:
             self._dealer.send_multipart([MAGIC, DATA, peer.encode(), payload], flags=zmq.NOBLOCK)
         except zmq.Again:
             return False
         return True
+
+    def _hold(self, peer: str, blob: bytes) -> None:
+        """Keep ``blob`` until ``peer``'s session nonce is known (its seal must name it)."""
+        held = self._held.setdefault(peer, deque())
+        held.append(blob)
+        if len(held) > MAX_HELD:  # the reliable layer resends what is lost here
+            held.popleft()
+            log.warning(
+                "%s: dropped a message held for %s, which has not answered", self.name, peer
+            )
+        self._announce(peer)
+        self._flush(peer)
+
+    def _flush(self, peer: str) -> None:
+        """Seal and send what was held for ``peer``, in order, once its nonce is known."""
+        held = self._held.get(peer)
+        while held and self._sealer.knows(peer) and self._links.is_up(RELAY):
+            if not self._send_blob(peer, held[0]):
+                return
+            held.popleft()
 
     def _hello(self) -> bool:
         """Whether the relay connection is up; after a reconnection, say hello again, so
@@ -169,6 +203,20 @@ class RelayedTransport(_Endpoint):
                 return False
             self._hellos = ups
         return self._links.is_up(RELAY)
+
+    def _announce(self, peer: str, *, now: bool = False) -> None:
+        """Tell ``peer`` our session nonce (at most every ANNOUNCE_EVERY s unless ``now``)."""
+        if not self._sealed or not self._links.is_up(RELAY):
+            return
+        last = self._announced.get(peer, -math.inf)
+        if not now and time.monotonic() - last < ANNOUNCE_EVERY:
+            return
+        frames = [MAGIC, DATA, peer.encode(), self._sealer.announce(peer)]
+        try:
+            self._dealer.send_multipart(frames, flags=zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        self._announced[peer] = time.monotonic()
 
     def _hello_frames(self) -> list[bytes]:
         """Our hello: the peers whose messages this connection is for."""
@@ -219,13 +267,20 @@ class RelayedTransport(_Endpoint):
             return None
         if who in self._broken:  # reported once; what follows cannot be trusted either
             return None
-        return who, self._open(who, frames[3])
+        opened = self._open(who, frames[3])
+        return None if opened is None else (who, opened)
 
-    def _open(self, sender: str, payload: bytes) -> list[bytes]:
+    def _open(self, sender: str, payload: bytes) -> list[bytes] | None:
         if not self._sealed:
             return unpack_frames(payload)
         try:
-            return unpack_frames(self._sealer.open(sender, payload))
+            plain = self._sealer.open(sender, payload)
+            self._flush(sender)  # its nonce is known now
+            if plain is None:  # an announcement; if it does not know ours yet, tell it
+                if asks_for_nonce(payload):
+                    self._announce(sender, now=True)
+                return None
+            return unpack_frames(plain)
         except SealBroken as exc:
             self._broken.add(sender)
             raise SealBroken(
@@ -242,6 +297,7 @@ class RelayedTransport(_Endpoint):
             self._up.add(peer)
             self._ever_up.add(peer)
             self._down_since.pop(peer, None)
+            self._announce(peer, now=True)
         elif peer in self._up:
             self._up.discard(peer)
             self._down_since[peer] = time.monotonic()
@@ -250,10 +306,14 @@ class RelayedTransport(_Endpoint):
     # --- liveness --------------------------------------------------------------
 
     def connected(self, peer: str) -> bool:
-        """Whether a message to ``peer`` can go now: the relay is up and so is ``peer`` there."""
+        """Whether a message to ``peer`` can go now: the relay is up, so is ``peer`` there,
+        and we have its session nonce (a message sent before waits for it, held here)."""
         self._check_open()
         up = self._hello()
         self._pump()
+        if up and peer in self._up and self._sealed and not self._sealer.knows(peer):
+            self._announce(peer)  # up, but what we send waits for its session nonce
+            return False
         return up and peer in self._up
 
     def check_relay(self) -> None:

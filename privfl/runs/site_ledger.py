@@ -6,6 +6,11 @@ when it starts, before it reads data: a run that crashes still counts. The same
 job's run at the same party is booked once (a resume or a restart reuses its noise
 draw); the Host's ``--redraw-labels`` draws new noise and books again. Runs compose
 by basic composition: a project's spent ε is the sum of its runs' ε (δ likewise).
+
+A Host's label draw is booked too (:class:`LedgerDraws`): the sha256 of each draw goes
+into the entry that admitted it (``label_draw``), so a draw no admission covers — its
+file deleted and the run resumed — is refused, and the ε a run reports is the ε its
+draws were booked at (parties/label_draws.py).
 """
 
 from __future__ import annotations
@@ -49,6 +54,40 @@ class Booking:
     party: str
     role: str
     mode: str  # "vfl" or "hfl"
+
+
+@dataclass(frozen=True)
+class LedgerDraws:
+    """The label draws booked for one run (job and party) in the site ledger."""
+
+    policy: SitePolicy
+    run: Booking
+
+    def booked(self) -> list[tuple[str, float]]:
+        """(sha256, ε) of each draw booked for this run, oldest first."""
+        runs = read_ledger(self.policy.ledger_path())
+        return [
+            (str(r["label_draw"]), epsilon_of(r))
+            for r in runs
+            if same_run(r, self.run) and r.get("label_draw")
+        ]
+
+    def book(self, digest: str) -> None:
+        """Write ``digest`` into this run's latest admission that has no draw yet."""
+        path = self.policy.ledger_path()
+        with locked(path):
+            document = read_document(path)
+            free = [
+                r for r in document["runs"] if same_run(r, self.run) and not r.get("label_draw")
+            ]
+            if not free:
+                raise ConfigError(
+                    "policy: this start would draw new labels that no booking in the site "
+                    f"ledger {path} covers (every admission of this job already has its "
+                    "draw); start with --overwrite --redraw-labels, which books their ε"
+                )
+            free[-1]["label_draw"] = digest
+            write_json(path, document, durable=True)
 
 
 def read_document(path: Path) -> dict[str, Any]:
@@ -106,6 +145,39 @@ def admit(policy: SitePolicy, booking: Booking, spend: Spend, *, again: bool = F
         runs.append({**entry(booking, spend), "policy_sha256": policy_digest(policy)})
         write_json(path, document, durable=True)
     return True
+
+
+PREDICTION = Spend(
+    0.0,
+    0.0,
+    "none",
+    "one prediction session",
+    "scores new rows with the trained model, post-processing of the training run's "
+    "release: no training label is read, so no ε is spent",
+)
+
+
+def admit_prediction(policy: SitePolicy, booking: Booking) -> int:
+    """Book one prediction session of this job at this party (ε 0), unless the site's
+    ``[prediction] max_sessions`` are used up; the session's number."""
+    path = policy.ledger_path()
+    cap = policy.prediction.max_sessions
+    with locked(path):
+        document = read_document(path)
+        held = sum(same_run(r, booking) for r in document["runs"])
+        if cap and held >= cap:
+            reason = (
+                f"policy: this job has had {held} prediction session(s) at {booking.party}, "
+                f"this site's maximum ({policy.file} [prediction] max_sessions)"
+            )
+            document["refused"].append(refusal(policy, booking, reason))
+            write_json(path, document, durable=True)
+            raise ConfigError(reason)
+        document["runs"].append(
+            {**entry(booking, PREDICTION), "policy_sha256": policy_digest(policy)}
+        )
+        write_json(path, document, durable=True)
+    return held + 1
 
 
 def note_refusal(policy: SitePolicy, booking: Booking, reason: str) -> None:

@@ -67,6 +67,13 @@ def vertical_breaches(
             f"minimum {least}",
             "keys min_bits",
         )
+    allowed = policy.keys.obfuscations
+    if allowed and job.obfuscation not in allowed:
+        yield (
+            f"obfuscation {job.obfuscation!r} is not allowed at this site; allowed: "
+            f"{', '.join(allowed)}",
+            "keys obfuscations",
+        )
     yield from training_breaches(job, policy)
     yield from psi_breaches(job, policy)
     yield from peer_breaches(policy, peer_keys)
@@ -112,7 +119,15 @@ def training_breaches(job: JobConfig, policy: SitePolicy) -> Iterator[Breach]:
                 f"{job.training.epochs} epochs exceed this site's maximum {caps.max_epochs}",
                 "training max_epochs",
             )
+        yield from glm_breaches(job, policy)
         return
+    spaces = boost.instance_spaces
+    if spaces and model.instance_space not in spaces:
+        yield (
+            f"instance_space {model.instance_space!r} is not allowed at this site; allowed: "
+            f"{', '.join(spaces)}",
+            "secureboost instance_spaces",
+        )
     if caps.max_trees and model.trees > caps.max_trees:
         yield (
             f"{model.trees} trees exceed this site's maximum {caps.max_trees}",
@@ -130,6 +145,24 @@ def training_breaches(job: JobConfig, policy: SitePolicy) -> Iterator[Breach]:
             f"than this site's minimum {boost.min_node_rows}: set model.min_child_weight >= "
             f"{boost.min_node_rows / 4:g}",
             "secureboost min_node_rows",
+        )
+
+
+def glm_breaches(job: JobConfig, policy: SitePolicy) -> Iterator[Breach]:
+    """A GLM's batch size below the site's floor; flipback where the site forbids it."""
+    least, batch = policy.training.min_batch_size, job.training.batch_size
+    if least and batch and batch < least:  # 0 is the full batch
+        yield (
+            f"batch_size {batch} is below this site's minimum {least} (small batches let a "
+            "guest solve for residuals)",
+            "training min_batch_size",
+        )
+    every = job.label_dp.flipback_every
+    if not policy.label_dp.allow_flipback and every and math.isfinite(job.label_dp.epsilon):
+        yield (
+            f"flipback every {every} epochs is not allowed at this site: set "
+            "label_dp.flipback_every = 0",
+            "label_dp allow_flipback",
         )
 
 

@@ -165,8 +165,63 @@ def test_a_consistent_rewrite_is_caught_only_by_the_peers_logs(
     # Assert: the chain alone cannot tell; the receiver's log still holds the hidden message.
     assert report.ok is not cross, report.findings
     if cross:
-        (finding,) = report.findings
+        hidden = [f for f in report.findings if "which the peer's log does not record" in f]
+        (finding,) = hidden
         assert "from host, which the peer's log does not record as sent" in finding
+    else:
+        assert any("cannot be told" in n for n in report.notes), report.notes
+
+
+def rewrite_everything(lines: list[str]) -> list[str]:
+    """A party's whole-chain rewrite that keeps every message: each ``hmac_sha256`` and
+    ``time`` replaced (another payload claimed, another hour), every seq and prev redone."""
+    out: list[str] = []
+    prev = GENESIS
+    for seq, line in enumerate(lines):
+        record = json.loads(line) | {"time": "2026-01-01T00:00:00.000000+00:00"}
+        if "hmac_sha256" in record:
+            record["hmac_sha256"] = line_hash(line)  # any 64 hex digits
+        out.append(json.dumps(record | {"seq": seq, "prev": prev}))
+        prev = line_hash(out[-1])
+    return out
+
+
+@pytest.mark.parametrize("peer", ["guest-1", "server"])
+def test_a_whole_chain_rewrite_is_caught_with_any_one_peers_log(
+    runs: tuple[Path, Path], tmp_path: Path, peer: str
+) -> None:
+    # Prepare: the Host rewrites every line; only its log and one peer's are given.
+    run = copy_of(runs[0], tmp_path)
+    rewrite(run / "host" / FILE_NAME, rewrite_everything)
+
+    # Act
+    report = verify([run / "host", run / peer])
+
+    # Assert: the heads the Host sent that peer no longer match its log.
+    heads = [f for f in report.findings if "do not end in the head" in f]
+    assert heads and all(f.startswith(str(run / "host" / FILE_NAME)) for f in heads)
+    assert all(f"that {peer} recorded from host" in f for f in heads), heads
+
+
+def test_leaky_arm_without_the_heads_a_whole_chain_rewrite_passes(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run = copy_of(runs[0], tmp_path)
+    rewrite(run / "host" / FILE_NAME, rewrite_everything)
+
+    report = verify([run], anchors=False)  # every peer's log present, heads not checked
+
+    assert report.ok, report.findings
+
+
+def test_every_party_anchors_its_chain_in_each_peers_log(runs: tuple[Path, Path]) -> None:
+    """The heads are really sent and recorded: each party's log holds heads of each peer."""
+    run, _ = runs
+    for party in ("server", "host", "guest-1"):
+        lines = [json.loads(x) for x in (run / party / FILE_NAME).read_text().splitlines()]
+        anchored = {r["peer"] for r in lines if "anchor" in r and r["direction"] == "received"}
+        peers = {r["peer"] for r in lines if r["direction"] == "received"} - {None}
+        assert anchored == peers, (party, anchored, peers)
 
 
 def test_the_command_line_flags_exports_and_rechecks(

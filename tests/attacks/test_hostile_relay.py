@@ -25,7 +25,7 @@ from privfl.protocol.messages import Finish
 from privfl.protocol.relay import Outgoing, RelayCore
 from privfl.protocol.relayed import RelayedTransport
 from privfl.protocol.reliable import ReliableTransport
-from privfl.protocol.seal import SealBroken
+from privfl.protocol.seal import OVERHEAD, SealBroken
 
 NAMES = ["alice", "bob"]
 SECRET = b"PATIENT-0042 diagnosis=malignant"  # what alice tells bob
@@ -48,6 +48,8 @@ class Hostile(RelayCore):
             return super().forward(sender, recipient, sealed)
         self.seen.append(sealed)
         deliver = RelayCore.forward
+        if len(sealed) == OVERHEAD:  # a session-nonce announcement (80 bytes): the data
+            return deliver(self, sender, recipient, sealed)  # seals are the target here
         return [o for s in self.tamper(sealed) for o in deliver(self, sender, recipient, s)]
 
     def tamper(self, sealed: bytes) -> list[bytes]:
@@ -94,13 +96,14 @@ class Impersonates(Hostile):
 
     def tamper(self, sealed: bytes) -> list[bytes]:
         assert self.forger is not None
+        self.forger._sealer._theirs["bob"] = bytes(16)  # it guesses: it cannot know
         return [self.forger._sealer.seal("bob", SECRET)]
 
 
 def pair(keys: Keys, relay: Any, *, sealed: bool) -> tuple[ReliableTransport, ReliableTransport]:
     a = ReliableTransport(relayed(keys, "alice", ["bob"], relay, sealed=sealed))
     b = ReliableTransport(relayed(keys, "bob", ["alice"], relay, sealed=sealed))
-    wait_for(lambda: a.connected("bob") and b.connected("alice"))
+    wait_for(lambda: all([a.connected("bob"), b.connected("alice")]))  # both polled
     return a, b
 
 

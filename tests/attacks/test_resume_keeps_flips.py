@@ -154,6 +154,8 @@ def test_majority_vote_over_forced_restarts(
     assert truth is not None
     if not persisted:
         monkeypatch.setattr(label_draws, "load_or_draw", fresh_draw_every_start)
+        # nor the later guard: a resume that finds checkpoints but no saved draw
+        monkeypatch.setattr(label_draws, "_has_checkpoints", lambda out: False)
 
     # Act
     reads = attack(job, tmp_path, keys_seen)

@@ -39,7 +39,7 @@ def test_a_full_policy_loads_every_limit(tmp_path: Path) -> None:
         ("[label_dp]\nmax_epsilom = 8\n", "did you mean label_dp.max_epsilon?"),
         ("[labeldp]\nmax_epsilon = 8\n", "did you mean label_dp?"),
         ("[training]\nmax_epochs = 'ten'\n", "training.max_epochs must be an integer"),
-        ("[models]\nmechanisms = ['PNPM']\n", "models.mechanisms: 'PNPM' is not one of"),
+        ("[models]\nmechanisms = ['PNMP']\n", "models.mechanisms: 'PNMP' is not one of"),
         ("[models]\nkinds = ['xgboost']\n", "models.kinds: 'xgboost' is not one of"),
         ("[label_dp]\nmin_epsilon = 9\nmax_epsilon = 8\n", "min_epsilon <= max_epsilon"),
         ("[psi]\nmax_set_size = -1\n", "limits must be >= 0"),

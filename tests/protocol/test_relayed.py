@@ -72,7 +72,7 @@ def test_reliable_layer_runs_over_the_relay(keys: Keys) -> None:
         a = ReliableTransport(relayed(keys, "alice", ["bob"], relay))
         b = ReliableTransport(relayed(keys, "bob", ["alice"], relay))
         try:
-            wait_for(lambda: a.connected("bob") and b.connected("alice"))
+            wait_for(lambda: all([a.connected("bob"), b.connected("alice")]))
             big = bytes(range(256)) * (3 * 4096 + 7)  # three chunks and a bit
             a.send("bob", [b"h", big])
             assert recv_from(b) == ("alice", [b"h", big])
@@ -130,7 +130,7 @@ def test_a_mixed_party_reaches_direct_peers_directly_and_relayed_ones_through_th
             "carol", inbox_c, {"alice": inbox_a}, subring(ring["carol"], {"alice"}), linger_ms=0
         )
         try:
-            wait_for(lambda: a.connected("bob") and a.connected("carol") and b.connected("alice"))
+            wait_for(lambda: all([a.connected("bob"), a.connected("carol"), b.connected("alice")]))
             a.send("bob", [b"to bob"])
             a.send("carol", [b"to carol"])
             assert recv_from(b) == ("alice", [b"to bob"])

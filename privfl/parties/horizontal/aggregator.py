@@ -25,7 +25,12 @@ from privfl.errors import PeerUnavailable, PrivacyBudgetExceeded, ProtocolError
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import NoiseSource, private_source
-from privfl.parties.horizontal.channels import make_channel, open_listener, try_expect
+from privfl.parties.horizontal.channels import (
+    make_channel,
+    open_hfl_audit,
+    open_listener,
+    try_expect,
+)
 from privfl.parties.horizontal.integrity import round_digest
 from privfl.parties.horizontal.outputs import Recorder
 from privfl.parties.horizontal.rounds import RoundHook, close_round, make_ledger
@@ -238,14 +243,15 @@ def run_aggregator(
     shuffler = job.names("shuffler")[0] if cfg.shuffler else None
     peers = job.names("clients") + ([shuffler] if shuffler else [])
     transport = open_listener(job, name, peers)
-    channel = make_channel(job, transport)
+    audit = open_hfl_audit(job, name, out, peers)
+    channel = make_channel(job, transport, audit, peers)
     roster = Roster()
 
     def alive_peers() -> list[str]:
         return [*roster.alive(), *([shuffler] if shuffler else [])]
 
     # linger: let the last messages leave before the sockets close
-    with run_role(name, channel, alive_peers, [transport], linger_seconds=0.2):
+    with audit, run_role(name, channel, alive_peers, [transport], linger_seconds=0.2):
         roster = wait_for_joins(job, channel, shuffler)
         stop_reason = train(job, setup, channel, roster, ledger, recorder, shuffler, on_round)
         extra = {
@@ -264,6 +270,7 @@ def run_aggregator(
                 )
             except PeerUnavailable:
                 log.warning("could not tell %s that the job finished", peer)
+        audit.anchor_all()
         return summary
 
 

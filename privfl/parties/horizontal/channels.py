@@ -7,9 +7,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection
+from pathlib import Path
 
 from privfl.config.horizontal import HflJob
 from privfl.errors import PeerUnavailable, ProtocolError
+from privfl.parties.audit import AuditLog, open_audit_log
+from privfl.parties.files import private_dir
 from privfl.parties.links import Transport as Links
 from privfl.parties.links import open_links
 from privfl.protocol.channel import Channel, Envelope
@@ -67,8 +70,23 @@ def wait_until_connected(job: HflJob, transport: Links, peer: str) -> None:
         time.sleep(CONNECT_POLL_SECONDS)
 
 
-def make_channel(job: HflJob, transport: Links) -> Channel:
-    return Channel(transport, session=job.session, timeout=job.config.timeout_seconds)
+def make_channel(
+    job: HflJob, transport: Links, audit: AuditLog | None = None, peers: Collection[str] = ()
+) -> Channel:
+    """The role's channel; with ``audit``, every message to or from ``peers`` is logged
+    there and the log's chain heads go to them (parties/audit.py)."""
+    channel = Channel(
+        transport, session=job.session, timeout=job.config.timeout_seconds, observer=audit
+    )
+    if audit is not None:
+        audit.attach(channel, peers)
+    return channel
+
+
+def open_hfl_audit(job: HflJob, name: str, out: Path, peers: Collection[str]) -> AuditLog:
+    """The role's ``audit.jsonl`` in ``out`` for this session, with link keys to ``peers``."""
+    private_dir(out)
+    return open_audit_log(job, name, out, peers)
 
 
 def expect_round(

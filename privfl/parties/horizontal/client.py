@@ -19,6 +19,7 @@ from privfl.parties.files import private_dir
 from privfl.parties.horizontal.channels import (
     expect_round,
     make_channel,
+    open_hfl_audit,
     open_outbound,
     wait_until_connected,
 )
@@ -61,9 +62,10 @@ def run_client_host(
     private_dir(out)
     targets = [aggregator] + ([shuffler] if shuffler else [])
     transport = open_outbound(job, name, targets)
-    channel = make_channel(job, transport)
+    audit = open_hfl_audit(job, name, out, targets)
+    channel = make_channel(job, transport, audit, targets)
     sent_total = 0
-    with run_role(name, channel, lambda: targets, [transport]):
+    with audit, run_role(name, channel, lambda: targets, [transport]):
         wait_until_connected(job, transport, aggregator)
         ids = np.array(sorted(mine), dtype=np.int64)
         channel.send(aggregator, JoinRequest(0, "clients", job.fingerprint(), ids), 0)
@@ -80,6 +82,7 @@ def run_client_host(
             sent_total += serve_round(
                 job, setup, channel, start, mine, aggregator, shuffler, source, slow_seconds
             )
+        audit.anchor_all()
     return {"party": name, "reports_sent": sent_total}
 
 

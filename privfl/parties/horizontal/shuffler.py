@@ -26,7 +26,13 @@ import numpy as np
 from privfl.config.horizontal import HflJob
 from privfl.crypto.sealing import seal, sealed_size
 from privfl.parties.files import private_dir
-from privfl.parties.horizontal.channels import expect_round, make_channel, open_listener, try_expect
+from privfl.parties.horizontal.channels import (
+    expect_round,
+    make_channel,
+    open_hfl_audit,
+    open_listener,
+    try_expect,
+)
 from privfl.parties.horizontal.integrity import check_round_digest, tell_hosts_on_refusal
 from privfl.parties.session import run_role
 from privfl.protocol.channel import Channel, body_as
@@ -170,14 +176,20 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
     from privfl.parties.horizontal.channels import open_outbound, wait_until_connected
 
     upstream = open_outbound(job, name, [aggregator])
-    inbox, outbox = make_channel(job, transport), make_channel(job, upstream)
-    with run_role(name, outbox, lambda: [aggregator], [transport, upstream], linger_seconds=0.2):
+    audit = open_hfl_audit(job, name, out, [*hosts, aggregator])
+    inbox = make_channel(job, transport, audit, hosts)
+    outbox = make_channel(job, upstream, audit, [aggregator])
+    with (
+        audit,
+        run_role(name, outbox, lambda: [aggregator], [transport, upstream], linger_seconds=0.2),
+    ):
         wait_until_connected(job, upstream, aggregator)
         outbox.send(
             aggregator, JoinRequest(0, "shuffler", job.fingerprint(), np.zeros(0, np.int64)), 0
         )
         with tell_hosts_on_refusal(inbox, hosts):
             rounds = serve_windows(job, inbox, outbox, aggregator, hosts)
+        audit.anchor_all()
     return {"party": name, "rounds": rounds}
 
 

@@ -102,6 +102,7 @@ def draw_once(
         rows=len(data.x_train),
         resume=ctx.resume,
         redraw=redraw,
+        book=ctx.draws,
     )
 
 

@@ -34,7 +34,7 @@ from privfl.errors import ConfigError, ProtocolError
 from privfl.learning.glm import Glm, glm_of, mean_of
 from privfl.learning.kinds.base import add_all
 from privfl.learning.kinds.logistic import Logistic
-from privfl.parties.files import open_private
+from privfl.parties.files import open_private, private_dir
 from privfl.parties.session import PartyContext, run_role
 from privfl.parties.vertical.handshake import (
     announce,
@@ -45,6 +45,7 @@ from privfl.parties.vertical.handshake import (
 )
 from privfl.parties.vertical.psi import align
 from privfl.parties.vertical.server import run_server
+from privfl.parties.vertical.startup import open_audit
 from privfl.protocol import fresh
 from privfl.protocol.channel import Channel
 from privfl.protocol.messages import (
@@ -125,17 +126,23 @@ def prediction_session(
     """One party's prediction session, any model kind: align the new rows (PSI or by
     position), scale them as in training, commit to them, then ``answer`` (a Host or
     guest) or ``serve`` (the Server)."""
-    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds)
+    private_dir(out.parent)
+    audit = open_audit(job, name, out.parent)  # every session appends to the folder's log
+    channel = Channel(transport, session=job.session, timeout=job.timeout_seconds, observer=audit)
+    audit.attach(channel)
     ctx = PartyContext(name=name, job=job, channel=channel, out=out.parent, checkpoints=False)
-    with run_role(name, channel, lambda: ctx.peers, [transport]):
+    with audit, run_role(name, channel, lambda: ctx.peers, [transport]):
         if job.party(name).role == "server":
-            return serve(ctx)
-        assert model is not None and table is not None
-        rows = align(ctx, table) if by_id else table
-        x = standardise_with(rows, model.mean, model.scale)
-        # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
-        ids = rows.ids if by_id else positions(range(len(rows.ids)))
-        return answer(ctx, rows, x, rows_digest(ctx, ids, ()))
+            result = serve(ctx)
+        else:
+            assert model is not None and table is not None
+            rows = align(ctx, table) if by_id else table
+            x = standardise_with(rows, model.mean, model.scale)
+            # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
+            ids = rows.ids if by_id else positions(range(len(rows.ids)))
+            result = answer(ctx, rows, x, rows_digest(ctx, ids, ()))
+        audit.anchor_all()  # our last head, while the channel is open
+        return result
 
 
 def predict_party(

@@ -15,6 +15,7 @@ from privfl.data.views import PartyData, demo_table, read_csv, split_view
 from privfl.errors import ConfigError
 from privfl.models.registry import kind_of
 from privfl.parties.files import private_dir
+from privfl.parties.label_draws import DrawBook
 from privfl.parties.links import open_links
 from privfl.parties.progress import Observer
 from privfl.parties.session import PartyContext, run_role
@@ -85,6 +86,7 @@ def run_party(
     redraw_labels: bool = False,
     min_shared: int = 0,
     engine: Engine = POOL,
+    draw_book: DrawBook | None = None,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
@@ -121,8 +123,15 @@ def run_party(
         observer=observe,
         max_pending_bytes=job.max_buffered_mib * 1024 * 1024,
     )
+    audit.attach(channel)  # our chain's heads go to the peers, theirs into our log
     ctx = PartyContext(
-        name=name, job=job, channel=channel, out=out, resume=resume, min_shared=min_shared
+        name=name,
+        job=job,
+        channel=channel,
+        out=out,
+        resume=resume,
+        min_shared=min_shared,
+        draws=draw_book,
     )
     kind = kind_of(job)
     party = kind.load(kind.party)  # the kind's roles (models/registry.py)
@@ -136,12 +145,14 @@ def run_party(
     ):
         if role == "server":
             result: dict[str, Any] = party(ctx, None, options)
+            audit.anchor_all()
             return result
         if table is not None:
             data = psi_stage.training_rows(ctx, table)
         assert data is not None
         check_feature_count(job, name, data)
         result = party(ctx, data, options)
+        audit.anchor_all()  # our last head, while the channel is open
         return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
 
 

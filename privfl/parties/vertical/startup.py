@@ -27,11 +27,9 @@ from zmq.utils.monitor import recv_monitor_message
 
 from privfl.config.vertical import JobConfig
 from privfl.errors import PrivflError
-from privfl.parties.audit import FILE_NAME as AUDIT_FILE
-from privfl.parties.audit import AuditLog
-from privfl.parties.audit_links import link_keys
+from privfl.parties.audit import AuditLog, open_audit_log
 from privfl.parties.links import open_links
-from privfl.parties.session import keyring, log_stop
+from privfl.parties.session import log_stop
 from privfl.protocol.channel import Channel
 from privfl.protocol.keys import KeyRing
 from privfl.protocol.liveness import UNPROVEN_AFTER
@@ -145,14 +143,7 @@ def show_unusable_key(endpoint: str, peers: int) -> None:
 
 def open_audit(job: JobConfig, name: str, out: Path) -> AuditLog:
     """Our audit log for this session, with a link key per peer from the job's CURVE keys."""
-    peers = [n for n in job.parties if n != name]
-    try:
-        links = link_keys(keyring(job, name, peers), job.session)
-    except (PrivflError, OSError):  # in-memory test jobs have no key folder: no link digests
-        links = {}
-    return AuditLog(
-        out / AUDIT_FILE, party=name, session=job.session, job=job.fingerprint(), links=links
-    )
+    return open_audit_log(job, name, out, [n for n in job.parties if n != name])
 
 
 def _tell_as_they_connect(

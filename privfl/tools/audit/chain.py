@@ -34,6 +34,7 @@ class Session:
     job: str
     opened_at: int
     closed: bool = False
+    closed_at: int = 0  # the closed line's number
     outcome: str | None = None  # the closed line's: ok or error
     lines: list[Line] = field(default_factory=list)
 
@@ -125,6 +126,7 @@ def _place(chain: Chain, number: int, record: dict[str, Any]) -> None:
     current = chain.sessions[-1]
     if direction == "closed":
         current.closed, current.outcome = True, str(record.get("outcome"))
+        current.closed_at = number
     elif direction in MESSAGE_DIRECTIONS:
         current.lines.append(Line(number, record))
         if record.get("link") is None:

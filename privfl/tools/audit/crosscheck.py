@@ -17,7 +17,8 @@ from privfl.tools.audit.chain import Line, Session
 
 RECEIVED = ("received", "refused")  # a refused message reached the receiver's log too
 SHARED = ("link", "kind", "round", "msg_id", "size")  # what both ends record of a message
-BEST_EFFORT = {"abort"}  # sent to peers that may be gone already: may never be received
+# sent to peers that may be gone already: may never be received
+BEST_EFFORT = {"abort", "audit_head"}
 STOPPED = "; or {} stopped before it arrived (its session did not end ok)"
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from privfl.errors import ConfigError
 from privfl.parties.audit import FILE_NAME
 from privfl.parties.files import write_json
+from privfl.tools.audit.anchors import check_anchors
 from privfl.tools.audit.chain import Chain, read_chain
 from privfl.tools.audit.crosscheck import cross_check
 
@@ -31,20 +32,34 @@ class Report:
     chains: list[Chain]
     findings: list[str]
     texts: dict[str, str]
+    notes: list[str] = field(default_factory=list)  # what the check cannot tell
 
     @property
     def ok(self) -> bool:
         return not self.findings
 
 
-def verify(paths: Sequence[Path], *, cross: bool = True) -> Report:
-    """Check every log under ``paths``; ``cross``: also check them against each other."""
+def verify(paths: Sequence[Path], *, cross: bool = True, anchors: bool = True) -> Report:
+    """Check every log under ``paths``; ``cross``: also check them against each other
+    (matched messages, and the chain heads each party recorded of its peers' logs;
+    ``anchors`` False leaves the heads out, as the leaky arm of the rewrite test)."""
     texts = read_logs(paths)
     chains = [read_chain(name, text) for name, text in texts.items()]
     findings = [f for chain in chains for f in chain.findings]
+    notes: list[str] = []
     if cross:
         findings += cross_check(s for chain in chains for s in chain.sessions)
-    return Report(chains, findings, texts)
+    if cross and anchors:
+        anchored = check_anchors(chains, texts)
+        findings += anchored.findings
+        notes = anchored.notes
+    elif not cross:
+        notes = [
+            f"{chain.log}: checked alone (--chains-only): a rewrite of the whole chain "
+            "cannot be told; pass the peers' run folders"
+            for chain in chains
+        ]
+    return Report(chains, findings, texts, notes)
 
 
 def read_logs(paths: Sequence[Path]) -> dict[str, str]:

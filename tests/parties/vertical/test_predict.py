@@ -130,6 +130,7 @@ def test_the_host_gets_the_joint_scores_through_one_masked_sum(tmp_path: Path) -
     kinds = {header.kind for _, receiver, header, _ in traffic if receiver == "host"}
     assert kinds <= {
         Kind.HELLO, Kind.PUBLIC_KEY, Kind.PSI_HELLO, Kind.PSI_ANSWER, Kind.SCORES, Kind.DECRYPTED,
+        Kind.AUDIT_HEAD,  # the peers' audit-chain heads: a line count and a hash
     }  # fmt: skip
 
 

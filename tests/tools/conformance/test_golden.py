@@ -52,6 +52,25 @@ def test_link_layer_is_byte_exact() -> None:
     assert unpack_frames(link["packed_frames"]) == [b"head", b"", b"body"]
 
 
+def test_the_relay_seal_binds_both_run_nonces() -> None:
+    """The golden seal opens with its own associated data, and not with another run's."""
+    from nacl.bindings import crypto_aead_xchacha20poly1305_ietf_decrypt
+    from nacl.exceptions import CryptoError
+    from vectors import SEAL_EXAMPLE
+
+    from privfl.protocol.seal import associated_data
+
+    key, context, (sender, recipient, ours, theirs), _, payload, _ = SEAL_EXAMPLE
+    sealed = bytes.fromhex(GOLD["link"]["relay_seal"])
+    assert sealed[:16] == ours and sealed[16:32] == theirs
+    aad = associated_data(context, sender, recipient, ours, theirs)
+    plain = crypto_aead_xchacha20poly1305_ietf_decrypt(sealed[56:], aad, sealed[32:56], key)
+    assert plain == (1).to_bytes(8, "big") + payload
+    other_run = associated_data(context, sender, recipient, ours, b"C" * 16)
+    with pytest.raises(CryptoError):
+        crypto_aead_xchacha20poly1305_ietf_decrypt(sealed[56:], other_run, sealed[32:56], key)
+
+
 def test_protocol_doc_specifies_every_message_kind() -> None:
     from pathlib import Path
 

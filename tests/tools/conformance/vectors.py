@@ -42,6 +42,7 @@ from privfl.protocol.messages import (
     PROTOCOL,
     VERSION,
     Abort,
+    AuditHead,
     Batch,
     BigInts,
     Checkpoints,
@@ -68,6 +69,7 @@ from privfl.protocol.messages import (
     kind_of,
 )
 from privfl.protocol.reliable import ACK, DATA, link_header, pack_frames
+from privfl.protocol.seal import seal_frame
 
 GOLDEN = Path(__file__).parents[3] / "privfl" / "tools" / "conformance" / "vectors" / "golden.json"
 SESSION = "golden-session"
@@ -231,6 +233,8 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
                 np.array([4], np.int64),
             ),
         ),
+        # the head of the sender's audit chain (§6.4), appended
+        ("audit_head", "host", "guest-1", 0, AuditHead(12, "ab" * 32)),
     ]
 
 
@@ -243,12 +247,25 @@ def examples() -> list[tuple[str, Header, Message]]:
     return out
 
 
+# A relay seal (§15): shared key 0..31, session and fingerprint, alice → bob, both run
+# nonces, sequence number 1, the packed frames above, an XChaCha20 nonce of 24 × 0x07.
+SEAL_EXAMPLE = (
+    bytes(range(32)),
+    b"session-1\0" + b"f" * 64,
+    ("alice", "bob", b"A" * 16, b"B" * 16),
+    1,
+    pack_frames([b"head", b"", b"body"]),
+    b"\x07" * 24,
+)
+
+
 def link_examples() -> dict[str, bytes]:
-    """Link-layer frames: a DATA header, an ACK header, a packed payload."""
+    """Link-layer frames: a DATA header, an ACK header, a packed payload, a relay seal."""
     return {
         "data_header": link_header(DATA, 0x0102030405060708, 1, 0, 2),
         "ack_header": link_header(ACK, 0x0102030405060708, 1),
         "packed_frames": pack_frames([b"head", b"", b"body"]),
+        "relay_seal": seal_frame(*SEAL_EXAMPLE),
     }
 
 

@@ -76,6 +76,7 @@ def take_labels(
         rows=len(labels),
         resume=ctx.resume,
         redraw=redraw,
+        book=ctx.draws,
     )
 
 
