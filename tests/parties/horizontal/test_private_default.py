@@ -79,3 +79,12 @@ def test_the_plot_shows_epsilon_chance_and_a_fixed_axis(
 def test_the_ledger_states_what_the_aggregation_rule_costs() -> None:
     line = aggregation_line(HflConfig())
     assert "trimmed-mean" in line and "unchanged" in line
+
+
+def test_the_compare_table_marks_a_near_chance_row() -> None:
+    from privfl.tools.experiments.compare import render
+
+    row = {"mechanism": "gaussian", "epsilon": 2.0, "clients": 20, "accuracy": 0.131,
+           "epsilon_per_client_round": 2.0, "epsilon_total": 2.94}  # fmt: skip
+    assert "| 0.1310 (near chance) |" in render([{**row, "warning": "near chance"}], 2, 0, 1.0)
+    assert "(near chance)" not in render([{**row, "accuracy": 0.9, "warning": ""}], 2, 0, 1.0)
