@@ -24,6 +24,7 @@ from privfl.mechanisms.noise import (
     gaussian_release,
     grid_sensitivity,
     laplace_release,
+    subgaussian_norm,
     unit_grid,
 )
 
@@ -66,8 +67,6 @@ def update_bound(config: HflConfig, dims: int, initial_norm: float, largest_shar
         return config.update_clip
     bound = UPDATE_CLIP_SHARE * initial_norm
     if config.local_dp == "dpsgd" and math.isfinite(bound):
-        from privfl.mechanisms.ranges import subgaussian_norm  # ranges imports this module
-
         # privfl.learning.local_dp.local_steps: Poisson rate q = b/rows, epochs·round(1/q) steps
         q = min(1.0, config.batch_size / max(largest_shard, 1))
         steps = config.local_epochs * max(1, round(1 / q))

@@ -34,9 +34,9 @@ import torch
 
 from privfl.config.horizontal import HflConfig
 from privfl.mechanisms.ldp import duchi_bound, piecewise_c, pnpm_c
+from privfl.mechanisms.noise import TAIL, subgaussian_norm
 from privfl.mechanisms.randomize import PM_GRID, Calibration, layer_ranges
 
-TAIL = 40.0  # an honest report is refused with probability ≤ e^{−TAIL} (tail-bounded kinds)
 SLACK = 1e-5  # relative: float32 transport and a client's other device round differently
 
 
@@ -66,11 +66,6 @@ class ReportRange:
             excess = np.maximum(np.abs(r) / self.scale - np.abs(self.centre), 0.0)
             return float(np.linalg.norm(excess)) <= self.norm
         return float(np.linalg.norm(r - self.centre)) <= self.norm
-
-
-def subgaussian_norm(sigma: float, dims: int) -> float:
-    """``σ·√(d + 2√(d·t) + 2t)``: a σ-subgaussian vector's norm exceeds it w.p. ≤ e^{−t}."""
-    return sigma * math.sqrt(dims + 2 * math.sqrt(dims * TAIL) + 2 * TAIL)
 
 
 def _box(limit: np.ndarray | float, dims: int, centre: np.ndarray | None = None) -> ReportRange:
