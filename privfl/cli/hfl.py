@@ -281,7 +281,9 @@ def run_local_cmd(
     job = local_hfl_job(config, client_processes)
     click.echo(
         f"privfl: {config.clients} clients on {len(job.names('clients'))} process(es), "
-        f"{config.dataset}, mechanism {config.mechanism}, {config.rounds} rounds"
+        f"{config.dataset}, mechanism {config.mechanism}"
+        f"{f', local {config.local_dp}' if config.local_dp != 'none' else ''}, "
+        f"{config.rounds} rounds"
         f"{', via a Shuffler' if config.shuffler else ''} -> {out}",
         err=True,
     )

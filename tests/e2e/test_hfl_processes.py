@@ -57,7 +57,9 @@ def rounds(out: Path) -> list[dict[str, object]]:
 
 
 def test_run_local_defaults_are_private_learn_and_print_the_epsilon(tmp_path: Path) -> None:
-    result = privfl("hfl", "run-local", "--out", str(tmp_path / "run"), "--no-progress")
+    # DP-SGD trains clients one by one: ≈ 40 s idle, minutes on a loaded machine (a bound)
+    out = str(tmp_path / "run")
+    result = privfl("hfl", "run-local", "--out", out, "--no-progress", timeout=900)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["config"]["local_dp"] == "dpsgd"  # private by default
