@@ -24,9 +24,13 @@ from privfl.cli.options import (
     with_relay_options,
 )
 from privfl.config.horizontal import (
+    AGGREGATIONS,
     DATASETS,
     DEVICES,
+    LOCAL_DP,
     MECHANISMS,
+    PRIVACY_KEYS,
+    PRIVATE_DEFAULT,
     HflConfig,
     load_hfl_job,
     with_settings,
@@ -99,6 +103,31 @@ def experiment_options(func: F) -> F:
             type=click.FloatRange(min=0, min_open=True),
             default=None,
             help="ε per weight (pnpm/duchi/pm) or per client per round (others). [1]",
+        ),
+        click.option(
+            "--local-dp",
+            type=click.Choice(LOCAL_DP),
+            default=None,
+            help="Private local training on each client (run-local: dpsgd unless a job file "
+            "or --mechanism chooses the privacy; none = no local DP). [none]",
+        ),
+        click.option(
+            "--local-noise",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="Noise multiplier z of each local DP-SGD step. [1]",
+        ),
+        click.option(
+            "--aggregation",
+            type=click.Choice(AGGREGATIONS),
+            default=None,
+            help="How the aggregator combines valid reports (coordinate-wise). [trimmed-mean]",
+        ),
+        click.option(
+            "--update-clip",
+            type=click.FloatRange(min=0),
+            default=None,
+            help="none/pnpm: L2 bound of a client's update; 0 = derived from the model. [0]",
         ),
         click.option(
             "--delta",
@@ -192,6 +221,14 @@ def build_config(job_file: Path | None, opts: dict[str, Any]) -> HflConfig:
     return with_settings(base, **opts)
 
 
+def private_by_default(job_file: Path | None, opts: dict[str, Any]) -> bool:
+    """run-local without a job file or a privacy option runs :data:`PRIVATE_DEFAULT`."""
+    if job_file is not None or any(opts.get(key) is not None for key in PRIVACY_KEYS):
+        return False
+    opts.update(PRIVATE_DEFAULT)
+    return True
+
+
 @hfl.command("run-local")
 @job_option("Take settings from this job file.", required=False)
 @experiment_options
@@ -217,13 +254,16 @@ def run_local_cmd(
     """Run the aggregator, the optional Shuffler and the client hosts as processes on this machine.
 
     Defaults: sklearn's digits, 20 IID clients on 2 client processes, 10 rounds of
-    5 local epochs, an MLP with one hidden layer of 256, no noise. CURVE-encrypted
+    5 local epochs, an MLP with one hidden layer of 256, private: DP-SGD on every
+    client (noise multiplier 1; `--local-dp none` for a run without privacy), a
+    coordinate-wise trimmed mean at the aggregator. CURVE-encrypted
     ZeroMQ on loopback with fresh keys. Outputs: OUT/summary.json (accuracy, the
     ε figures, …), OUT/aggregator/{metrics.jsonl,training.png,checkpoint.pt}.
 
     \b
     Examples:
       privfl hfl run-local
+      privfl hfl run-local --local-dp none          # no privacy (ε = ∞)
       privfl hfl run-local --mechanism pnpm --epsilon 1 --clients 100
       privfl hfl run-local --mechanism laplace-topk --epsilon 2 --shuffler
       privfl hfl run-local --mechanism gaussian --epsilon 4 --fraction 0.5 --budget 20
@@ -235,16 +275,26 @@ def run_local_cmd(
     from privfl.runs.outdir import claim
 
     require_torch()
+    private = private_by_default(job_file, opts)
     config = build_config(job_file, opts)
     out = out or run_dir_default()
     claim(out, overwrite=overwrite, can_resume=False)
     job = local_hfl_job(config, client_processes)
     click.echo(
         f"privfl: {config.clients} clients on {len(job.names('clients'))} process(es), "
-        f"{config.dataset}, mechanism {config.mechanism}, {config.rounds} rounds"
+        f"{config.dataset}, mechanism {config.mechanism}"
+        f"{f', local {config.local_dp}' if config.local_dp != 'none' else ''}, "
+        f"{config.rounds} rounds"
         f"{', via a Shuffler' if config.shuffler else ''} -> {out}",
         err=True,
     )
+    if private:
+        click.echo(
+            f"privfl: private by default: DP-SGD on every client (noise multiplier "
+            f"{config.local_noise:g}, clip {config.local_clip:g}); --local-dp none runs "
+            "without privacy",
+            err=True,
+        )
     summary = run_local_hfl(job, out, progress=not no_progress, started=process_started())
     click.echo(results(summary, out))
 
@@ -259,9 +309,12 @@ def results(summary: dict[str, Any], out: Path) -> str:
             "reports in the last round",
             str(summary["reports_history"][-1] if summary["reports_history"] else 0),
         ),
+        ("privacy", str(summary.get("privacy", ""))),
         ("wall time", f"{summary['wall_seconds']:.1f} s"),
         ("outputs", str(out)),
     ]
+    if summary.get("warning"):
+        rows.insert(1, ("WARNING", str(summary["warning"])))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     return "\n".join([*lines, "privacy ledger:", *(f"  {line}" for line in summary["ledger"])])

@@ -18,6 +18,15 @@ PURE_LDP = ("pnpm", "duchi", "pm", "laplace-topk")
 DELTA_REPORTS = ("laplace-topk", "gaussian-topk")  # report the update on k coordinates
 DEVICES = ("auto", "cpu", "cuda")
 LOCAL_DP = ("none", "dpsgd", "fsdp")  # private local training (sample-level DP of a client's rows)
+AGGREGATIONS = ("mean", "trimmed-mean", "median")  # how the aggregator combines valid reports
+CLIPPED_UPDATES = ("none", "pnpm")  # mechanisms whose clients L2-clip their update (update_clip)
+
+
+# What `privfl hfl run-local` runs when neither a job file nor the command line chooses a
+# privacy setting: DP-SGD on every client (sample-level DP, RDP accountant), chosen by
+# measurement on the README's demo (docs/results-hfl.md, "private by default").
+PRIVATE_DEFAULT = {"local_dp": "dpsgd", "local_noise": 1.0}
+PRIVACY_KEYS = ("mechanism", "local_dp", "local_noise")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,12 @@ class HflConfig:
     min_reports: int = 0  # Shuffler pads to this many reports with dummies (0 = n·β)
     min_valid_reports: int = 1  # a round with fewer valid, in-range reports stops the run
     weight_bound: float = 100.0  # none/pnpm: clients clip weights to [−b, b] (a known range)
+    # none/pnpm: clients clip their update w − w_global to this L2 norm and the aggregator
+    # refuses a report beyond it; 0 = derived from the model (half the initial model's
+    # norm, docs/security.md), inf = no update clip (only weight_bound)
+    update_clip: float = 0.0
+    aggregation: str = "trimmed-mean"  # mean | trimmed-mean | median (coordinate-wise)
+    trim_fraction: float = 0.1  # trimmed-mean: drop ⌊f·n⌋ reports at each end, per coordinate
     slot_seconds: float = 1.0  # t_i of the Shuffler's adaptive window
     round_timeout: float = 60.0  # a client that misses it is dropped for the round
     timeout_seconds: float = 60.0  # longest wait for a silent peer outside rounds
@@ -116,6 +131,16 @@ class HflConfig:
             "client_rows > 0 draws IID rows; set dirichlet = 0 or client_rows = 0",
         )
         _check(self.weight_bound > 0, "weight_bound must be > 0")
+        _check(self.update_clip >= 0, "update_clip must be >= 0 (0 = derived, inf = off)")
+        _check(
+            self.aggregation in AGGREGATIONS,
+            f"aggregation must be one of {', '.join(AGGREGATIONS)}",
+        )
+        _check(0 <= self.trim_fraction < 0.5, "trim_fraction must lie in [0, 0.5)")
+        _check(
+            not self.server_noise or self.aggregation == "mean",
+            "server_noise is calibrated to the mean's sensitivity: set aggregation = 'mean'",
+        )
         _check(self.epsilon_budget > 0, "epsilon_budget must be > 0 (inf = no cap)")
         _check(
             self.slot_seconds > 0 and self.round_timeout > 0 and self.timeout_seconds > 0,

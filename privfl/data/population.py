@@ -52,6 +52,11 @@ class ClientRows:
         """Rows of the smallest client (the worst case of the sensitivity and sampling rate)."""
         return self.client_rows or min(len(p) for p in self.parts)
 
+    @property
+    def largest(self) -> int:
+        """Rows of the largest client (the most local DP-SGD steps)."""
+        return self.client_rows or max(len(p) for p in self.parts)
+
 
 def client_rows(
     y: np.ndarray, clients: int, dirichlet: float, seed: int, per_client: int = 0

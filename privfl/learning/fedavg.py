@@ -19,6 +19,7 @@ from privfl.learning.batched import BatchedSGD
 from privfl.learning.batched_mlp import FusedMLPSGD, is_mlp
 from privfl.learning.local_dp import private_local_train
 from privfl.learning.models import build_model, get_flat, layer_slices, pick_device, set_flat
+from privfl.learning.robust import combine
 from privfl.mechanisms.accountants import nbafl_sigmas
 from privfl.mechanisms.noise import NoiseSource, gaussian_grid, gaussian_release, seeded_source
 from privfl.mechanisms.randomize import Calibration, calibrate, randomize
@@ -61,7 +62,10 @@ def make_setup(config: HflConfig) -> Setup:
     device = pick_device(config.device)
     model = build_model(config.dataset, data.input_shape, data.num_classes).to(device)
     slices = layer_slices(model)
-    calib = calibrate(config, slices[-1][1].stop, shards.smallest)
+    initial_norm = float(get_flat(model).double().norm())  # public: from the job seed
+    calib = calibrate(
+        config, slices[-1][1].stop, shards.smallest, initial_norm, largest_shard=shards.largest
+    )
     return Setup(config, data, shards, device, model, slices, calib)
 
 
@@ -266,14 +270,15 @@ def aggregate(
     round_: int,
     source: NoiseSource,
 ) -> torch.Tensor:
-    """FedAvg of the reports (weights), or ``θ_{t−1} + mean(updates)`` for the top-k mechanisms.
+    """The job's ``aggregation`` rule over the reports (weights), or ``θ_{t−1} +`` that rule
+    over the updates for the top-k mechanisms (:mod:`privfl.learning.robust`).
 
-    With NbAFL's server noise, discrete ``N(0, σ_D²)`` is added to the average before
-    broadcast (from the aggregator's CSPRNG ``source``).
+    With NbAFL's server noise (mean only), discrete ``N(0, σ_D²)`` is added to the average
+    before broadcast (from the aggregator's CSPRNG ``source``).
     """
     if not reports:
         return global_weights
-    mean = torch.stack(reports).mean(dim=0)
+    mean = combine(torch.stack(reports), setup.config.aggregation, setup.config.trim_fraction)
     new = global_weights + mean if setup.config.mechanism in DELTA_REPORTS else mean
     cfg = setup.config
     if cfg.mechanism == "gaussian" and cfg.server_noise:

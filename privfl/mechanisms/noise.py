@@ -175,3 +175,11 @@ def gaussian_grid(sensitivity: float, dims: int) -> float:
 def grid_sensitivity(sensitivity: float, grid: float, dims: int) -> float:
     """The L2 sensitivity in grid units after randomized rounding: ``Δ/g + 2√d``."""
     return sensitivity / grid + 2 * math.sqrt(dims)
+
+
+TAIL = 40.0  # an honest report is refused with probability ≤ e^{−TAIL} (tail-bounded kinds)
+
+
+def subgaussian_norm(sigma: float, dims: int) -> float:
+    """``σ·√(d + 2√(d·t) + 2t)``: a σ-subgaussian vector's norm exceeds it w.p. ≤ e^{−t}."""
+    return sigma * math.sqrt(dims + 2 * math.sqrt(dims * TAIL) + 2 * TAIL)

@@ -6,8 +6,12 @@ bound is computed from what every client also holds (the job, the global model
 it was sent, the public top-k indices), so it never refuses an honest report,
 however far a previous round moved the model:
 
-- ``none`` / ``pnpm``: clients clip weights to ``[−b, b]`` (``weight_bound``), so a
-  report lies in ``[−b, b]`` (none) or ``[−b·C, b·C]`` (PNPM scales ``|w|`` by ≤ C).
+- ``none`` / ``pnpm``: clients clip their update to ``‖w − w_g‖ ≤ B`` (``update_clip``,
+  :func:`~privfl.mechanisms.randomize.update_bound`) and the weights to ``[−b, b]``
+  (``weight_bound``), so a report lies in ``[−b, b]`` within ``B`` of ``w_g`` (none),
+  or in ``[−b·C, b·C]`` (PNPM scales ``|w|`` by ≤ C) with
+  ``‖max(0, |r|/C − |w_g|)‖ ≤ B``: some ``w`` within ``B`` of ``w_g`` has ``|r| ≤ C·|w|``.
+  PNPM's sign is random, so a report's signs are never checked: any sign is honest.
 - ``duchi`` / ``pm``: per layer ``centre ± radius·B`` (Duchi) or ``± radius·(C + grid)`` (PM).
 - ``gaussian`` (NbAFL): no bounded support. The clipped weights have ``‖w‖ ≤ C``, the
   rounding moves each by < one grid step, and discrete Gaussian noise is σ-subgaussian
@@ -30,9 +34,9 @@ import torch
 
 from privfl.config.horizontal import HflConfig
 from privfl.mechanisms.ldp import duchi_bound, piecewise_c, pnpm_c
+from privfl.mechanisms.noise import TAIL, subgaussian_norm
 from privfl.mechanisms.randomize import PM_GRID, Calibration, layer_ranges
 
-TAIL = 40.0  # an honest report is refused with probability ≤ e^{−TAIL} (tail-bounded kinds)
 SLACK = 1e-5  # relative: float32 transport and a client's other device round differently
 
 
@@ -45,6 +49,7 @@ class ReportRange:
     centre: np.ndarray
     norm: float = math.inf
     nonzero: int | None = None
+    scale: float = 0.0  # > 0 (PNPM's C): the norm limit is on max(0, |r|/scale − |centre|)
 
     def admits(self, report: np.ndarray) -> bool:
         """True iff ``report`` is finite and within every limit."""
@@ -57,12 +62,10 @@ class ReportRange:
             return False
         if math.isinf(self.norm):
             return True
+        if self.scale > 0:
+            excess = np.maximum(np.abs(r) / self.scale - np.abs(self.centre), 0.0)
+            return float(np.linalg.norm(excess)) <= self.norm
         return float(np.linalg.norm(r - self.centre)) <= self.norm
-
-
-def subgaussian_norm(sigma: float, dims: int) -> float:
-    """``σ·√(d + 2√(d·t) + 2t)``: a σ-subgaussian vector's norm exceeds it w.p. ≤ e^{−t}."""
-    return sigma * math.sqrt(dims + 2 * math.sqrt(dims * TAIL) + 2 * TAIL)
 
 
 def _box(limit: np.ndarray | float, dims: int, centre: np.ndarray | None = None) -> ReportRange:
@@ -114,10 +117,16 @@ def report_range(
     ``indices`` are the round's public top-k coordinates (used with ``topk_public``).
     """
     mech, eps, dims = config.mechanism, config.epsilon, int(slices[-1][1].stop)
-    if mech == "none":
-        return _box(config.weight_bound, dims)
-    if mech == "pnpm":
-        return _box(config.weight_bound * pnpm_c(eps), dims)
+    if mech in ("none", "pnpm"):
+        scale = pnpm_c(eps) if mech == "pnpm" else 1.0
+        box = _box(config.weight_bound * scale, dims)
+        # clients clamp w_g + Δ to the box: a projection, so within B of the clamped w_g
+        sent = np.clip(reference.detach().double().cpu().numpy(), -config.weight_bound,
+                       config.weight_bound)  # fmt: skip
+        bound = calib.update_clip
+        if math.isfinite(bound):  # float32 transport and the client's clip round differently
+            bound += SLACK * (bound + float(np.linalg.norm(sent)))
+        return ReportRange(box.low, box.high, sent, bound, scale=scale if mech == "pnpm" else 0.0)
     if mech == "duchi":
         return _layers(config, reference, slices, duchi_bound(eps))
     if mech == "pm":

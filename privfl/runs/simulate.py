@@ -16,7 +16,7 @@ from privfl.errors import PrivacyBudgetExceeded
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.mechanisms.noise import private_source
-from privfl.parties.horizontal.outputs import Recorder
+from privfl.parties.horizontal.outputs import Recorder, chance_level
 from privfl.parties.horizontal.rounds import RoundHook, close_round, make_ledger
 
 
@@ -27,7 +27,7 @@ def run_experiment(
     torch.set_num_threads(1)  # parallelism comes from processes; threads only contend
     setup = engine.make_setup(config)
     ledger = make_ledger(setup)
-    recorder = Recorder(config, out)
+    recorder = Recorder(config, out, chance_level(setup.data.y_test))
     weights = get_flat(setup.model)
     last_update: torch.Tensor | None = None
     stop_reason = "rounds"

@@ -56,20 +56,40 @@ def rounds(out: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_run_local_defaults_reach_093_on_digits_and_print_the_ledger(tmp_path: Path) -> None:
-    result = privfl("hfl", "run-local", "--out", str(tmp_path / "run"), "--no-progress")
+def test_run_local_defaults_are_private_learn_and_print_the_epsilon(tmp_path: Path) -> None:
+    # DP-SGD trains clients one by one: ≈ 40 s idle, minutes on a loaded machine (a bound)
+    out = str(tmp_path / "run")
+    result = privfl("hfl", "run-local", "--out", out, "--no-progress", timeout=900)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["accuracy"] >= 0.93
+    assert summary["config"]["local_dp"] == "dpsgd"  # private by default
+    assert "private by default" in result.stderr
+    # DP-SGD noise from the CSPRNG: measured 0.893-0.911 over 3 in-process runs of this
+    # job (docs/results-hfl.md; spread ≈ 0.01); 0.80 lies about ten spreads below, and
+    # the bar only asks that the private default learns (the non-private run: 0.96)
+    assert summary["accuracy"] >= 0.80 and summary["warning"] == ""
     assert summary["rounds"] == 10 and summary["clients"] == 20
     assert summary["processes"] == {"aggregator": 0, "clients-1": 0, "clients-2": 0}
+    assert 0 < summary["epsilon_local_sample_level"] < 40  # booked per row, at δ = 1e-5
+    assert "privacy ledger:" in result.stdout and "local dpsgd: ε of one row" in result.stdout
+    assert "dpsgd, ε = " in result.stdout  # the results table's privacy row
+    assert (tmp_path / "run" / "aggregator" / "training.png").exists()
+
+
+def test_run_local_without_privacy_reaches_093_as_the_simulator_does(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = privfl(
+        "hfl", "run-local", "--local-dp", "none", "--rounds", "4", "--out", str(out),
+        "--no-progress",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accuracy"] >= 0.93 and summary["privacy"] == "no privacy (ε = ∞)"
     assert {"epsilon_per_weight", "epsilon_per_client_round", "epsilon_total", "delta"} <= set(
         summary
     )
-    assert "privacy ledger:" in result.stdout and "ε per client per round" in result.stdout
-    assert (tmp_path / "run" / "aggregator" / "training.png").exists()
     # Two client processes over ZeroMQ compute what the in-process simulator computes.
-    reference = run_experiment(HflConfig())
+    reference = run_experiment(HflConfig(rounds=4))
     assert summary["loss_history"] == pytest.approx(reference["loss_history"], rel=1e-5)
 
 

@@ -33,8 +33,9 @@ SETUP = engine.make_setup(HflConfig(clients=4))
 
 
 def _setup(config: HflConfig) -> engine.Setup:
-    """The digits setup with ``config``'s mechanism (same model and data)."""
-    return replace(SETUP, config=config, calib=calibrate(config, SETUP.dims, 100))
+    """The digits setup with ``config``'s mechanism (same model and data, update bound)."""
+    initial = float(get_flat(SETUP.model).double().norm())
+    return replace(SETUP, config=config, calib=calibrate(config, SETUP.dims, 100, initial))
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=IDS)

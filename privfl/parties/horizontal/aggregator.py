@@ -32,7 +32,7 @@ from privfl.parties.horizontal.channels import (
     try_expect,
 )
 from privfl.parties.horizontal.integrity import round_digest
-from privfl.parties.horizontal.outputs import Recorder
+from privfl.parties.horizontal.outputs import Recorder, chance_level
 from privfl.parties.horizontal.rounds import RoundHook, close_round, make_ledger
 from privfl.parties.session import run_role
 from privfl.protocol.channel import Channel, body_as
@@ -239,7 +239,7 @@ def run_aggregator(
     cfg = job.config
     setup = engine.make_setup(cfg)
     ledger = make_ledger(setup)
-    recorder = Recorder(cfg, out)
+    recorder = Recorder(cfg, out, chance_level(setup.data.y_test))
     shuffler = job.names("shuffler")[0] if cfg.shuffler else None
     peers = job.names("clients") + ([shuffler] if shuffler else [])
     transport = open_listener(job, name, peers)

@@ -95,7 +95,7 @@ def screen(
     if refused:
         log.warning(
             "round %d: refused %d report(s) outside the mechanism's output range "
-            "(a deviating or broken client)",
+            "or the update bound (a deviating or broken client)",
             round_,
             refused,
         )

@@ -45,6 +45,18 @@ def local_epsilon_source(method: str) -> str:
     return "RDP accountant, proven bound"
 
 
+def aggregation_line(cfg: HflConfig) -> str:
+    """What the aggregation rule does to the ledger: nothing to the clients' ε (said once)."""
+    rule = cfg.aggregation + (
+        f" (trim {cfg.trim_fraction:g})" if cfg.aggregation == "trimmed-mean" else ""
+    )
+    return (
+        f"aggregation {rule}: post-processing of the reports, so every ε above is unchanged; "
+        "no central ε is booked for the aggregate (a median's or trimmed mean's sensitivity "
+        "is not the mean's 2B/n, so NbAFL's server noise runs with the mean only)"
+    )
+
+
 def _finite(x: float) -> float | str:
     return x if math.isfinite(x) else "inf"
 
@@ -255,6 +267,7 @@ class PrivacyLedger:
             )
         if cfg.mechanism == "pnpm":
             rows.append("PNPM: only the sign of each weight is ε-LDP; |w| is scaled, not hidden")
+        rows.append(aggregation_line(cfg))
         return rows
 
     def state(self) -> dict[str, Any]:

@@ -51,7 +51,8 @@ def render(rows: list[dict[str, Any]], rounds: int, seed: int, seconds: float) -
         setting = "—" if r["mechanism"] == "none" else _fmt(r["epsilon"])
         lines.append(
             f"| {r['mechanism']} | {setting} | {unit if r['mechanism'] != 'none' else '—'} "
-            f"| {r['clients']} | {r['accuracy']:.4f} | {_fmt(r['epsilon_per_client_round'])} "
+            f"| {r['clients']} | {r['accuracy']:.4f}{' (near chance)' if r.get('warning') else ''} "
+            f"| {_fmt(r['epsilon_per_client_round'])} "
             f"| {_fmt(r['epsilon_total'])} |"
         )
     return "\n".join(
