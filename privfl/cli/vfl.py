@@ -34,9 +34,9 @@ from privfl.config.vertical import (
     JobConfig,
     check_key_bits,
     kind_default,
+    kind_tables,
     load_job,
     save_job,
-    switch_kind,
     with_overrides,
 )
 from privfl.crypto.engine import ENGINES, POOL, Engine
@@ -208,10 +208,12 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
     without label bounds trains without label DP (ε = inf) unless --label-epsilon asks
     for it (then the job is refused, naming the missing bounds).
     """
-    base = switch_kind(base, kind)  # SecureBoost's own label ε and min_child_weight
-    model = base.model
+    # the kind's own defaults (SecureBoost's label ε and min_child_weight); one validated
+    # replace at the end, once the kind's other settings (bounds, classes) are in place
+    tables = kind_tables(base, kind)
+    model = tables["model"]
     reads = kind_named(kind).reads
-    training = base.training
+    training = tables.get("training", base.training)
     if "classes" in reads:
         classes = opts.get("classes") or model.classes or demo_classes(table)
         model = replace(model, classes=classes)
@@ -230,7 +232,7 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
         )
     if "exposure" in reads and table == "counts":  # the demo table's own column
         model = replace(model, exposure="exposure")
-    label_dp = base.label_dp
+    label_dp = tables.get("label_dp", base.label_dp)
     no_bounds = not model.label_low < model.label_high
     if "label_low" in reads and no_bounds and opts.get("label_epsilon") is None:
         if math.isfinite(label_dp.epsilon):
@@ -243,7 +245,8 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
     if opts.get("label_epsilon") is not None:
         label_dp = replace(label_dp, epsilon=opts["label_epsilon"])
     data = replace(base.data, dataset=table)
-    return replace(base, model=model, label_dp=label_dp, data=data, training=training)
+    done = {"model": model, "label_dp": label_dp, "data": data, "training": training}
+    return replace(base, **{**tables, **done})
 
 
 def demo_classes(dataset: str) -> int:

@@ -484,19 +484,25 @@ def switch_kind(job: JobConfig, kind: str) -> JobConfig:
     What ``init vfl --model`` and ``run-local --model`` start from: a setting the job file
     chose (anything but its own kind's default) is kept.
     """
-    if kind == job.model.kind:
-        return job
+    return replace(job, **kind_tables(job, kind))
+
+
+def kind_tables(job: JobConfig, kind: str) -> dict[str, Any]:
+    """The tables ``switch_kind`` changes (``model`` always), not yet a validated job.
+
+    A caller that completes the job for ``kind`` first (a regression's label bounds, a
+    multiclass job's classes) takes these and replaces the job once, at the end.
+    """
     old = job.model.kind
-    keys = {*KINDS[kind].defaults, *KINDS[old].defaults}
-    tables: dict[str, dict[str, Any]] = {}
-    for dotted in sorted(keys):
+    tables: dict[str, Any] = {"model": replace(job.model, kind=kind)}
+    if kind == old:
+        return tables
+    for dotted in sorted({*KINDS[kind].defaults, *KINDS[old].defaults}):
         table, key = dotted.split(".")
         if getattr(getattr(job, table), key) == kind_default(old, dotted):
-            tables.setdefault(table, {})[key] = kind_default(kind, dotted)
-    job = replace(job, model=replace(job.model, kind=kind))
-    for table, values in tables.items():
-        job = replace(job, **{table: replace(getattr(job, table), **values)})
-    return job
+            current = tables.get(table, getattr(job, table))
+            tables[table] = replace(current, **{key: kind_default(kind, dotted)})
+    return tables
 
 
 def party_dict(spec: PartySpec) -> dict[str, Any]:
