@@ -56,6 +56,9 @@ def setting(*decls: str, help: str, name: str = "", **kwargs: Any) -> Row:
     return row(*decls, help=help, field=(HflConfig, name), **kwargs)
 
 
+SHARE = click.FloatRange(0, 1, min_open=True)  # a probability or fraction in (0, 1]
+POSITIVE = click.FloatRange(min=0, min_open=True)
+
 EXPERIMENT = {
     "dataset": setting("--dataset", type=click.Choice(DATASETS), help="Data set."),
     "data_dir": row("--data-dir", help="Folder with the IDX / CIFAR-10 binary files."),
@@ -66,17 +69,17 @@ EXPERIMENT = {
     ),
     "lr": setting(
         "--lr",
-        type=click.FloatRange(min=0, min_open=True),
+        type=POSITIVE,
         help=f"SGD learning rate (batch {default_of(HflConfig, 'batch_size')}).",
     ),
     "fraction": setting(
         "--fraction",
-        type=click.FloatRange(0, 1, min_open=True),
+        type=SHARE,
         help="K-of-N sample per round.",
     ),
     "participation": setting(
         "--participation",
-        type=click.FloatRange(0, 1, min_open=True),
+        type=SHARE,
         help="p: a client joins a round with probability p.",
     ),
     "dropout": setting(
@@ -87,7 +90,7 @@ EXPERIMENT = {
     "mechanism": setting("--mechanism", type=click.Choice(MECHANISMS), help="Local randomizer."),
     "epsilon": setting(
         "--epsilon",
-        type=click.FloatRange(min=0, min_open=True),
+        type=POSITIVE,
         help="ε per weight (pnpm/duchi/pm) or per client per round (others).",
     ),
     "delta": setting(
@@ -97,7 +100,7 @@ EXPERIMENT = {
     ),
     "topk_fraction": setting(
         "--topk-fraction",
-        type=click.FloatRange(0, 1, min_open=True),
+        type=SHARE,
         help="α of the *-topk mechanisms.",
     ),
     "shuffler": setting(
@@ -109,7 +112,7 @@ EXPERIMENT = {
     "iid": row("--iid", is_flag=True, default=False, help="IID split (the default)."),
     "dirichlet": row(
         "--dirichlet",
-        type=click.FloatRange(min=0, min_open=True),
+        type=POSITIVE,
         help="Dirichlet(α) label-skew split (without it: IID).",
     ),
     "device": setting("--device", type=click.Choice(DEVICES), help="auto = CUDA when present."),
@@ -132,7 +135,7 @@ EXPERIMENT = {
     "budget": setting(
         "--budget",
         "epsilon_budget",
-        type=click.FloatRange(min=0, min_open=True),
+        type=POSITIVE,
         help="Stop before the total ε per client would exceed this.",
     ),
     "timeout": setting(
