@@ -14,9 +14,9 @@ from privfl.cli import main
 
 # A bracketed default written by hand ("[10]", "[runs/<timestamp>]"): not click's own
 # "[default: X]", "[required]" or range ("[x>=1]"), nor a choice list ("[a|b]"), nor a
-# usage word ("[OPTIONS]", "[ARGS]...") or an extra in a package name ("privfl[ray]").
+# usage word ("[OPTIONS]", "[RUN_DIRS]...") or an extra in a package name ("privfl[ray]").
 BRACKET = re.compile(r"(?<![\w\[ᵀ])\[([^\[\]]*)\]")
-CLICK_OWN = re.compile(r"^(default: |required$|OPTIONS$|ARGS$|-- )|[<>]=?x|x[<>]|\|")
+CLICK_OWN = re.compile(r"^(default: |required$|[A-Z_]+$|-- )|[<>]=?x|x[<>]|\|")
 HOST_ONLY = ("--label-column", "--redraw-labels")
 
 
@@ -124,3 +124,20 @@ def test_a_shown_default_is_the_configs(pages: dict[tuple[str, ...], str]) -> No
     epochs = default_of(TrainingConfig, "epochs")
     assert f"Rounds. [default: {rounds};" in " ".join(pages[("hfl", "run-local")].split())
     assert f"Maximum epochs. [default: {epochs};" in " ".join(pages[("vfl", "run-local")].split())
+
+
+@pytest.mark.parametrize(
+    ("text", "by_hand"),
+    [
+        ("Rounds. [10]", True),
+        ("Run directory. [runs/<timestamp>]", True),
+        ("[$PRIVFL_POLICY, else none]", True),
+        ("Rounds. [default: 10; x>=1]", False),
+        ("--engine [pool|ray]  pip install 'privfl[ray]'", False),
+        ("Usage: privfl board [OPTIONS] [RUN_DIRS]...", False),
+        ("--job PATH  The job file.  [required]", False),
+    ],
+)
+def test_the_style_check_tells_a_hand_written_default(text: str, by_hand: bool) -> None:
+    found = [m for m in BRACKET.finditer(text) if not CLICK_OWN.search(m.group(1))]
+    assert bool(found) is by_hand
