@@ -159,6 +159,16 @@ def experiment_options(func: F) -> F:
     return pick(EXPERIMENT, *EXPERIMENT)(func)
 
 
+client_processes_option = click.option(
+    "--client-processes",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Client host processes (parties) that share the logical clients.",
+)
+"""`hfl run-local` and `init hfl`: how many client hosts the job has."""
+
+
 def build_config(job_file: Path | None, opts: dict[str, Any]) -> HflConfig:
     """The job file's settings (or the defaults) with the command line on top."""
     base = load_hfl_job(job_file).config if job_file else HflConfig()
@@ -173,13 +183,7 @@ def build_config(job_file: Path | None, opts: dict[str, Any]) -> HflConfig:
 @hfl.command("run-local")
 @job_option("Take settings from this job file.", required=False)
 @experiment_options
-@click.option(
-    "--client-processes",
-    type=click.IntRange(1, 64),
-    default=2,
-    show_default=True,
-    help="OS processes sharing the logical clients.",
-)
+@client_processes_option
 @out_option("Run directory.", default_text="runs/<timestamp>")
 @no_progress_option
 @overwrite_option
@@ -338,13 +342,7 @@ for _role in ("aggregator", "client", "shuffler"):
 @out_option("Kit folder to write.", required=True)
 @job_option("Take settings from this job file.", required=False)
 @experiment_options
-@click.option(
-    "--client-processes",
-    type=click.IntRange(1, 64),
-    default=2,
-    show_default=True,
-    help="Client hosts.",
-)
+@client_processes_option
 @with_relay_options
 @project_option
 @overwrite_option
