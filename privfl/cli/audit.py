@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.options import Group
 
 EXIT_FINDINGS = 1
 
@@ -22,7 +23,7 @@ CHAINS_ONLY = click.option(
 )
 
 
-@click.group()
+@click.group(cls=Group)
 def audit() -> None:
     """Check the parties' hash-chained audit logs (audit.jsonl), alone and against each other."""
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.optable import TableOption
+from privfl.cli.options import Group
 from privfl.config.vertical import INSTANCE_SPACES, MIN_TEST_KEY_BITS, OBFUSCATIONS
 from privfl.crypto.engine import ENGINES
 from privfl.errors import ConfigError
@@ -19,7 +21,7 @@ from privfl.tools.bench.hfl import HflBench
 DATASETS = ("breast_cancer", "synthetic")
 
 
-@click.group()
+@click.group(cls=Group)
 def bench() -> None:
     """Benchmarks: measure, never deploy (any key size is accepted here)."""
 
@@ -45,7 +47,9 @@ def bench() -> None:
     "datasets",
     type=click.Choice(DATASETS),
     multiple=True,
-    help="Dataset(s) to run; repeat the option. [both]",
+    help="Dataset(s) to run; repeat the option.",
+    cls=TableOption,
+    shown="both",
 )
 @click.option(
     "--epochs",
@@ -101,7 +105,9 @@ def bench() -> None:
     "--out",
     type=click.Path(path_type=Path),
     default=None,
-    help="Folder for the real runs' outputs. [runs/bench-<timestamp>]",
+    help="Folder for the real runs' outputs.",
+    cls=TableOption,
+    shown="runs/bench-<timestamp>",
 )
 @click.option(
     "--model",
@@ -121,14 +127,18 @@ def bench() -> None:
     "obfuscations",
     type=click.Choice(OBFUSCATIONS),
     multiple=True,
-    help="Obfuscation(s) of the real runs; repeat the option. [both]",
+    help="Obfuscation(s) of the real runs; repeat the option.",
+    cls=TableOption,
+    shown="both",
 )
 @click.option(
     "--instance-space",
     "spaces",
     type=click.Choice(INSTANCE_SPACES),
     multiple=True,
-    help="SecureBoost: instance space(s) to run; repeat the option. [shared]",
+    help="SecureBoost: instance space(s) to run; repeat the option.",
+    cls=TableOption,
+    shown="shared",
 )
 @friendly_errors
 def vfl(

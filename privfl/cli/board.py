@@ -10,6 +10,7 @@ import click
 
 from privfl.cli.errors import friendly_errors
 from privfl.cli.governance import policy_option
+from privfl.cli.optable import TableOption
 from privfl.errors import ConfigError
 
 DEFAULT_DIRS = (Path("runs"), Path("run"))
@@ -32,8 +33,9 @@ NO_EXTRA = "privfl board needs its web server: pip install 'privfl[board]' (star
     "--token",
     envvar=TOKEN_ENV,
     default=None,
-    help=f"A secret every request must carry (Authorization: Bearer, or ?token= once). "
-    f"[${TOKEN_ENV}; required off the loopback]",
+    cls=TableOption,
+    shown=f"${TOKEN_ENV}; required off the loopback",
+    help="A secret every request must carry (Authorization: Bearer, or ?token= once).",
 )
 @friendly_errors
 def board(

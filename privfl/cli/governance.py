@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.optable import TableOption
+from privfl.cli.options import Group
 from privfl.config.horizontal import HflJob
 from privfl.config.policy import ENV_VAR, SYSTEM_PATH, SitePolicy, find_policy, load_policy
 from privfl.config.vertical import JobConfig
@@ -30,8 +32,9 @@ policy_option = click.option(
     "policy_file",
     type=click.Path(path_type=Path),
     default=None,
-    help=f"This site's policy file (docs/deploy.md, section 9). [${ENV_VAR}, else "
-    f"{SYSTEM_PATH} if it exists; none: no site limits]",
+    cls=TableOption,
+    shown=f"${ENV_VAR}, else {SYSTEM_PATH} if it exists; none: no site limits",
+    help="This site's policy file (docs/deploy.md, section 9).",
 )
 
 project_option = click.option(
@@ -39,7 +42,9 @@ project_option = click.option(
     default=None,
     help="The approved project whose site ε budgets the job spends: written into the "
     "job (and its fingerprint); sites whose policy lists projects refuse a job without "
-    "one (docs/deploy.md, section 9). [none]",
+    "one (docs/deploy.md, section 9).",
+    cls=TableOption,
+    shown="none",
 )
 
 
@@ -169,7 +174,7 @@ def book_hfl(policy: SitePolicy | None, job: HflJob, party: str) -> None:
         admit(policy, run, hfl_spend(job, run.role))
 
 
-@click.group()
+@click.group(cls=Group)
 def site() -> None:
     """What a site's governance office reads: the ledger of ε spent per project."""
 

@@ -13,7 +13,9 @@ import click
 
 from privfl.cli.errors import friendly_errors, require_torch
 from privfl.cli.governance import policy_option, project_option
+from privfl.cli.optable import Row, TableOption, default_of, pick, row
 from privfl.cli.options import (
+    Group,
     job_option,
     no_progress_option,
     out_option,
@@ -39,7 +41,7 @@ from privfl.config.horizontal import (
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.group()
+@click.group(cls=Group)
 def hfl() -> None:
     """Horizontal FL: PyTorch clients with local DP, FedAvg/FedProx, an optional Shuffler.
 
@@ -51,163 +53,143 @@ def hfl() -> None:
     """
 
 
+def setting(*decls: str, help: str, name: str = "", **kwargs: Any) -> Row:
+    """A row of :data:`EXPERIMENT`: its default shown from ``HflConfig`` field ``name``
+    (else the flag's own name)."""
+    name = name or decls[-1].split("/")[0].lstrip("-").replace("-", "_")
+    return row(*decls, help=help, field=(HflConfig, name), **kwargs)
+
+
+SHARE = click.FloatRange(0, 1, min_open=True)  # a probability or fraction in (0, 1]
+POSITIVE = click.FloatRange(min=0, min_open=True)
+
+EXPERIMENT = {
+    "dataset": setting("--dataset", type=click.Choice(DATASETS), help="Data set."),
+    "data_dir": row("--data-dir", help="Folder with the IDX / CIFAR-10 binary files."),
+    "clients": setting("--clients", type=click.IntRange(1), help="Logical clients."),
+    "rounds": setting("--rounds", type=click.IntRange(1), help="Rounds."),
+    "local_epochs": setting(
+        "--local-epochs", type=click.IntRange(1), help="Local epochs per round."
+    ),
+    "lr": setting(
+        "--lr",
+        type=POSITIVE,
+        help=f"SGD learning rate (batch {default_of(HflConfig, 'batch_size')}).",
+    ),
+    "fraction": setting(
+        "--fraction",
+        type=SHARE,
+        help="K-of-N sample per round.",
+    ),
+    "participation": setting(
+        "--participation",
+        type=SHARE,
+        help="p: a client joins a round with probability p.",
+    ),
+    "dropout": setting(
+        "--dropout",
+        type=click.FloatRange(0, 1, max_open=True),
+        help="q: a joined client drops out; β = p(1−q).",
+    ),
+    "mechanism": setting("--mechanism", type=click.Choice(MECHANISMS), help="Local randomizer."),
+    "epsilon": setting(
+        "--epsilon",
+        type=POSITIVE,
+        help="ε per weight (pnpm/duchi/pm) or per client per round (others).",
+    ),
+    "local_dp": setting(
+        "--local-dp",
+        type=click.Choice(LOCAL_DP),
+        help="Private local training on each client (run-local: dpsgd unless a job file "
+        "or --mechanism chooses the privacy; none = no local DP).",
+    ),
+    "local_noise": setting(
+        "--local-noise", type=POSITIVE, help="Noise multiplier z of each local DP-SGD step."
+    ),
+    "aggregation": setting(
+        "--aggregation",
+        type=click.Choice(AGGREGATIONS),
+        help="How the aggregator combines valid reports (coordinate-wise).",
+    ),
+    "update_clip": setting(
+        "--update-clip",
+        type=click.FloatRange(min=0),
+        help="none/pnpm: L2 bound of a client's update; 0 = derived from the model.",
+    ),
+    "delta": setting(
+        "--delta",
+        type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        help="The privacy δ.",
+    ),
+    "topk_fraction": setting(
+        "--topk-fraction",
+        type=SHARE,
+        help="α of the *-topk mechanisms.",
+    ),
+    "shuffler": setting(
+        "--shuffler/--no-shuffler", help="Route sealed reports through a Shuffler."
+    ),
+    "fedprox_mu": setting(
+        "--fedprox-mu", type=click.FloatRange(min=0), help="FedProx μ (0 = FedAvg)."
+    ),
+    "iid": row("--iid", is_flag=True, default=False, help="IID split (the default)."),
+    "dirichlet": row(
+        "--dirichlet",
+        type=POSITIVE,
+        help="Dirichlet(α) label-skew split (without it: IID).",
+    ),
+    "device": setting("--device", type=click.Choice(DEVICES), help="auto = CUDA when present."),
+    "batched": setting(
+        "--batched/--sequential",
+        help="Train a round's clients as one stacked computation.",
+    ),
+    "client_rows": setting(
+        "--client-rows",
+        type=click.IntRange(min=0),
+        help="Population study: each client draws this many rows with replacement "
+        "(clients may outnumber the rows); 0 = partition the rows.",
+    ),
+    "seed": setting("--seed", type=int, help="The job seed."),
+    "seeded_noise": row(
+        "--seeded-noise",
+        is_flag=True,
+        help="Research only: noise from the job seed (reproducible, NOT private).",
+    ),
+    "budget": setting(
+        "--budget",
+        "epsilon_budget",
+        type=POSITIVE,
+        help="Stop before the total ε per client would exceed this.",
+    ),
+    "timeout": setting(
+        "--timeout",
+        "timeout_seconds",
+        type=click.FloatRange(min=0.1),
+        help="Longest wait for a silent peer, in s.",
+    ),
+    "round_timeout": setting(
+        "--round-timeout",
+        type=click.FloatRange(min=0.1),
+        help="A client host later than this, in s, is dropped.",
+    ),
+}
+"""The experiment's settings (`hfl run-local`, `init hfl`); each passes None unless given, so
+the job file's (or HflConfig's) value stands, and shows HflConfig's default."""
+
+
 def experiment_options(func: F) -> F:
     """The experiment's settings; every one defaults to the job file's (or the built-in) value."""
-    options = [
-        click.option("--dataset", type=click.Choice(DATASETS), default=None, help="[digits]"),
-        click.option(
-            "--data-dir", default=None, help="Folder with the IDX / CIFAR-10 binary files."
-        ),
-        click.option(
-            "--clients", type=click.IntRange(1), default=None, help="Logical clients. [20]"
-        ),
-        click.option("--rounds", type=click.IntRange(1), default=None, help="Rounds. [10]"),
-        click.option(
-            "--local-epochs",
-            type=click.IntRange(1),
-            default=None,
-            help="Local epochs per round. [5]",
-        ),
-        click.option(
-            "--lr",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help="SGD learning rate (batch 16). [0.5]",
-        ),
-        click.option(
-            "--fraction",
-            type=click.FloatRange(0, 1, min_open=True),
-            default=None,
-            help="K-of-N sample per round. [1]",
-        ),
-        click.option(
-            "--participation",
-            type=click.FloatRange(0, 1, min_open=True),
-            default=None,
-            help="p: a client joins a round with probability p. [1]",
-        ),
-        click.option(
-            "--dropout",
-            type=click.FloatRange(0, 1, max_open=True),
-            default=None,
-            help="q: a joined client drops out; β = p(1−q). [0]",
-        ),
-        click.option(
-            "--mechanism",
-            type=click.Choice(MECHANISMS),
-            default=None,
-            help="Local randomizer. [none]",
-        ),
-        click.option(
-            "--epsilon",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help="ε per weight (pnpm/duchi/pm) or per client per round (others). [1]",
-        ),
-        click.option(
-            "--local-dp",
-            type=click.Choice(LOCAL_DP),
-            default=None,
-            help="Private local training on each client (run-local: dpsgd unless a job file "
-            "or --mechanism chooses the privacy; none = no local DP). [none]",
-        ),
-        click.option(
-            "--local-noise",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help="Noise multiplier z of each local DP-SGD step. [1]",
-        ),
-        click.option(
-            "--aggregation",
-            type=click.Choice(AGGREGATIONS),
-            default=None,
-            help="How the aggregator combines valid reports (coordinate-wise). [trimmed-mean]",
-        ),
-        click.option(
-            "--update-clip",
-            type=click.FloatRange(min=0),
-            default=None,
-            help="none/pnpm: L2 bound of a client's update; 0 = derived from the model. [0]",
-        ),
-        click.option(
-            "--delta",
-            type=click.FloatRange(0, 1, min_open=True, max_open=True),
-            default=None,
-            help="[1e-5]",
-        ),
-        click.option(
-            "--topk-fraction",
-            type=click.FloatRange(0, 1, min_open=True),
-            default=None,
-            help="α of the *-topk mechanisms. [0.1]",
-        ),
-        click.option(
-            "--shuffler/--no-shuffler",
-            default=None,
-            help="Route sealed reports through a Shuffler.",
-        ),
-        click.option(
-            "--fedprox-mu",
-            type=click.FloatRange(min=0),
-            default=None,
-            help="FedProx μ (0 = FedAvg). [0]",
-        ),
-        click.option("--iid", is_flag=True, default=False, help="IID split (the default)."),
-        click.option(
-            "--dirichlet",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help="Dirichlet(α) label-skew split.",
-        ),
-        click.option(
-            "--device",
-            type=click.Choice(DEVICES),
-            default=None,
-            help="auto = CUDA when present. [auto]",
-        ),
-        click.option(
-            "--batched/--sequential",
-            default=None,
-            help="Train a round's clients as one stacked computation. [batched]",
-        ),
-        click.option(
-            "--client-rows",
-            type=click.IntRange(min=0),
-            default=None,
-            help="Population study: each client draws this many rows with replacement "
-            "(clients may outnumber the rows); 0 = partition the rows. [0]",
-        ),
-        click.option("--seed", type=int, default=None, help="[0]"),
-        click.option(
-            "--seeded-noise",
-            is_flag=True,
-            default=None,
-            help="Research only: noise from the job seed (reproducible, NOT private).",
-        ),
-        click.option(
-            "--budget",
-            "epsilon_budget",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help="Stop before the total ε per client would exceed this.",
-        ),
-        click.option(
-            "--timeout",
-            "timeout_seconds",
-            type=click.FloatRange(min=0.1),
-            default=None,
-            help="Longest wait for a silent peer, in s. [60]",
-        ),
-        click.option(
-            "--round-timeout",
-            type=click.FloatRange(min=0.1),
-            default=None,
-            help="A client host later than this is dropped. [60]",
-        ),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    return pick(EXPERIMENT, *EXPERIMENT)(func)
+
+
+client_processes_option = click.option(
+    "--client-processes",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Client host processes (parties) that share the logical clients.",
+)
+"""`hfl run-local` and `init hfl`: how many client hosts the job has."""
 
 
 def build_config(job_file: Path | None, opts: dict[str, Any]) -> HflConfig:
@@ -232,14 +214,8 @@ def private_by_default(job_file: Path | None, opts: dict[str, Any]) -> bool:
 @hfl.command("run-local")
 @job_option("Take settings from this job file.", required=False)
 @experiment_options
-@click.option(
-    "--client-processes",
-    type=click.IntRange(1, 64),
-    default=2,
-    show_default=True,
-    help="OS processes sharing the logical clients.",
-)
-@out_option("Run directory. [runs/<timestamp>]")
+@client_processes_option
+@out_option("Run directory.", default_text="runs/<timestamp>")
 @no_progress_option
 @overwrite_option
 @friendly_errors
@@ -325,8 +301,12 @@ def role_command(role: str) -> click.Command:
 
     @job_option("The shared job file (`privfl init hfl`).")
     @party_option
-    @out_option("Output folder. [runs/<timestamp>/<party>]")
-    @click.option("--no-progress", is_flag=True, help="No progress bar (aggregator).")
+    @out_option("Output folder.", default_text="runs/<timestamp>/<party>")
+    # Only the aggregator draws a bar; the others accept the flag unlisted, so that one
+    # start line (runs/launcher.py) serves every role.
+    @click.option(
+        "--no-progress", is_flag=True, hidden=role != "aggregator", help="No progress bar."
+    )
     @click.option(
         "--slow",
         type=click.FloatRange(min=0),
@@ -409,13 +389,7 @@ for _role in ("aggregator", "client", "shuffler"):
 @out_option("Kit folder to write.", required=True)
 @job_option("Take settings from this job file.", required=False)
 @experiment_options
-@click.option(
-    "--client-processes",
-    type=click.IntRange(1, 64),
-    default=2,
-    show_default=True,
-    help="Client hosts.",
-)
+@client_processes_option
 @with_relay_options
 @project_option
 @overwrite_option
@@ -482,8 +456,9 @@ hfl.add_command(init_cmd, "init")  # the old spelling; `privfl init hfl` is the 
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Markdown file to write. [runs/<timestamp>/results-hfl.md] "
-    "(--out docs/results-hfl.md refreshes the repository's table)",
+    cls=TableOption,
+    shown="runs/<timestamp>/results-hfl.md",
+    help="Markdown file to write (--out docs/results-hfl.md refreshes the repository's table).",
 )
 @friendly_errors
 def compare_cmd(

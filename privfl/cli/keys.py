@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.options import Group
 
 
-@click.group()
+@click.group(cls=Group)
 def keys() -> None:
     """CURVE key pairs that authenticate each party."""
 

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from privfl.cli.optable import TableOption
 from privfl.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -21,23 +22,53 @@ def job_option(help: str, required: bool = True) -> Callable[[F], F]:
     )
 
 
-def out_option(help: str, required: bool = False) -> Callable[[F], F]:
-    """``--out PATH``: where this command writes."""
+def out_option(help: str, required: bool = False, default_text: str = "") -> Callable[[F], F]:
+    """``--out PATH``: where this command writes (``default_text``: where, without it)."""
     return click.option(
-        "--out", type=click.Path(path_type=Path), required=required, default=None, help=help
+        "--out",
+        cls=TableOption,
+        shown=default_text,
+        type=click.Path(path_type=Path),
+        required=required,
+        default=None,
+        help=help,
     )
 
 
-overwrite_option = click.option(
+OVERWRITE_HELP = (
+    "Reuse a --out that holds an earlier run: its logs, metrics, summary and checkpoints "
+    "are removed first; the audit trail is appended to{kept} (without this flag a used "
+    "--out is refused)."
+)
+overwrite_option = click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP.format(kept=""))
+host_overwrite_option = click.option(
     "--overwrite",
     is_flag=True,
-    help="Reuse a --out that holds an earlier run: its logs, metrics, summary and "
-    "checkpoints are removed first; the audit trail is appended to and a Host's label "
-    "draw for the same job is kept (without this flag a used --out is refused).",
+    help=OVERWRITE_HELP.format(kept=" and the Host's label draw for the same job is kept"),
 )
+"""``--overwrite`` where a Host runs (`vfl host`, `vfl run-local`): its label draw is kept."""
 party_option = click.option("--party", required=True, help="This party's name in the job file.")
 verbose_option = click.option("-v", "--verbose", is_flag=True, help="Log INFO to the console too.")
 no_progress_option = click.option("--no-progress", is_flag=True, help="No progress bar.")
+
+
+class Group(click.Group):
+    """A group that lists each subcommand with its whole first sentence, never cut to fit."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, summary(command)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def summary(command: click.Command) -> str:
+    """A command's short help: its ``short_help``, else its docstring's first sentence, whole."""
+    return command.get_short_help_str(limit=10_000)
 
 
 def apply(func: F, options: list[Callable[[F], F]]) -> F:
@@ -63,8 +94,10 @@ relay_options = [
         "--relayed",
         default=None,
         metavar="NAME[,NAME…]",
+        cls=TableOption,
+        shown="every party",
         help="With --relay: only these parties go through the relay; the others listen as "
-        "before and reach them through it. [every party]",
+        "before and reach them through it.",
     ),
 ]
 

@@ -39,7 +39,8 @@ from privfl.config.vertical import JobConfig, load_job
     "Host: the predictions CSV (logistic: id, probability, label; multiclass: id, p_0.., "
     "label; linear: id, prediction; poisson: id, rate, prediction = rate x exposure, or "
     "id, rate when the job names no exposure column). Every party writes party.log "
-    "in this file's folder. [runs/<timestamp>/<party>/predictions.csv]"
+    "in this file's folder.",
+    default_text="runs/<timestamp>/<party>/predictions.csv",
 )
 @verbose_option
 @policy_option

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from privfl.cli.errors import friendly_errors
+from privfl.cli.optable import TableOption
 from privfl.config.core import JobFile, read_toml
 from privfl.config.relay import RELAY_NAME
 from privfl.errors import ConfigError
@@ -39,7 +40,9 @@ def load_any_job(path: Path) -> JobFile[Any]:
 @click.option(
     "--bind",
     default=None,
-    help="Where to listen, e.g. tcp://0.0.0.0:443 (default: the job's [relay] endpoint).",
+    help="Where to listen, e.g. tcp://0.0.0.0:443.",
+    cls=TableOption,
+    shown="the job's relay endpoint",
 )
 @click.option(
     "--key",

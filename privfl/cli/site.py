@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
+from privfl.cli.optable import TableOption, default_of
 from privfl.cli.options import is_tcp_endpoint
-from privfl.config.vertical import JobConfig, validate
+from privfl.config.vertical import DataConfig, JobConfig, validate
 from privfl.errors import ConfigError
 
 SITE_OPTIONS = [
@@ -49,20 +50,25 @@ SITE_OPTIONS = [
         help="How many feature columns a Host or Guest trains on (its CSV's, without id and "
         "label). Every site agrees on it; the Server decrypts gradients of that size only. "
         "Repeat per party. A count equal to the party's demo share keeps the demo columns; any "
-        "other drops them, so that site passes --data. [the demo's columns]",
+        "other drops them, so that site passes --data.",
+        cls=TableOption,
+        shown="the demo's columns",
     ),
     click.option(
         "--psi",
         type=click.Choice(["rsa", "ecdh"]),
         default=None,
-        help="Private set intersection for --id-column: ristretto255 ECDH or RSA blind "
-        "signatures. [ecdh]",
+        cls=TableOption,
+        shown=default_of(DataConfig, "psi"),
+        help="Private set intersection for --id-column: ristretto255 ECDH or RSA blind signatures.",
     ),
     click.option(
         "--psi-key-bits",
         type=click.IntRange(1024),
         default=None,
-        help="RSA modulus of the PSI; under 2048 needs --allow-weak-keys. [2048]",
+        cls=TableOption,
+        shown=str(default_of(DataConfig, "psi_key_bits")),
+        help="RSA modulus of the PSI; under 2048 needs --allow-weak-keys.",
     ),
 ]
 

@@ -14,7 +14,10 @@ import click
 from privfl.cli.boost import boost_options, pop_boost_options, with_boost
 from privfl.cli.errors import friendly_errors
 from privfl.cli.governance import policy_option, project_option
+from privfl.cli.optable import TableOption, default_of, pick, row
 from privfl.cli.options import (
+    Group,
+    host_overwrite_option,
     job_option,
     no_progress_option,
     out_option,
@@ -32,6 +35,8 @@ from privfl.config.vertical import (
     MODEL_KINDS,
     MULTICLASS_BATCH,
     JobConfig,
+    ModelConfig,
+    TrainingConfig,
     check_key_bits,
     kind_default,
     kind_tables,
@@ -59,96 +64,100 @@ def parse_epsilon(_ctx: click.Context, _param: click.Parameter, value: str | Non
     return eps
 
 
-@click.group()
+@click.group(cls=Group)
 def vfl() -> None:
     """Vertical FL: Paillier-encrypted models with label DP (Server, Host, Guests)."""
 
 
+DEMO_GUESTS = 1
+"""Guests of the demo job `init vfl` and `run-local` write without --guests or --job."""
+
+KIT = {
+    "guests": row(
+        "--guests",
+        type=click.IntRange(1, 20),
+        default_text=str(DEMO_GUESTS),
+        help="Number of guests; the demo's guest columns are split among them.",
+    ),
+    "key_bits": row(
+        "--key-bits",
+        type=int,
+        field=(JobConfig, "key_bits"),
+        help="Paillier modulus size. Below 2048 needs --allow-weak-keys.",
+    ),
+    "allow_weak_keys": row(
+        "--allow-weak-keys",
+        is_flag=True,
+        default=False,
+        help="Permit keys under 2048 bits (tests and quick trials only).",
+    ),
+    "epochs": row(
+        "--epochs", type=click.IntRange(1), field=(TrainingConfig, "epochs"), help="Maximum epochs."
+    ),
+    "label_epsilon": row(
+        "--label-epsilon",
+        callback=parse_epsilon,
+        default_text=f"{kind_default('logistic', 'label_dp.epsilon'):g}; "
+        f"secureboost: {kind_default('secureboost', 'label_dp.epsilon'):g}",
+        help="ε of randomized response on the Host's labels, per label for the whole "
+        "run; inf = off.",
+    ),
+    "seed": row("--seed", type=int, field=(JobConfig, "seed"), help="Seed of the training RNG."),
+    "model": row(
+        "--model",
+        "model_kind",
+        type=click.Choice(list(MODEL_KINDS)),
+        field=(ModelConfig, "kind"),
+        help="Model to train: logistic, linear, poisson (one guest), multiclass "
+        f"(one-vs-rest; with one guest the separable sigmoid, in batches of {MULTICLASS_BATCH}), "
+        "secureboost (gradient-boosted trees; the tree settings below).",
+    ),
+    "dataset": row(
+        "--dataset",
+        type=click.Choice(list(DATASETS)),
+        default_text="the model's: " + ", ".join(dict.fromkeys(DEFAULT_DATASET.values())),
+        help="Bundled demo table (counts: generated Poisson counts with an exposure "
+        "column); alone, it also picks the table's model (diabetes: linear, wine and "
+        "digits: multiclass, counts: poisson).",
+    ),
+    "classes": row(
+        "--classes",
+        type=click.IntRange(2),
+        default_text="the bundled table's",
+        help="multiclass: number of classes.",
+    ),
+    "label_low": row(
+        "--label-low",
+        type=float,
+        help="linear/poisson: lower clipping bound of the Laplace label mechanism.",
+    ),
+    "label_high": row(
+        "--label-high",
+        type=float,
+        help="linear/poisson: upper clipping bound of the Laplace label mechanism "
+        "(regression with a finite --label-epsilon needs both bounds).",
+    ),
+    "obfuscation": row(
+        "--obfuscation",
+        type=click.Choice(["standard", "djn"]),
+        field=(JobConfig, "obfuscation"),
+        help="Paillier obfuscation: standard r^n, or DJN's faster short-exponent h_s^a "
+        "(an extra hardness assumption; see docs/performance.md).",
+    ),
+    "timeout": row(
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        field=(JobConfig, "timeout_seconds"),
+        help="Seconds any party waits for a peer before failing.",
+    ),
+}
+"""Options `init vfl` and `vfl run-local` share: the job they write or run."""
+
+
 def kit_options(func: F) -> F:
     """Options shared by `init vfl` and `vfl run-local`."""
-    options = [
-        click.option(
-            "--guests",
-            type=click.IntRange(1, 20),
-            default=None,
-            help="Number of guests; the demo's guest columns are split among them. [1]",
-        ),
-        click.option(
-            "--key-bits",
-            type=int,
-            default=None,
-            help="Paillier modulus size. Below 2048 needs --allow-weak-keys. [2048]",
-        ),
-        click.option(
-            "--allow-weak-keys",
-            is_flag=True,
-            help="Permit keys under 2048 bits (tests and quick trials only).",
-        ),
-        click.option("--epochs", type=click.IntRange(1), default=None, help="Maximum epochs. [30]"),
-        click.option(
-            "--label-epsilon",
-            callback=parse_epsilon,
-            default=None,
-            help="ε of randomized response on the Host's labels, per label for the whole "
-            f"run; inf = off. [{kind_default('logistic', 'label_dp.epsilon'):g}; "
-            f"secureboost: {kind_default('secureboost', 'label_dp.epsilon'):g}]",
-        ),
-        click.option("--seed", type=int, default=None, help="Seed of the training RNG. [0]"),
-        click.option(
-            "--model",
-            "model_kind",
-            type=click.Choice(list(MODEL_KINDS)),
-            default=None,
-            help="Model to train: logistic, linear, poisson (one guest), multiclass "
-            "(one-vs-rest; with one guest the separable sigmoid, in batches of 64), "
-            "secureboost (gradient-boosted trees; the tree settings below). [logistic]",
-        ),
-        click.option(
-            "--dataset",
-            type=click.Choice(list(DATASETS)),
-            default=None,
-            help="Bundled demo table (counts: generated Poisson counts with an exposure "
-            "column); alone, it also picks the table's model (diabetes: linear, wine and "
-            "digits: multiclass, counts: poisson). [the model's: breast_cancer, diabetes, "
-            "counts, wine]",
-        ),
-        click.option(
-            "--classes",
-            type=click.IntRange(2),
-            default=None,
-            help="multiclass: number of classes. [the bundled table's]",
-        ),
-        click.option(
-            "--label-low",
-            type=float,
-            default=None,
-            help="linear/poisson: lower clipping bound of the Laplace label mechanism.",
-        ),
-        click.option(
-            "--label-high",
-            type=float,
-            default=None,
-            help="linear/poisson: upper clipping bound of the Laplace label mechanism "
-            "(regression with a finite --label-epsilon needs both bounds).",
-        ),
-        click.option(
-            "--obfuscation",
-            type=click.Choice(["standard", "djn"]),
-            default=None,
-            help="Paillier obfuscation: standard r^n, or DJN's faster short-exponent h_s^a "
-            "(an extra hardness assumption; see docs/performance.md). [standard]",
-        ),
-        click.option(
-            "--timeout",
-            type=click.FloatRange(min=0.1),
-            default=None,
-            help="Seconds any party waits for a peer before failing. [120]",
-        ),
-    ]
     func = boost_options(func)  # listed after the options above
-    for option in reversed(options):
-        func = option(func)
-    return func
+    return pick(KIT, *KIT)(func)
 
 
 def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
@@ -157,7 +166,7 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
 
     boost = pop_boost_options(opts)
     allow = opts["allow_weak_keys"] or (base.allow_weak_keys if base else False)
-    bits = opts["key_bits"] or (base.key_bits if base else 2048)
+    bits = opts["key_bits"] or (base.key_bits if base else default_of(JobConfig, "key_bits"))
     check_key_bits(bits, allow)
     dataset = opts.get("dataset")
     kind = opts.get("model_kind") or (base.model.kind if base else None)
@@ -166,7 +175,7 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
         dataset = DEFAULT_DATASET[kind] if opts.get("model_kind") or not base else base.data.dataset
     if base is None or opts["guests"] is not None or dataset != base.data.dataset:
         template = demo_job(
-            guests=opts["guests"] or 1,
+            guests=opts["guests"] or DEMO_GUESTS,
             key_bits=bits,
             allow_weak_keys=allow,
             host=opts.get("host") or "127.0.0.1",
@@ -260,7 +269,7 @@ def demo_classes(dataset: str) -> int:
 @vfl.command("run-local")
 @job_option("Job file to take settings from (ports and keys are made fresh).", required=False)
 @kit_options
-@out_option("Run directory. [runs/<timestamp>]")
+@out_option("Run directory.", default_text="runs/<timestamp>")
 @no_progress_option
 @click.option(
     "--resume",
@@ -270,7 +279,7 @@ def demo_classes(dataset: str) -> int:
     "--timeout (this machine's patience, not part of the job's fingerprint) may be given; "
     "the others would change the job and are refused.",
 )
-@overwrite_option
+@host_overwrite_option
 @friendly_errors
 def run_local_cmd(
     job_file: Path | None,
@@ -377,76 +386,107 @@ def host_line(party: str, result: dict[str, Any], out: Path) -> str:
 NAMES = {"f1": "F1", "auc": "AUC"}
 
 
-def party_command(role: str) -> click.Command:
-    """`privfl vfl server|host|guest`: run one party of a kit."""
-
-    @job_option("The job file every party shares (from `privfl init vfl`).")
-    @party_option
-    @out_option("Output folder for this party. [runs/<timestamp>/<party>]")
-    @click.option(
+PARTY = {
+    "data": row(
         "--data",
         "data_file",
         type=click.Path(path_type=Path),
-        default=None,
+        default_text="the party's share of the bundled demo data, or `data` in the job file",
         help="CSV with a header row. With --id-column, rows are matched by id (private set "
-        "intersection); without, rows must be in the same order at every party. Without "
-        "--data, the party's share of the bundled demo data (or `data` in the job file).",
-    )
-    @click.option(
+        "intersection); without, rows must be in the same order at every party.",
+    ),
+    "id_column": row(
         "--id-column",
-        default=None,
-        help="Column of record ids; only ids every party holds are used. [job file]",
-    )
-    @click.option("--label-column", default=None, help="Host only: the label column. [label]")
-    @click.option(
+        default_text="the job file's",
+        help="Column of record ids; only ids every party holds are used.",
+    ),
+    "label_column": row(
+        "--label-column", default_text="the job file's, else label", help="The label column."
+    ),
+    "features": row(
         "--features",
-        default=None,
-        help="Feature columns to use, as a,b,c. [every column but the id and label]",
-    )
-    @no_progress_option
-    @click.option(
+        help="Feature columns to use, as a,b,c.",
+        default_text="every column but the id and the Host's label",
+    ),
+    "workers": row(
         "--workers",
         type=click.IntRange(0),
         default=0,
+        show_default=True,
         help="Processes for Paillier obfuscations and Xᵀ[[d]] (Host, Guest); 0 = one per core. "
-        "Server: decryption workers with 2 or more (0, 1: in its own process). [0]",
-    )
-    @click.option(
+        "Server: decryption workers with 2 or more (0, 1: in its own process).",
+    ),
+    "engine": row(
         "--engine",
         type=click.Choice(ENGINES),
         default=POOL.kind,
         show_default=True,
         help="Where this party's --workers run: processes on this machine, or its site's own "
         "Ray cluster (pip install 'privfl[ray]'; every node this institution's).",
-    )
-    @click.option(
+    ),
+    "ray_address": row(
         "--ray-address",
-        default=None,
+        default_text="a cluster of this machine alone",
         help="With --engine ray: 'auto' (the cluster this machine joined with `ray start`) or "
-        "ray://HEAD:10001. [a cluster of this machine alone]",
-    )
-    @click.option(
+        "ray://HEAD:10001.",
+    ),
+    "ray_private_key": row(
         "--ray-private-key",
         is_flag=True,
+        default=False,
         help="With --engine ray, key holder only (GLM Server, SecureBoost Host): also send the "
         "private primes to the cluster's workers for decryptions. Off: they stay on this machine.",
-    )
-    @verbose_option
-    @click.option(
+    ),
+    "resume": row(
         "--resume",
         is_flag=True,
+        default=False,
         help="Continue from the last epoch every party has a checkpoint of (in each --out); "
         "start every party with it.",
-    )
-    @overwrite_option
-    @policy_option
-    @click.option(
+    ),
+    "redraw_labels": row(
         "--redraw-labels",
         is_flag=True,
-        help="Host only: draw the label noise anew instead of reusing this job's draw saved "
-        "in --out (start over without --resume). Spends label ε again: summary.json books "
-        "the sum over all draws.",
-    )
+        default=False,
+        help="Draw the label noise anew instead of reusing this job's draw saved in --out "
+        "(start over without --resume). Spends label ε again: summary.json books the sum "
+        "over all draws.",
+    ),
+}
+"""Options of `privfl vfl server|host|guest`; the Host's own (the label) show on its page only."""
+
+
+def party_options(role: str) -> Callable[[F], F]:
+    """The options of one vertical party's command, in ``--help`` order."""
+    host = role == "host"
+    options = [
+        job_option("The job file every party shares (from `privfl init vfl`)."),
+        party_option,
+        out_option("Output folder for this party.", default_text="runs/<timestamp>/<party>"),
+        pick(PARTY, "data", "id_column"),
+        pick(PARTY, "label_column", hidden=not host),  # the others ignore it, as before
+        pick(PARTY, "features"),
+        no_progress_option,
+        pick(PARTY, "workers", "engine", "ray_address", "ray_private_key"),
+        verbose_option,
+        pick(PARTY, "resume"),
+        host_overwrite_option if host else overwrite_option,
+        policy_option,
+        pick(PARTY, "redraw_labels", hidden=not host),  # the others refuse it in words
+    ]
+
+    def decorate(func: F) -> F:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+def party_command(role: str) -> click.Command:
+    """`privfl vfl server|host|guest`: run one party of a kit."""
+
+    @party_options(role)
     @friendly_errors
     def command(
         job_file: Path,
@@ -567,7 +607,9 @@ def site_kit_options(func: F) -> F:
     "--base-port",
     type=click.IntRange(1024, 65000),
     default=None,
-    help="First port; parties take consecutive ports. [free ports now]",
+    cls=TableOption,
+    shown="free ports now",
+    help="First port; parties take consecutive ports.",
 )
 @site_kit_options
 @with_relay_options
