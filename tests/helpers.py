@@ -310,6 +310,11 @@ def host_start(out: Path, host: str = "host") -> np.ndarray:
     return vfl_models.host_start(out / host / "model.json")
 
 
+def host_plan(out: Path, job: Any, x_host: np.ndarray, host: str = "host") -> list[Any]:
+    """The run's batch plan (from the joint seed in the Host's model.json): the twin's."""
+    return vfl_models.host_plan(out / host / "model.json", job, x_host)
+
+
 def zero_start(glm: Any, x: np.ndarray, *_: Any, **__: Any) -> np.ndarray:
     """A stand-in for ``learning.start.host_start``: the Host at zero, as it once started."""
     return np.zeros((x.shape[1], glm.outputs))

@@ -113,12 +113,15 @@ def reference_train(
     penalised: Sequence[np.ndarray] | None = None,
     min_rows: int = 1,
     start: np.ndarray | None = None,
+    plan: Sequence[np.ndarray | None] | None = None,
 ) -> tuple[list[np.ndarray], list[float]]:
     """Train every party's ``(features, k)`` block in the clear exactly as the protocol does.
 
     ``parts[0]`` is the Host's matrix (bias column included), the rest the guests'.
     ``start``: the Host's initial ``(features + 1, k)`` block (``learning.start``, private
     to the Host, so the caller passes the one the run drew); None = zeros. Guests start at 0.
+    ``plan``: the run's batch plan (drawn from the parties' joint seed, so the caller passes
+    the one the Host's model.json names: ``vfl_models.host_plan``); None = drawn from ``rng``.
     Returns the weights per part and the mean loss per epoch (before each epoch's
     updates, as the Server reports it). No early stopping.
     """
@@ -129,8 +132,9 @@ def reference_train(
     masks = list(penalised) if penalised is not None else [np.ones(p.shape[1]) for p in parts]
     y_all = targets(glm, labels)
     losses: list[float] = []
-    plan = batch_plan(parts[0].shape[0], cfg.batch_size, rng, min_rows)  # one per job
-    plan = plan if cfg.allow_small_batches else unpin(parts[0], plan)  # as the Host's job_plan
+    if plan is None:
+        plan = batch_plan(parts[0].shape[0], cfg.batch_size, rng, min_rows)  # one per job
+        plan = plan if cfg.allow_small_batches else unpin(parts[0], plan)
     for epoch in range(cfg.epochs):
         lr = learning_rate(cfg, epoch)
         total, count = 0.0, 0

@@ -25,6 +25,7 @@ import pytest
 import tomli_w
 from helpers import (
     Crash,
+    host_plan,
     host_start,
     memory_job,
     party_data,
@@ -153,7 +154,7 @@ def test_sigkilled_host_resumes_through_the_cli_to_the_same_model(tmp_path: Path
     assert codes == [0, 0, 0], (tmp_path / "b-host.log").read_text()
     job = load_job(job_path)
     data = party_data(job)
-    want = uninterrupted_twin(job, data, host_start(tmp_path / "b"))
+    want = uninterrupted_twin(job, data, host_start(tmp_path / "b"), tmp_path / "b")
     host, guest = read_model(tmp_path / "b", "host"), read_model(tmp_path / "b", "guest-1")
     got = [
         np.array([*(host["weights"][f] for f in data["host"].feature_names), host["bias"]]),
@@ -166,9 +167,10 @@ def test_sigkilled_host_resumes_through_the_cli_to_the_same_model(tmp_path: Path
 
 
 def uninterrupted_twin(
-    job: JobConfig, data: dict[str, PartyData], start: np.ndarray
+    job: JobConfig, data: dict[str, PartyData], start: np.ndarray, out: Path
 ) -> list[np.ndarray]:
-    """The plaintext twin of an uninterrupted run from ``start`` (ε = ∞, the job's batch order)."""
+    """The plaintext twin of an uninterrupted run from ``start`` (ε = ∞, the run's batch plan:
+    the joint seed in the Host's model.json under ``out``)."""
     host = data[job.host]
     assert host.y_train is not None
     parts = [np.hstack([host.x_train, np.ones((len(host.x_train), 1))])]
@@ -183,5 +185,6 @@ def uninterrupted_twin(
         glm_of(job),
         penalised=penalised,
         start=start,
+        plan=host_plan(out, job, parts[0]),
     )
     return [t.ravel() for t in thetas]
