@@ -138,7 +138,7 @@ class Hello:
     # A digest per job section (config/core.py: section_digests), so that a receiver
     # whose fingerprint differs can name the sections; "" = not sent (older peers).
     job_sections: str = ""
-    # The batch plan's commit and reveal (docs/protocol.md §2.4): SHA-256 of the party's
+    # The batch plan's commit and reveal (docs/protocol.md §6.1a): SHA-256 of the party's
     # seed share, "" = none (the Server and SecureBoost parties send none).
     plan_commit: str = ""
 
@@ -175,7 +175,7 @@ class PublicKeyMessage:
     n: int
     bits: int
     h_s: int = 0  # performance (issue 4): DJN short-exponent obfuscation
-    # Every plan commitment the Server received in a Hello, ``party=hex,…`` (§2.4): the
+    # Every plan commitment the Server received in a Hello, ``party=hex,…`` (§6.1a): the
     # Host cannot show a guest other commitments than it sent the Server. "" = none.
     plan_commits: str = ""
 
@@ -340,7 +340,7 @@ class Scores:
 
 @dataclass(frozen=True, slots=True)
 class PlanReveal:
-    """Seed shares of the batch plan (docs/protocol.md §2.4), ``party=hex,…``: a guest's
+    """Seed shares of the batch plan (docs/protocol.md §6.1a), ``party=hex,…``: a guest's
     own to the Host, then the Host's and every guest's to each guest."""
 
     shares: str

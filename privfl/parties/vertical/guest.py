@@ -287,7 +287,7 @@ def resume_guest(ctx: PartyContext, state: GuestState) -> None:
             raise ProtocolError(
                 f"{state.plan.host}'s resumed session draws another batch plan than the run it "
                 "resumes (a new seed share): every epoch must repeat the same batches "
-                "(docs/protocol.md §2.4): refused"
+                "(docs/protocol.md §6.1a): refused"
             )
 
 

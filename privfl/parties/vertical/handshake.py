@@ -98,7 +98,7 @@ def receive_public_key(ctx: PartyContext) -> PublicKey:
 
 
 def receive_key_message(ctx: PartyContext) -> tuple[PublicKey, str]:
-    """The Server's public key, checked, and the plan commitments it relays (§2.4)."""
+    """The Server's public key, checked, and the plan commitments it relays (§6.1a)."""
     # The Server sends the key only once every Hello is in, waiting up to one timeout
     # for a missing party; wait longer than that, so that the Server, which knows who
     # is missing, times out first and names that party in its Abort.

@@ -3,7 +3,7 @@
 The Host's plaintext gradient gives it ``F_H + 1`` equations per batch in its guests'
 scores (``learning/pinning.py``). Which rows share a batch decides what those equations
 pin, so a Host free to pick its own plan could pick one that pins rows (or reshuffle,
-and stack epochs). Commit and reveal (docs/protocol.md §2.4):
+and stack epochs). Commit and reveal (docs/protocol.md §6.1a):
 
 1. every data party draws 32 bytes from the OS CSPRNG and puts ``commit(session, party,
    r)`` in its Hello; the Server relays every commitment it received in its PublicKey
@@ -257,7 +257,7 @@ def guest_exchange(ctx: PartyContext, share: bytes, relayed: str) -> bytes:
     if set(commits) != set(order):
         raise ProtocolError(
             f"{job.server} relayed plan commitments for {sorted(commits) or 'no party'}, the "
-            f"job's data parties are {order} (docs/protocol.md §2.4): refused"
+            f"job's data parties are {order} (docs/protocol.md §6.1a): refused"
         )
     if commits[ctx.name] != commit(job.session, ctx.name, share):
         raise ProtocolError(f"{job.server} relayed another plan commitment than ours: refused")
@@ -279,7 +279,7 @@ def check_relayed(server: str, sent: Mapping[str, str], relayed: Mapping[str, st
     if dict(relayed) != dict(sent):
         raise ProtocolError(
             f"{server} relayed other plan commitments than the Hellos carried "
-            "(docs/protocol.md §2.4): refused"
+            "(docs/protocol.md §6.1a): refused"
         )
 
 
@@ -290,7 +290,7 @@ def checked_share(party: str, value: str, session: str, committed: str, via: str
         source = f" (sent by {via})" if via and via != party else ""
         raise ProtocolError(
             f"{party}'s plan share{source} does not open its commitment "
-            "(docs/protocol.md §2.4): refused"
+            "(docs/protocol.md §6.1a): refused"
         )
     return share
 
@@ -300,6 +300,6 @@ def require_commit(sender: str, hello_commit: str) -> str:
     if not hello_commit:
         raise ProtocolError(
             f"{sender} sent no batch-plan commitment in its Hello; every data party of a "
-            "training session commits to a seed share (docs/protocol.md §2.4): refused"
+            "training session commits to a seed share (docs/protocol.md §6.1a): refused"
         )
     return hello_commit

@@ -135,7 +135,7 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
 
 
 def plan_commits(job: JobConfig, hellos: dict[str, Hello]) -> str:
-    """Every data party's batch-plan commitment, relayed to all (docs/protocol.md §2.4):
+    """Every data party's batch-plan commitment, relayed to all (docs/protocol.md §6.1a):
     the Host cannot show a guest other commitments than its peers sent us."""
     order = [job.host, *job.guests]
     return encode_pairs({p: require_commit(p, hellos[p].plan_commit) for p in order})
