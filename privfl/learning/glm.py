@@ -114,6 +114,7 @@ def reference_train(
     min_rows: int = 1,
     start: np.ndarray | None = None,
     plan: Sequence[np.ndarray | None] | None = None,
+    noise: np.random.Generator | None = None,
 ) -> tuple[list[np.ndarray], list[float]]:
     """Train every party's ``(features, k)`` block in the clear exactly as the protocol does.
 
@@ -122,6 +123,9 @@ def reference_train(
     to the Host, so the caller passes the one the run drew); None = zeros. Guests start at 0.
     ``plan``: the run's batch plan (drawn from the parties' joint seed, so the caller passes
     the one the Host's model.json names: ``vfl_models.host_plan``); None = drawn from ``rng``.
+    ``noise``: with ``cfg.score_noise`` > 0, the generator of the guests' score noise (the
+    protocol draws it from each guest's OS CSPRNG, so a twin matches it in distribution
+    only); None = no noise.
     Returns the weights per part and the mean loss per epoch (before each epoch's
     updates, as the Server reports it). No early stopping.
     """
@@ -144,6 +148,8 @@ def reference_train(
             y = y_all[rows]
             off = None if offset is None else offset[rows]
             scores = [x @ t for x, t in zip(xs, thetas, strict=True)]
+            if noise is not None:  # training.score_noise: each guest's scores as it sends them
+                scores[1:] = [z + noise.normal(0.0, cfg.score_noise, z.shape) for z in scores[1:]]
             eta = np.sum(scores, axis=0)
             r = residual(glm, eta, y, off, scores[0])
             total += loss(glm, eta, y, off, scores[0]) * len(y)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,6 +77,10 @@ class GuestState:
     masks: list[int] = field(default_factory=list)
     least_batch: int = 1  # the fewest rows a Batch may have (batches.job_least_batch)
     plan: PlanCheck | None = None  # the jointly drawn plan every Batch must follow
+    score_noise: float = 0.0  # training.score_noise: σ added to every training score sent
+    score_rng: np.random.Generator = field(
+        default_factory=lambda: np.random.default_rng(secrets.randbits(128))
+    )
 
     def __post_init__(self) -> None:
         self.x_exp = to_exponents(self.data.x_train, DATA_BITS)
@@ -96,6 +101,8 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     state.batch = msg
     rows = state.rows()
     z = (state.data.x_train[rows] @ state.theta).ravel()
+    if state.score_noise > 0:  # the deviating Host's reads (docs/security.md): OS CSPRNG
+        z = z + state.score_rng.normal(0.0, state.score_noise, z.shape)
     state.z = z
     n = state.key.n
     scores = encrypt(state, state.glm.forward_plain(z, n))
@@ -240,6 +247,7 @@ def run_guest(
             least,
             free=job.training.allow_small_batches,
         ),
+        score_noise=job.training.score_noise,
     )
     try:
         resume_guest(ctx, state)
