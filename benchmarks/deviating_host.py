@@ -29,13 +29,14 @@ sys.path[:0] = [str(TESTS), str(TESTS / "attacks")]
 from helpers import memory_job, party_data  # noqa: E402
 from test_host_reads_scores import wide_host_job  # noqa: E402
 
+from privfl.config.vertical import JobConfig  # noqa: E402
 from privfl.learning.glm import glm_of, reference_train  # noqa: E402
 from privfl.parties.vertical.batches import job_least_batch, job_plan  # noqa: E402
 
 SIGMAS = (0.0, 0.1, 0.3, 1.0, 3.0)
 
 
-def accuracy(job, noise: np.random.Generator | None) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+def accuracy(job: JobConfig, noise: np.random.Generator | None) -> tuple[float, float]:
     """Test accuracy of the twin, and the spread (sd) of the guests' final training scores."""
     data = party_data(job)
     host = data[job.host]
@@ -47,14 +48,22 @@ def accuracy(job, noise: np.random.Generator | None) -> tuple[float, float]:  # 
     penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
     glm = glm_of(job)
     thetas, _ = reference_train(
-        parts, host.y_train, job.training, np.random.default_rng(0), glm,
-        penalised=penalised, plan=plan, noise=noise,
+        parts,
+        host.y_train,
+        job.training,
+        np.random.default_rng(0),
+        glm,
+        penalised=penalised,
+        plan=plan,
+        noise=noise,
     )
     tests = [np.hstack([host.x_test, np.ones((len(host.x_test), 1))])]
     tests += [data[g].x_test for g in job.guests]
     eta = np.sum([x @ t for x, t in zip(tests, thetas, strict=True)], axis=0)[:, 0]
     acc = float(np.mean((eta > 0) == host.y_test))
-    spread = float(np.std(sum(data[g].x_train @ t for g, t in zip(job.guests, thetas[1:]))))
+    spread = float(
+        np.std(sum(data[g].x_train @ t for g, t in zip(job.guests, thetas[1:], strict=True)))
+    )
     return acc, spread
 
 
