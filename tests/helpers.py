@@ -67,6 +67,9 @@ class PartyHung(Exception):
     """A party thread was still running when the harness stopped waiting for it."""
 
 
+PLAN_COMMIT = "ab" * 32  # a batch-plan commitment (the Server relays it unchecked)
+
+
 def memory_job(
     guests: int = 1,
     *,
@@ -272,8 +275,8 @@ def start_server(
         if n != "server"
     )
     print_ = job.fingerprint()
-    host.send("server", Hello("host", print_, rows, features[0]))
-    guest.send("server", Hello("guest", print_, rows, features[1]))
+    host.send("server", Hello("host", print_, rows, features[0], plan_commit=PLAN_COMMIT))
+    guest.send("server", Hello("guest", print_, rows, features[1], plan_commit=PLAN_COMMIT))
     public = guest.expect({Kind.PUBLIC_KEY}, {"server"}).body
     assert isinstance(public, PublicKeyMessage)
     host.expect({Kind.PUBLIC_KEY}, {"server"})
