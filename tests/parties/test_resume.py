@@ -17,6 +17,7 @@ import os
 import signal
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from privfl.config.vertical import JobConfig, load_job
 from privfl.data.views import PartyData
 from privfl.learning.glm import glm_of, reference_train
 from privfl.parties import checkpoint
+from privfl.parties.vertical import joint_plan
 
 EPOCHS = 5
 LABEL_SEED = 5  # seeded flips (not private), so two runs can flip alike
@@ -54,6 +56,15 @@ def resume_job() -> JobConfig:
         timeout=5.0,
         tolerance=0.0,
     )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def same_plan_shares() -> Iterator[None]:
+    """Every in-memory run here draws the same batch plan: constant seed shares (not
+    private), as LABEL_SEED makes the flips alike; the plan is otherwise fresh per run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(joint_plan, "contribution", lambda: bytes(32))
+        yield
 
 
 @pytest.fixture(scope="module")
