@@ -31,7 +31,7 @@ def one(size: int, reshuffle: bool, **overrides: float) -> Reading:
     patch = pytest.MonkeyPatch()
     if reshuffle:
         t.reshuffle_every_epoch(patch)
-        patch.setattr(t.guest_party, "check_repeated", lambda plan, msg: None)
+        t.unchecked(patch)
     try:
         with tempfile.TemporaryDirectory() as folder:
             return t.run(t.wide_host_job(size, epochs=3, **overrides), Path(folder), patch)
@@ -45,8 +45,9 @@ def digits(unpinned: bool) -> Reading:
     host = t.party_data(job)[job.host]
     x = np.hstack([host.x_train, np.ones((len(host.x_train), 1))])
     least = t.job_least_batch(job, len(x))
-    drawn = t.batch_plan(len(x), 64, np.random.default_rng(job.seed), least)
-    return attack(*t.digits_equations(t.job_plan(job, x, least) if unpinned else drawn))
+    sent = t.job_plan(job, x, least, t.SEED)
+    drawn = t.joint_plan.drawn(t.SEED, sent.attempt, len(x), 64, least)
+    return attack(*t.digits_equations(sent.batches if unpinned else drawn))
 
 
 def main() -> None:

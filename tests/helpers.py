@@ -67,6 +67,9 @@ class PartyHung(Exception):
     """A party thread was still running when the harness stopped waiting for it."""
 
 
+PLAN_COMMIT = "ab" * 32  # a batch-plan commitment (the Server relays it unchecked)
+
+
 def memory_job(
     guests: int = 1,
     *,
@@ -272,8 +275,8 @@ def start_server(
         if n != "server"
     )
     print_ = job.fingerprint()
-    host.send("server", Hello("host", print_, rows, features[0]))
-    guest.send("server", Hello("guest", print_, rows, features[1]))
+    host.send("server", Hello("host", print_, rows, features[0], plan_commit=PLAN_COMMIT))
+    guest.send("server", Hello("guest", print_, rows, features[1], plan_commit=PLAN_COMMIT))
     public = guest.expect({Kind.PUBLIC_KEY}, {"server"}).body
     assert isinstance(public, PublicKeyMessage)
     host.expect({Kind.PUBLIC_KEY}, {"server"})
@@ -308,6 +311,11 @@ def host_start(out: Path, host: str = "host") -> np.ndarray:
     Read from the Host's own model.json: the centralised twin starts where the Host did.
     """
     return vfl_models.host_start(out / host / "model.json")
+
+
+def host_plan(out: Path, job: Any, x_host: np.ndarray, host: str = "host") -> list[Any]:
+    """The run's batch plan (from the joint seed in the Host's model.json): the twin's."""
+    return vfl_models.host_plan(out / host / "model.json", job, x_host)
 
 
 def zero_start(glm: Any, x: np.ndarray, *_: Any, **__: Any) -> np.ndarray:

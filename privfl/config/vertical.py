@@ -68,6 +68,11 @@ class TrainingConfig:
     allow_small_batches: bool = False
     tolerance: float = 1e-6  # stop when the Taylor loss changes less than this
     divergence_factor: float = 2.0  # stop with an error when loss > factor × first loss
+    # Each guest adds N(0, score_noise²) from its OS CSPRNG to every training score it sends
+    # (docs/security.md, the deviating Host): a Host that singles rows out reads them only to
+    # about this. 0 = off, and then the model equals its plaintext twin. In the job only
+    # when set, so older fingerprints are unchanged.
+    score_noise: float = 0.0
 
 
 MODEL_KINDS = tuple(KINDS)  # the registry's (models/registry.py)
@@ -299,6 +304,8 @@ def validate(job: JobConfig) -> None:
     t = job.training
     if t.epochs < 1 or t.learning_rate <= 0 or t.l2 < 0 or t.batch_size < 0:
         raise ConfigError("training: epochs >= 1, learning_rate > 0, l2 >= 0, batch_size >= 0")
+    if not (math.isfinite(t.score_noise) and t.score_noise >= 0):
+        raise ConfigError(f"training.score_noise must be finite and >= 0, got {t.score_noise}")
     eps = job.label_dp.epsilon
     if math.isnan(eps) or eps < 0:
         raise ConfigError("label_dp.epsilon must be >= 0 or inf")
@@ -433,7 +440,7 @@ def to_dict(job: JobConfig) -> dict[str, Any]:
         "seed": job.seed,
         "keys_dir": job.keys_dir,
         "obfuscation": job.obfuscation,
-        **({"training": asdict(job.training)} if KINDS[job.model.kind].training else {}),
+        **({"training": training_dict(job.training)} if KINDS[job.model.kind].training else {}),
         "label_dp": asdict(job.label_dp),
         "data": asdict(job.data),
         "parties": {n: party_dict(p) for n, p in job.parties.items()},
@@ -503,6 +510,14 @@ def kind_tables(job: JobConfig, kind: str) -> dict[str, Any]:
             current = tables.get(table, getattr(job, table))
             tables[table] = replace(current, **{key: kind_default(kind, dotted)})
     return tables
+
+
+def training_dict(training: TrainingConfig) -> dict[str, Any]:
+    """The ``[training]`` table; ``score_noise`` only when set (old fingerprints unchanged)."""
+    table = asdict(training)
+    if table["score_noise"] == 0.0:
+        del table["score_noise"]
+    return table
 
 
 def party_dict(spec: PartySpec) -> dict[str, Any]:

@@ -113,12 +113,19 @@ def reference_train(
     penalised: Sequence[np.ndarray] | None = None,
     min_rows: int = 1,
     start: np.ndarray | None = None,
+    plan: Sequence[np.ndarray | None] | None = None,
+    noise: np.random.Generator | None = None,
 ) -> tuple[list[np.ndarray], list[float]]:
     """Train every party's ``(features, k)`` block in the clear exactly as the protocol does.
 
     ``parts[0]`` is the Host's matrix (bias column included), the rest the guests'.
     ``start``: the Host's initial ``(features + 1, k)`` block (``learning.start``, private
     to the Host, so the caller passes the one the run drew); None = zeros. Guests start at 0.
+    ``plan``: the run's batch plan (drawn from the parties' joint seed, so the caller passes
+    the one the Host's model.json names: ``vfl_models.host_plan``); None = drawn from ``rng``.
+    ``noise``: with ``cfg.score_noise`` > 0, the generator of the guests' score noise (the
+    protocol draws it from each guest's OS CSPRNG, so a twin matches it in distribution
+    only); None = no noise.
     Returns the weights per part and the mean loss per epoch (before each epoch's
     updates, as the Server reports it). No early stopping.
     """
@@ -129,8 +136,9 @@ def reference_train(
     masks = list(penalised) if penalised is not None else [np.ones(p.shape[1]) for p in parts]
     y_all = targets(glm, labels)
     losses: list[float] = []
-    plan = batch_plan(parts[0].shape[0], cfg.batch_size, rng, min_rows)  # one per job
-    plan = plan if cfg.allow_small_batches else unpin(parts[0], plan)  # as the Host's job_plan
+    if plan is None:
+        plan = batch_plan(parts[0].shape[0], cfg.batch_size, rng, min_rows)  # one per job
+        plan = plan if cfg.allow_small_batches else unpin(parts[0], plan)
     for epoch in range(cfg.epochs):
         lr = learning_rate(cfg, epoch)
         total, count = 0.0, 0
@@ -140,6 +148,8 @@ def reference_train(
             y = y_all[rows]
             off = None if offset is None else offset[rows]
             scores = [x @ t for x, t in zip(xs, thetas, strict=True)]
+            if noise is not None:  # training.score_noise: each guest's scores as it sends them
+                scores[1:] = [z + noise.normal(0.0, cfg.score_noise, z.shape) for z in scores[1:]]
             eta = np.sum(scores, axis=0)
             r = residual(glm, eta, y, off, scores[0])
             total += loss(glm, eta, y, off, scores[0]) * len(y)

@@ -48,6 +48,7 @@ class Kind(enum.StrEnum):
 
     HELLO = "hello"
     PUBLIC_KEY = "public_key"
+    PLAN_REVEAL = "plan_reveal"
     BATCH = "batch"
     FORWARD = "forward"
     RESIDUAL = "residual"
@@ -142,9 +143,16 @@ class Hello:
     # A digest per job section (config/core.py: section_digests), so that a receiver
     # whose fingerprint differs can name the sections; "" = not sent (older peers).
     job_sections: str = ""
+    # The batch plan's commit and reveal (docs/protocol.md §6.1a): SHA-256 of the party's
+    # seed share, "" = none (the Server and SecureBoost parties send none).
+    plan_commit: str = ""
 
     def __post_init__(self) -> None:
         _require(self.role in ("server", "host", "guest"), f"unknown role {self.role!r}")
+        _require(
+            self.plan_commit == "" or _is_sha256_hex(self.plan_commit),
+            "plan_commit is empty or 64 lowercase hex digits",
+        )
         text(self.job_fingerprint, "job_fingerprint", 128)
         text(self.job_sections, "job_sections")
         _require(
@@ -172,8 +180,12 @@ class PublicKeyMessage:
     n: int
     bits: int
     h_s: int = 0  # performance (issue 4): DJN short-exponent obfuscation
+    # Every plan commitment the Server received in a Hello, ``party=hex,…`` (§6.1a): the
+    # Host cannot show a guest other commitments than it sent the Server. "" = none.
+    plan_commits: str = ""
 
     def __post_init__(self) -> None:
+        _pairs(self.plan_commits, "plan_commits", 64)
         _require(self.n > 0 and self.n % 2 == 1, "a Paillier modulus is a positive odd number")
         count(self.bits, "key bits", 1, MAX_KEY_BITS)
         _require(self.n.bit_length() <= MAX_KEY_BITS, f"modulus longer than {MAX_KEY_BITS} bits")
@@ -332,6 +344,33 @@ class Scores:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanReveal:
+    """Seed shares of the batch plan (docs/protocol.md §6.1a), ``party=hex,…``: a guest's
+    own to the Host, then the Host's and every guest's to each guest."""
+
+    shares: str
+
+    def __post_init__(self) -> None:
+        _pairs(self.shares, "shares", 64)
+        _require(bool(self.shares), "a plan reveal holds at least one share")
+
+
+def _pairs(value: str, name: str, digits: int) -> None:
+    """``party=hex,…`` with ``digits`` lowercase hex digits each, no party twice."""
+    text(value, name)
+    items = [item for item in value.split(",") if item]
+    _require(
+        all(_PAIR.fullmatch(item) and len(item.split("=", 1)[1]) == digits for item in items)
+        and not value.endswith(",")
+        and len({item.split("=", 1)[0] for item in items}) == len(items),
+        f"{name} is comma-separated party=hex pairs, each party once",
+    )
+
+
+_PAIR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}=[0-9a-f]+")
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     """The Host ends the session; every party saves its own model and exits."""
 
@@ -468,6 +507,7 @@ class Resume:
 Message = (
     Hello
     | PublicKeyMessage
+    | PlanReveal
     | Batch
     | Forward
     | Residual
@@ -511,6 +551,7 @@ Message = (
 MESSAGE_TYPES: dict[Kind, type] = {
     Kind.HELLO: Hello,
     Kind.PUBLIC_KEY: PublicKeyMessage,
+    Kind.PLAN_REVEAL: PlanReveal,
     Kind.BATCH: Batch,
     Kind.FORWARD: Forward,
     Kind.RESIDUAL: Residual,

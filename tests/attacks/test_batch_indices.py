@@ -22,6 +22,7 @@ from helpers import failures, memory_job, run_in_threads
 from privfl.errors import PeerAborted, ProtocolError
 from privfl.parties.vertical import guest as guest_party
 from privfl.parties.vertical import host as host_party
+from privfl.parties.vertical import joint_plan
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch
 
@@ -76,9 +77,10 @@ def test_a_guest_refuses_a_bad_batch_before_encrypting(
 def test_without_the_check_a_guest_encrypts_every_copy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Prepare: the leaky guest takes any Batch.
+    # Prepare: the leaky guest takes any Batch (nor holds the Host to the joint plan).
     encrypted = deviating_host(monkeypatch, BATCHES["repeated"][0])
     monkeypatch.setattr(guest_party, "check_indices", lambda msg, rows, least: None)
+    monkeypatch.setattr(joint_plan.PlanCheck, "check", lambda self, epoch, number, rows: None)
     job = memory_job(1, epochs=1, timeout=10)
 
     # Act (the Server ends the session: the Host's loss is not for the planned batch)

@@ -26,12 +26,12 @@ from score_attack import Equations, Reading, attack
 from privfl.config.vertical import JobConfig, with_overrides
 from privfl.crypto.encoding import DATA_BITS, to_exponents
 from privfl.errors import ConfigError
+from privfl.learning import pinning
 from privfl.learning.taylor import batch_plan, batch_sizes
 from privfl.parties.session import PartyContext
-from privfl.parties.vertical import batches as batches_module
 from privfl.parties.vertical import guest as guest_party
 from privfl.parties.vertical import host as host_party
-from privfl.parties.vertical import host_steps
+from privfl.parties.vertical import host_steps, joint_plan
 from privfl.parties.vertical.batches import job_least_batch, job_plan
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch
@@ -128,6 +128,14 @@ def reshuffle_every_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(host_party, "train_epoch", reshuffled)
 
 
+def unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guests as they were before the joint plan: no check of the Host's batches."""
+    monkeypatch.setattr(joint_plan.PlanCheck, "check", lambda self, epoch, number, rows: None)
+
+
+SEED = bytes(range(32))  # a joint seed for the tests that draw a plan without a run
+
+
 def test_with_small_batches_allowed_the_host_reads_every_guest_score(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,7 +195,7 @@ def test_reshuffled_batches_let_the_host_read_every_settled_score(
     job = wide_host_job(23, epochs=3, lr_decay=1000.0)
     if reshuffled:
         reshuffle_every_epoch(monkeypatch)
-        monkeypatch.setattr(guest_party, "check_repeated", lambda plan, msg: None)
+        unchecked(monkeypatch)
 
     # Act
     reading = run(job, tmp_path, monkeypatch)
@@ -199,21 +207,33 @@ def test_reshuffled_batches_let_the_host_read_every_settled_score(
         assert reading.rank < reading.unknowns and reading.read == 0
 
 
-def test_a_host_that_reshuffles_is_refused_by_the_guest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("attack", ["reshuffles", "own plan"])
+def test_a_host_with_its_own_plan_is_refused_at_its_first_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attack: str
 ) -> None:
-    # Prepare: a deviating Host sends other row sets in epoch 1.
+    """A deviating Host that draws its own plan (a fresh one each epoch, or one per job from
+    the public seed as before the plan was joint): every guest derives the joint plan
+    itself, and the first Batch already moves more rows than the cap allows."""
+    # Prepare
     job = wide_host_job(23, epochs=2)
-    reshuffle_every_epoch(monkeypatch)
+    if attack == "reshuffles":
+        reshuffle_every_epoch(monkeypatch)
+    else:
+        own = batch_plan(426, 23, np.random.default_rng(job.seed), 23)
+        monkeypatch.setattr(host_party, "job_plan", lambda *args: joint_plan.Plan(own, 0))
 
     # Act
     results = run_in_threads(job, InMemoryHub(), tmp_path)
 
-    # Assert: the guest refuses the first Batch of epoch 1, everyone stops.
+    # Assert: the guest refuses within epoch 0 (batch 0 may match an attempt by chance no
+    # better than the cap allows; batch 1 is over it), in one line naming the Host. Two
+    # batches of 23 pass only if they share 19 rows with the joint plan's: each overlap is
+    # hypergeometric (426 rows, 23 drawn, 23 marked), mean 1.24, P(sum ≥ 19) < 1e-15.
     failed = failures(results)
     assert set(failed) == set(job.parties)
     message = str(failed["guest-1"])
-    assert "batch 0 of epoch 1 holds other rows" in message and "\n" not in message
+    assert message.startswith("host's batches do not follow the jointly drawn plan")
+    assert "of epoch 0" in message and "\n" not in message
 
 
 def digits_equations(plan: list[np.ndarray | None]) -> tuple[list[Equations], int]:
@@ -239,8 +259,9 @@ def test_rows_the_hosts_own_columns_single_out_are_read_unless_swapped(unpinned:
     host = party_data(job)[job.host]
     x = np.hstack([host.x_train, np.ones((len(host.x_train), 1))])
     least = job_least_batch(job, len(x))
-    drawn = batch_plan(len(x), 64, np.random.default_rng(job.seed), least)
-    plan = job_plan(job, x, least) if unpinned else drawn
+    sent = job_plan(job, x, least, SEED)
+    drawn = joint_plan.drawn(SEED, sent.attempt, len(x), 64, least)
+    plan = sent.batches if unpinned else drawn
 
     # Act
     batches, rows = digits_equations(plan)
@@ -260,9 +281,9 @@ def test_a_row_no_plan_can_hide_refuses_the_job() -> None:
 
     # Act / Assert
     with pytest.raises(ConfigError) as refused:
-        job_plan(job, x, 23)
+        job_plan(job, x, 23, SEED)
     message = str(refused.value)
-    assert "single out 1 training rows" in message and "another seed" in message
+    assert "single out 1 training rows" in message and "every batch plan tried" in message
     assert "\n" not in message
 
 
@@ -270,7 +291,7 @@ def test_a_plan_that_stays_pinned_stops_every_party(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Prepare: the Host finds 3 rows it cannot unpin.
-    monkeypatch.setattr(batches_module, "pinned", lambda x, plan: 3)
+    monkeypatch.setattr(pinning, "pinned", lambda x, plan: 3)
     job = wide_host_job(30)
 
     # Act

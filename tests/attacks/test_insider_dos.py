@@ -22,7 +22,7 @@ from typing import Any
 import msgpack
 import pytest
 import zmq
-from helpers import memory_job
+from helpers import PLAN_COMMIT, memory_job
 
 from privfl.errors import ProtocolError
 from privfl.parties.audit import FILE_NAME as AUDIT
@@ -195,8 +195,8 @@ def test_a_real_server_shrugs_off_a_zero_denominator(tmp_path: Path) -> None:
     thread.start()
     host = Channel(transports["host"], session=job.session, timeout=10, fresh_rule=False)
     guest = Channel(transports["guest-1"], session=job.session, timeout=10, fresh_rule=False)
-    host.send("server", Hello("host", job.fingerprint(), 569, 11))
-    guest.send("server", Hello("guest", job.fingerprint(), 569, 20))
+    host.send("server", Hello("host", job.fingerprint(), 569, 11, plan_commit=PLAN_COMMIT))
+    guest.send("server", Hello("guest", job.fingerprint(), 569, 20, plan_commit=PLAN_COMMIT))
     host.expect({Kind.CHECKPOINTS}, {"server"})
     host.send("server", Resume(completed=0))
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ServerUnderTest, memory_job, start_server
+from helpers import PLAN_COMMIT, ServerUnderTest, memory_job, start_server
 
 from privfl.config.vertical import JobConfig, load_job
 from privfl.crypto.encoding import encode
@@ -137,8 +137,10 @@ def test_guest_claiming_10000_features_gets_no_key(tmp_path: Path) -> None:
         for n in ("host", "guest-1")
     )
 
-    host.send("server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES))
-    guest.send("server", Hello("guest", job.fingerprint(), ROWS, 10_000))
+    host.send(
+        "server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES, plan_commit=PLAN_COMMIT)
+    )
+    guest.send("server", Hello("guest", job.fingerprint(), ROWS, 10_000, plan_commit=PLAN_COMMIT))
 
     with pytest.raises(PeerAborted, match="guest-1 announced 10000 features, the job declares 20"):
         guest.expect({Kind.PUBLIC_KEY}, {"server"})
@@ -272,8 +274,13 @@ def test_a_real_server_process_refuses_and_names_the_guest(tmp_path: Path) -> No
     )
     host, guest = Peer(job, "host", 10), Peer(job, "guest-1", 10)
     try:
-        host.channel.send("server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES))
-        guest.channel.send("server", Hello("guest", job.fingerprint(), ROWS, GUEST_FEATURES))
+        host.channel.send(
+            "server", Hello("host", job.fingerprint(), ROWS, HOST_FEATURES, plan_commit=PLAN_COMMIT)
+        )
+        guest.channel.send(
+            "server",
+            Hello("guest", job.fingerprint(), ROWS, GUEST_FEATURES, plan_commit=PLAN_COMMIT),
+        )
         public = guest.channel.expect({Kind.PUBLIC_KEY}, {"server"}).body
         assert isinstance(public, PublicKeyMessage)
         host.channel.expect({Kind.CHECKPOINTS}, {"server"})

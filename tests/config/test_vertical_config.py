@@ -155,6 +155,7 @@ def test_equal_jobs_have_equal_fingerprints() -> None:
         {"batch_size": 32},
         {"tolerance": 1e-7},
         {"divergence_factor": 3.0},
+        {"score_noise": 1.0},
     ],
     ids=lambda change: next(iter(change)),
 )
@@ -167,6 +168,26 @@ def test_training_changes_change_the_fingerprint(change: dict[str, Any]) -> None
 
     # Assert
     assert changed.fingerprint() != job.fingerprint()
+
+
+def test_score_noise_is_in_the_job_only_when_set() -> None:
+    # Prepare
+    job = _job()
+
+    # Act
+    off = with_overrides(job, score_noise=0.0)
+    on = with_overrides(job, score_noise=0.5)
+
+    # Assert: an unset key leaves older fingerprints as they were; a set one is agreed.
+    assert "score_noise" not in to_dict(off)["training"] and off.fingerprint() == job.fingerprint()
+    assert to_dict(on)["training"]["score_noise"] == 0.5
+    assert from_dict(to_dict(on)).training.score_noise == 0.5
+
+
+@pytest.mark.parametrize("sigma", [-0.1, math.inf, math.nan])
+def test_score_noise_must_be_finite_and_not_negative(sigma: float) -> None:
+    with pytest.raises(ConfigError, match=r"training\.score_noise"):
+        _job(training=TrainingConfig(score_noise=sigma))
 
 
 def test_other_agreed_fields_change_the_fingerprint() -> None:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from helpers import read_model
+from helpers import host_plan, read_model
 from processes import WEAK, privfl, spawn
 
 from privfl.config.vertical import JobConfig
@@ -47,8 +47,11 @@ def start_relay(tmp_path: Path, job: Path, name: str = "relay") -> subprocess.Po
     return process
 
 
-def oracle(job: JobConfig, data: dict[str, PartyData], start: np.ndarray) -> list[np.ndarray]:
-    """Plain Taylor logistic regression from the Host's start, with the Host's batch draws."""
+def oracle(
+    job: JobConfig, data: dict[str, PartyData], start: np.ndarray, runs: Path
+) -> list[np.ndarray]:
+    """Plain Taylor logistic regression from the Host's start, on the run's batch plan
+    (the joint seed in the Host's model.json under ``runs``)."""
     host = data[job.host]
     x_host = np.hstack([host.x_train, np.ones((host.x_train.shape[0], 1))])
     parts = [x_host] + [data[g].x_train for g in job.guests]
@@ -63,6 +66,7 @@ def oracle(job: JobConfig, data: dict[str, PartyData], start: np.ndarray) -> lis
         glm_named("logistic"),
         penalised=penalised,
         start=start,
+        plan=host_plan(runs, job, x_host),
     )
     return [t.ravel() for t in thetas]
 

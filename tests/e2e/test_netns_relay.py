@@ -175,7 +175,7 @@ def test_firewalled_sites_train_through_a_relay_in_its_own_namespace(
     assert codes == {name: 0 for _, name in SITES}, logs
     loaded = load_job(job)
     data = party_data(loaded)
-    want = oracle(loaded, data, host_start(runs))
+    want = oracle(loaded, data, host_start(runs), runs)
     for got, expected in zip(saved(loaded, data, runs), want, strict=True):
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
 

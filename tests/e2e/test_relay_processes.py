@@ -45,7 +45,7 @@ def test_a_fully_relayed_run_trains_the_direct_mesh_model(tmp_path: Path) -> Non
     }
     job = load_job(job_path)
     data = party_data(job)
-    want = oracle(job, data, host_start(runs))
+    want = oracle(job, data, host_start(runs), runs)
     for got, expected in zip(saved(job, data, runs), want, strict=True):
         np.testing.assert_allclose(got, expected, rtol=0, atol=WEIGHT_TOL)
     assert len(read_summary(runs)["loss_history"]) == 3

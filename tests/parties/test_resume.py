@@ -17,6 +17,7 @@ import os
 import signal
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 import tomli_w
 from helpers import (
     Crash,
+    host_plan,
     host_start,
     memory_job,
     party_data,
@@ -38,6 +40,7 @@ from privfl.config.vertical import JobConfig, load_job
 from privfl.data.views import PartyData
 from privfl.learning.glm import glm_of, reference_train
 from privfl.parties import checkpoint
+from privfl.parties.vertical import joint_plan
 
 EPOCHS = 5
 LABEL_SEED = 5  # seeded flips (not private), so two runs can flip alike
@@ -53,6 +56,15 @@ def resume_job() -> JobConfig:
         timeout=5.0,
         tolerance=0.0,
     )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def same_plan_shares() -> Iterator[None]:
+    """Every in-memory run here draws the same batch plan: constant seed shares (not
+    private), as LABEL_SEED makes the flips alike; the plan is otherwise fresh per run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(joint_plan, "contribution", lambda: bytes(32))
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +165,7 @@ def test_sigkilled_host_resumes_through_the_cli_to_the_same_model(tmp_path: Path
     assert codes == [0, 0, 0], (tmp_path / "b-host.log").read_text()
     job = load_job(job_path)
     data = party_data(job)
-    want = uninterrupted_twin(job, data, host_start(tmp_path / "b"))
+    want = uninterrupted_twin(job, data, host_start(tmp_path / "b"), tmp_path / "b")
     host, guest = read_model(tmp_path / "b", "host"), read_model(tmp_path / "b", "guest-1")
     got = [
         np.array([*(host["weights"][f] for f in data["host"].feature_names), host["bias"]]),
@@ -166,9 +178,10 @@ def test_sigkilled_host_resumes_through_the_cli_to_the_same_model(tmp_path: Path
 
 
 def uninterrupted_twin(
-    job: JobConfig, data: dict[str, PartyData], start: np.ndarray
+    job: JobConfig, data: dict[str, PartyData], start: np.ndarray, out: Path
 ) -> list[np.ndarray]:
-    """The plaintext twin of an uninterrupted run from ``start`` (ε = ∞, the job's batch order)."""
+    """The plaintext twin of an uninterrupted run from ``start`` (ε = ∞, the run's batch plan:
+    the joint seed in the Host's model.json under ``out``)."""
     host = data[job.host]
     assert host.y_train is not None
     parts = [np.hstack([host.x_train, np.ones((len(host.x_train), 1))])]
@@ -183,5 +196,6 @@ def uninterrupted_twin(
         glm_of(job),
         penalised=penalised,
         start=start,
+        plan=host_plan(out, job, parts[0]),
     )
     return [t.ravel() for t in thetas]

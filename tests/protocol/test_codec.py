@@ -37,6 +37,7 @@ from privfl.protocol.messages import (
     Kind,
     Loss,
     Message,
+    PlanReveal,
     Progress,
     PsiAnswer,
     PsiHello,
@@ -102,6 +103,9 @@ def _build(kind: Kind, seed: int) -> Message:
             features=rng.randrange(0, 500),
         ),
         Kind.PUBLIC_KEY: lambda: _public_key(rng),
+        Kind.PLAN_REVEAL: lambda: PlanReveal(
+            ",".join(f"p{i}={rng.getrandbits(256):064x}" for i in range(1 + seed % 3))
+        ),
         Kind.BATCH: lambda: Batch(epoch, batch, n_batches, _indices(np_rng, seed % 2 == 1)),
         Kind.FORWARD: lambda: Forward(epoch, batch, _bigints(rng, size), _bigints(rng, 1)),
         Kind.RESIDUAL: lambda: Residual(

@@ -18,9 +18,7 @@ import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
-from privfl.learning import pinning
-from privfl.learning.pinning import pinned
-from privfl.learning.taylor import batch_plan
+from privfl.parties.vertical.joint_plan import Plan, host_plan
 
 
 def least_batch(job: JobConfig, rows: int, entries: dict[str, int]) -> int:
@@ -92,25 +90,16 @@ def job_least_batch(job: JobConfig, rows: int) -> int:
     return least_batch(job, rows, gradient_entries(job))
 
 
-def job_plan(job: JobConfig, x_host: np.ndarray, least: int) -> list[np.ndarray | None]:
-    """The Host's row sets, the same every epoch; refuses a plan that still pins a row.
+def job_plan(job: JobConfig, x_host: np.ndarray, least: int, seed: bytes) -> Plan:
+    """The Host's row sets, the same every epoch, from the joint seed; refuses a plan that
+    still pins a row.
 
-    ``x_host``: its training columns with the bias. One permutation from the job's public
-    seed, cut by the sizes every party derives, then rows swapped between batches until
-    the Host's own columns pin no guest score (``learning/pinning.py``): equations from
-    later epochs then fall on the same row sets and add no direction.
+    ``x_host``: its training columns with the bias; ``seed``: the batch plan's joint seed
+    (``joint_plan.py``: drawn by commit and reveal, so the Host does not choose it). The
+    first of the seed's attempts whose rows the Host can swap between batches until its own
+    columns pin no guest score (``learning/pinning.py``), moving few enough rows for every
+    guest to accept it: equations from later epochs then fall on the same row sets and
+    add no direction.
     """
-    rng = np.random.default_rng(job.seed)
-    plan = batch_plan(len(x_host), job.training.batch_size, rng, least)
-    if job.training.allow_small_batches:
-        return plan
-    plan = pinning.unpin(x_host, plan)
-    left = pinned(x_host, plan)
-    if left:
-        raise ConfigError(
-            f"the host's columns single out {left} training rows in the batch plan of this seed "
-            "and batch size: its gradient would give their guest scores away; try another seed "
-            "or training.batch_size (the full batch pins the fewest) or set "
-            "training.allow_small_batches = true"
-        )
-    return plan
+    unpin = not job.training.allow_small_batches
+    return host_plan(seed, x_host, job.training.batch_size, least, unpin)

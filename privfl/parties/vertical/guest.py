@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +25,8 @@ from privfl.parties import checkpoint
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.batches import job_least_batch
 from privfl.parties.vertical.gradients import class_matvec, unflatten
-from privfl.parties.vertical.handshake import announce, receive_public_key, rows_digest, save_model
+from privfl.parties.vertical.handshake import announce, receive_key_message, rows_digest, save_model
+from privfl.parties.vertical.joint_plan import PlanCheck, commit, guest_exchange, own_share
 from privfl.protocol import fresh
 from privfl.protocol.messages import (
     Batch,
@@ -82,7 +84,11 @@ class GuestState:
     z: np.ndarray | None = None
     masks: list[int] = field(default_factory=list)
     least_batch: int = 1  # the fewest rows a Batch may have (batches.job_least_batch)
-    plan: dict[int, np.ndarray | None] = field(default_factory=dict)  # rows per batch number
+    plan: PlanCheck | None = None  # the jointly drawn plan every Batch must follow
+    score_noise: float = 0.0  # training.score_noise: σ added to every training score sent
+    score_rng: np.random.Generator = field(
+        default_factory=lambda: np.random.default_rng(secrets.randbits(128))
+    )
 
     def __post_init__(self) -> None:
         self.x_exp = to_exponents(self.data.x_train, DATA_BITS)
@@ -98,37 +104,19 @@ def forward(state: GuestState, msg: Batch) -> Forward:
     sends its basis), and ``Σ z_g²``.
     """
     check_indices(msg, len(state.x_exp), state.least_batch)
-    check_repeated(state.plan, msg)
+    if state.plan is not None:
+        state.plan.check(msg.epoch, msg.batch, msg.indices)
     state.batch = msg
     rows = state.rows()
     z = (state.data.x_train[rows] @ state.theta).ravel()
+    if state.score_noise > 0:  # the deviating Host's reads (docs/security.md): OS CSPRNG
+        z = z + state.score_rng.normal(0.0, state.score_noise, z.shape)
     state.z = z
     n = state.key.n
     scores = encrypt(state, state.glm.forward_plain(z, n))
     squares = encrypt(state, encode([float(z @ z)], LOSS_BITS, n))
     state.stage = Stage.AWAIT_RESIDUAL
     return Forward(epoch=msg.epoch, batch=msg.batch, scores=scores, sum_squares=squares)
-
-
-def check_repeated(plan: dict[int, np.ndarray | None], msg: Batch) -> None:
-    """Refuse a Batch whose rows differ from the first one we saw under its number.
-
-    The Host must send the same row sets every epoch (docs/protocol.md §6.2): each new row
-    set would give it ``F_H + 1`` more equations in our scores, and two epochs of
-    reshuffled batches determine every one of them.
-    """
-    rows = None if msg.indices is None else np.sort(msg.indices)
-    if msg.batch not in plan:
-        plan[msg.batch] = rows
-        return
-    seen = plan[msg.batch]
-    if (rows is None) != (seen is None) or (
-        rows is not None and seen is not None and not np.array_equal(rows, seen)
-    ):
-        raise ProtocolError(
-            f"batch {msg.batch} of epoch {msg.epoch} holds other rows than in the epoch before; "
-            "every epoch must repeat the same batches (docs/protocol.md §6.2): refused"
-        )
 
 
 def check_indices(msg: Batch, rows: int, least: int) -> None:
@@ -228,10 +216,19 @@ def run_guest(
     host, server = job.host, job.server
     glm = glms.glm_of(job)
     digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    share = own_share(ctx)
     announce(
-        ctx, "guest", data.rows, data.x_train.shape[1], [server, host], digest, len(data.x_train)
+        ctx,
+        "guest",
+        data.rows,
+        data.x_train.shape[1],
+        [server, host],
+        digest,
+        len(data.x_train),
+        commit(job.session, ctx.name, share),
     )
-    key = receive_public_key(ctx)
+    key, relayed = receive_key_message(ctx)
+    seed = guest_exchange(ctx, share, relayed)
     noise = engine.pool(key.n, workers, key.h_s)
     # The first batch needs this many (scores, Σz², a cross term, the packed gradient,
     # the packed test scores); the workers start on them now. One batch ahead, never
@@ -250,6 +247,15 @@ def run_guest(
         noise=noise,
         glm=glm,
         least_batch=least,
+        plan=PlanCheck(
+            host,
+            seed,
+            len(data.x_train),
+            job.training.batch_size,
+            least,
+            free=job.training.allow_small_batches,
+        ),
+        score_noise=job.training.score_noise,
     )
     try:
         resume_guest(ctx, state)
@@ -291,12 +297,23 @@ def resume_guest(ctx: PartyContext, state: GuestState) -> None:
     """Agree, and restore the guest's weights."""
     completed = checkpoint.agree(ctx)
     if completed:
-        saved = np.array(checkpoint.load(ctx, completed)["theta"], dtype=np.float64)
+        record = checkpoint.load(ctx, completed)
+        saved = np.array(record["theta"], dtype=np.float64)
         state.theta = saved.reshape(state.theta.shape)
+        seed = record.get("plan_seed")
+        if state.plan is not None and seed is not None and seed != state.plan.seed.hex():
+            raise ProtocolError(
+                f"{state.plan.host}'s resumed session draws another batch plan than the run it "
+                "resumes (a new seed share): every epoch must repeat the same batches "
+                "(docs/protocol.md §6.1a): refused"
+            )
 
 
 def after_guest_step(ctx: PartyContext, state: GuestState, body: Message) -> None:
     """Checkpoint once the gradient of an epoch's last batch is applied."""
     batch = state.batch
     if isinstance(body, Decrypted) and batch is not None and batch.batch == batch.n_batches - 1:
-        checkpoint.save(ctx, batch.epoch + 1, {"theta": state.theta.tolist()})
+        record: dict[str, object] = {"theta": state.theta.tolist()}
+        if state.plan is not None:
+            record["plan_seed"] = state.plan.seed.hex()
+        checkpoint.save(ctx, batch.epoch + 1, record)

@@ -35,8 +35,10 @@ def announce(
     to: Sequence[str],
     rows_digest: str = "",
     train_rows: int = 0,
+    plan_commit: str = "",
 ) -> None:
-    """Send our Hello (job fingerprint, table shape, row commitment) to those who check it."""
+    """Send our Hello (job fingerprint, table shape, row commitment, batch-plan commitment)
+    to those who check it."""
     hello = Hello(
         role=role,
         job_fingerprint=ctx.job.fingerprint(),
@@ -45,6 +47,7 @@ def announce(
         rows_digest=rows_digest,
         train_rows=train_rows,
         job_sections=encode_sections(ctx.job.sections()),
+        plan_commit=plan_commit,
     )
     ctx.channel.broadcast(to, hello)
 
@@ -91,6 +94,11 @@ def job_difference(ctx: PartyContext, hello: Hello) -> str:
 
 def receive_public_key(ctx: PartyContext) -> PublicKey:
     """Wait for the Server's Paillier public key and check its size against the job."""
+    return receive_key_message(ctx)[0]
+
+
+def receive_key_message(ctx: PartyContext) -> tuple[PublicKey, str]:
+    """The Server's public key, checked, and the plan commitments it relays (§6.1a)."""
     # The Server sends the key only once every Hello is in, waiting up to one timeout
     # for a missing party; wait longer than that, so that the Server, which knows who
     # is missing, times out first and names that party in its Abort.
@@ -108,7 +116,7 @@ def receive_public_key(ctx: PartyContext) -> PublicKey:
             f"{ctx.job.obfuscation}"
         )
     log.info("received the server's %d-bit Paillier public key", key.bits)
-    return key
+    return key, body.plan_commits
 
 
 def save_model(

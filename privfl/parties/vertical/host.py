@@ -34,11 +34,12 @@ from privfl.parties.vertical.handshake import (
     announce,
     check_hello,
     check_rows,
-    receive_public_key,
+    receive_key_message,
     rows_digest,
     save_model,
 )
 from privfl.parties.vertical.host_steps import HostState
+from privfl.parties.vertical.joint_plan import commit, host_exchange, own_share, require_commit
 from privfl.protocol.messages import (
     Batch,
     CrossTerm,
@@ -79,11 +80,11 @@ def run_host(
     start = time.monotonic()
     job = ctx.job
     drawn = draw_once(ctx, data, label_rng, redraw_labels)  # saved before our first message
-    key, guests, least = handshake(ctx, data)
+    key, guests, least, seed = handshake(ctx, data)
     noise = engine.pool(key.n, workers, key.h_s)
     try:
         state = steps.init_state(data, key, guests, job, label_rng, noise, drawn)
-        state.least_batch = least
+        state.least_batch, state.plan_seed = least, seed
         noise.prefetch(first_epoch_obfuscations(state, job))
         return train(ctx, state, on_epoch, start, drawn)
     finally:
@@ -126,7 +127,8 @@ def train(
     rng = np.random.default_rng(job.seed)  # public: batch order only
     metrics_path = ctx.out / "metrics.jsonl"
     records = resume_host(ctx, state, rng, drawn)
-    plan = job_plan(job, state.x_train, state.least_batch)  # the same row sets every epoch
+    drawn_plan = job_plan(job, state.x_train, state.least_batch, state.plan_seed)
+    plan, state.plan_attempt = drawn_plan.batches, drawn_plan.attempt  # the same every epoch
     reason = "max_epochs"
     for epoch in range(len(records), job.training.epochs):
         began = time.monotonic()
@@ -162,18 +164,29 @@ def train(
     return finish(ctx, state, records, time.monotonic() - start, reason)
 
 
-def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str], int]:
-    """Greet the Server, hear every guest (same job, same rows), get the public key.
+def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str], int, bytes]:
+    """Greet the Server, hear every guest (same job, same rows), get the public key, and
+    draw the batch plan's seed jointly with the guests (joint_plan.py).
 
     Also returns the least batch size the guests' declared feature counts allow (batches.py).
     """
     job = ctx.job
     digest = rows_digest(ctx, data.train_ids, data.test_ids)
+    share = own_share(ctx)
+    commits = {job.host: commit(job.session, job.host, share)}
     announce(
-        ctx, "host", data.rows, data.x_train.shape[1] + 1, [job.server], digest, len(data.x_train)
+        ctx,
+        "host",
+        data.rows,
+        data.x_train.shape[1] + 1,
+        [job.server],
+        digest,
+        len(data.x_train),
+        commits[job.host],
     )
     for sender, hello in ctx.channel.gather(Hello, job.guests).items():
         check_hello(ctx, sender, hello)
+        commits[sender] = require_commit(sender, hello.plan_commit)
         if hello.rows != data.rows:
             raise ConfigError(
                 f"{sender} has {hello.rows} rows, the host {data.rows}: every party must hold "
@@ -181,7 +194,9 @@ def handshake(ctx: PartyContext, data: PartyData) -> tuple[PublicKey, list[str],
             )
         check_rows(sender, hello.rows_digest, digest, "the host's")
     least = job_least_batch(job, len(data.x_train))  # the Server derives the same
-    return receive_public_key(ctx), list(job.guests), least
+    key, relayed = receive_key_message(ctx)
+    ordered = {p: commits[p] for p in [job.host, *job.guests]}
+    return key, list(job.guests), least, host_exchange(ctx, share, ordered, relayed)
 
 
 def train_epoch(
@@ -276,7 +291,11 @@ def finish(
         data.mean,
         data.scale,
         bias=state.theta[-1],
-        extra={"start": {"weights": state.start[:-1].tolist(), "bias": state.start[-1].tolist()}},
+        extra={
+            "start": {"weights": state.start[:-1].tolist(), "bias": state.start[-1].tolist()},
+            # public to every party of the job; the plaintext twin draws the same plan from it
+            "plan": {"seed": state.plan_seed.hex(), "attempt": state.plan_attempt},
+        },
     )
     draw_training(ctx.job, records, ctx.out / "training.png")
     summary = steps.summary_of(ctx.job, state, records, round(wall, 3), reason)

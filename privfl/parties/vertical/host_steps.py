@@ -96,6 +96,8 @@ class HostState:
     noise: NoisePool  # obfuscators, computed ahead by workers while the Host waits
     seeded_noise: bool = False  # the flips came from a caller's seeded generator: not private
     least_batch: int = 1  # fewest rows a batch may have (parties/batches.py)
+    plan_seed: bytes = b""  # the batch plan's joint seed (parties/vertical/joint_plan.py)
+    plan_attempt: int = 0  # which of the seed's plans the Host's columns unpin
     glm: Glm = field(default_factory=Logistic)
     theta: np.ndarray = field(init=False)  # (features + bias, k)
     start: np.ndarray = field(init=False)  # the private initial θ (learning/start.py)

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 
 from privfl import pulse
+from privfl.config.vertical import JobConfig
 from privfl.crypto.encoding import LOSS_BITS, decode, loss_denominator
 from privfl.crypto.engine import POOL, Engine
 from privfl.crypto.paillier import PrivateKey, generate_keypair, private_primes
@@ -28,6 +29,7 @@ from privfl.parties import checkpoint
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical import server_rules as rules
 from privfl.parties.vertical.handshake import big, check_hello, check_rows
+from privfl.parties.vertical.joint_plan import encode_pairs, require_commit
 from privfl.parties.vertical.server_rules import Allowance, Position
 from privfl.protocol.channel import Envelope
 from privfl.protocol.messages import (
@@ -119,7 +121,9 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
         check_rows(sender, hellos[sender].rows_digest, hellos[job.host].rows_digest, "the host's")
     make = rules.prediction_allowance if predicting else rules.training_allowance
     allow = make(job, hellos, public.n)
-    ctx.channel.broadcast(ctx.peers, PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s))
+    commits = "" if predicting else plan_commits(job, hellos)
+    key = PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s, plan_commits=commits)
+    ctx.channel.broadcast(ctx.peers, key)
     t = job.training
     state = ServerState(
         key=private, allow=allow, tolerance=t.tolerance, divergence_factor=t.divergence_factor
@@ -129,6 +133,13 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
     else:
         resume_server(ctx, state)
     return state
+
+
+def plan_commits(job: JobConfig, hellos: dict[str, Hello]) -> str:
+    """Every data party's batch-plan commitment, relayed to all (docs/protocol.md §6.1a):
+    the Host cannot show a guest other commitments than its peers sent us."""
+    order = [job.host, *job.guests]
+    return encode_pairs({p: require_commit(p, hellos[p].plan_commit) for p in order})
 
 
 def decryption_pool(engine: Engine, key: PrivateKey, workers: int) -> NoisePool | None:

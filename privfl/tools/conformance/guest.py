@@ -5,15 +5,19 @@ separable sigmoid; models/registry.py) gets the same two batches, with the kind'
 known answers (its ``learning/kinds`` object: the blocks of ``forward.scores``, k
 outputs per row, the gradient's scale ``s``):
 
-1. epoch 0, the whole training set, from θ = 0: ``forward`` must encrypt ``z = 0`` in
-   each of the kind's blocks (Poisson: ``exp(z)`` then ``z``; separable: its basis) and
-   ``Σz² = 0``; the residual ``r`` (b·k values) and the other guests' scores ``O`` are
-   known values.
-2. epoch 1, a shuffled subset (``batch.indices``): the scores ``z`` decrypt to
+1. epoch 0, batch 0 of the joint plan (the whole training set for a full-batch job),
+   from θ = 0: ``forward`` must encrypt ``z = 0`` in each of the kind's blocks (Poisson:
+   ``exp(z)`` then ``z``; separable: its basis) and ``Σz² = 0``; the residual ``r``
+   (b·k values) and the other guests' scores ``O`` are known values.
+2. epoch 1, the same batch (every epoch repeats the plan): the scores ``z`` decrypt to
    ``X[idx]·θ₁`` (demo data), every other block is its function of ``z`` at its scale,
    ``sum_squares`` must be ``Σz²`` at 2^48, and the ``cross_term`` must be ``Σ z·O`` at
    2^48 for the ``others`` the kit sent (with two or more guests; with one, the residual
    carries no ``others`` and no cross term).
+
+Before them the kit plays the batch plan's commit and reveal (docs/protocol.md §6.1a):
+the guest's Hello must commit to a share, its ``plan_reveal`` must open it, and the kit's
+Host derives the plan from every share as the guest does.
 
 A ``score_request`` arrives while the guest still waits for its second gradient: it
 must answer with the weights after that step (θ₂; demo data: ``X_test·θ₂`` decoded).
@@ -38,6 +42,7 @@ from privfl.data.views import PartyData
 from privfl.errors import ConfigError, CryptoError
 from privfl.learning.glm import Glm, glm_of
 from privfl.learning.taylor import learning_rate
+from privfl.parties.vertical import joint_plan
 from privfl.parties.vertical.batches import job_least_batch
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
@@ -50,6 +55,7 @@ from privfl.protocol.messages import (
     Forward,
     Hello,
     Kind,
+    PlanReveal,
     PublicKeyMessage,
     Residual,
     Resume,
@@ -67,8 +73,6 @@ from privfl.tools.conformance.peer import (
     quiet,
 )
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
-
-SECOND_BATCH = 8  # rows of the second batch: small, so that λθ/b shows in the scores
 
 
 def demo_data(job: JobConfig, party: str) -> PartyData | None:
@@ -94,7 +98,8 @@ class GuestRun:
         self.data = demo_data(job, party)
         self.hello: Hello | None = None
         self.key_sender = self.server  # the Server's key (the Host's for SecureBoost)
-        self.train_rows = 0  # the first (full) batch's rows
+        self.train_rows = 0  # the guest's training rows
+        self.plan: list[np.ndarray | None] = [None]  # the joint plan's attempt 0 (§6.1a)
 
     @functools.cached_property
     def glm(self) -> Glm:
@@ -141,12 +146,63 @@ class GuestRun:
                     f"job_sections {hello.job_sections}",
                 )
         self._check_rows(digests)
-        key = PublicKeyMessage(n=self.key.n, bits=self.key.bits, h_s=self.key.h_s)
+        glm_session = self.key_sender is self.server  # SecureBoost draws no batch plan
+        commits, shares = self._plan_commits() if glm_session else ({}, {})
+        key = PublicKeyMessage(
+            n=self.key.n,
+            bits=self.key.bits,
+            h_s=self.key.h_s,
+            plan_commits=joint_plan.encode_pairs(commits),
+        )
         self.key_sender.channel.send(party, key)
+        if glm_session and not self._plan_reveal(commits, shares):
+            return False
         if expect(report, self.host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host"):
             self.host.channel.send(party, Resume(completed=0))
             return True
         return False
+
+    def _plan_commits(self) -> tuple[dict[str, str], dict[str, bytes]]:
+        """The guest's commitment from its Hellos, the played Host's and other guests' (§6.1a)."""
+        job, hello = self.job, self.hello
+        assert hello is not None
+        self.report.check(
+            "Hello carries a batch-plan commitment (plan_commit, §6.1a)",
+            bool(hello.plan_commit),
+            "none",
+        )
+        order = [job.host, *job.guests]
+        shares = {p: joint_plan.contribution() for p in order if p != self.party}
+        commits = {p: joint_plan.commit(job.session, p, r) for p, r in shares.items()}
+        commits[self.party] = hello.plan_commit
+        return {p: commits[p] for p in order}, shares
+
+    def _plan_reveal(self, commits: dict[str, str], shares: dict[str, bytes]) -> bool:
+        """The guest's share to the Host, every share back; the plan's attempt 0 (§6.1a)."""
+        job, report, party = self.job, self.report, self.party
+        what = "after public_key: plan_reveal of the guest's own share to the host"
+        env = expect(report, self.host, Kind.PLAN_REVEAL, party, what)
+        if env is None:
+            return False
+        theirs = joint_plan.decode_pairs(body_as(env.body, PlanReveal).shares)
+        share = bytes.fromhex(theirs.get(party, "")) if set(theirs) == {party} else b""
+        if not report.check(
+            "plan_reveal holds the guest's share alone, and it opens its commitment",
+            bool(share) and joint_plan.commit(job.session, party, share) == commits[party],
+            f"shares of {sorted(theirs)}",
+        ):
+            return False
+        shares = {**shares, party: share}
+        order = [job.host, *job.guests]
+        everything = joint_plan.encode_pairs({p: shares[p].hex() for p in order})
+        self.host.channel.send(party, PlanReveal(everything))
+        seed = joint_plan.joint_seed(job.session, order, shares)
+        assert self.hello is not None
+        rows = self.hello.train_rows or (len(self.x_train) if self.data is not None else 0)
+        least = job_least_batch(job, rows)
+        self.plan = joint_plan.drawn(seed, 0, rows, job.training.batch_size, least)
+        self.train_rows = rows
+        return True
 
     def _check_rows(self, digests: list[str]) -> None:
         """Both Hellos commit to the same rows; on demo data, to the demo split (§2.3)."""
@@ -176,9 +232,9 @@ class GuestRun:
     def forward(self, epoch: int, indices: np.ndarray | None) -> np.ndarray | None:
         """Send ``batch``; return the decrypted scores after checking the kind's blocks and
         ``sum_squares``'s scale."""
-        # Batch number = epoch: each of the two is a batch number's first row set, which a
-        # guest keeps for every later epoch (docs/protocol.md §6.2).
-        batch = Batch(epoch, epoch, epoch + 1, indices)
+        # Batch 0 of the joint plan in both epochs: a guest holds every Batch to the plan
+        # and every epoch to the first one's row sets (docs/protocol.md §6.1a, §6.2).
+        batch = Batch(epoch, 0, len(self.plan), indices)
         self.host.channel.send(self.party, batch, epoch)
         what = f"epoch {epoch}: Batch is answered with a Forward"
         env = expect(self.report, self.host, Kind.FORWARD, self.party, what)
@@ -299,12 +355,14 @@ def guest_script(
 
 def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | None) -> None:
     report, party, n = run.report, run.party, run.key.n
-    z = run.forward(0, None)
+    idx = run.plan[0]  # the whole training set for a full-batch job
+    z = run.forward(0, idx)
     if z is None:
         return
     report.check("epoch 0: the first Forward encrypts z = Xθ = 0", bool(np.all(z == 0)))
     k = run.k
-    rows = run.train_rows = len(z) // k
+    rows = len(z) // k  # the batch's rows
+    run.train_rows = run.train_rows or rows
     if ending == "violation":
         bad = trivial(run.key, encode(np.zeros(rows * k + 1), VALUE_BITS, n))
         run.host.channel.send(party, Residual(0, 0, BigInts(tuple(bad)), None), 0)
@@ -316,16 +374,15 @@ def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | 
     if request is None:
         return
     run.answer(request, 0)
-    second_rows = max(SECOND_BATCH, job_least_batch(run.job, rows))  # a guest refuses fewer
-    idx = np.random.default_rng(13).permutation(rows)[:second_rows].astype(np.int64)
-    z = run.forward(1, idx)
+    z = run.forward(1, idx)  # the same batch again: every epoch repeats the plan
     if z is None:
         return
-    theta = _expected_weights(run, [(first, None, 0)])
+    theta = _expected_weights(run, [(first, idx, 0)])
     if theta is not None:
         what = "epoch 1: forward scores are X[batch.indices]·θ₁"
-        _close(report, what, z, (run.x_train[idx] @ theta).ravel())
-    second = np.linspace(2.0, -1.0, len(idx) * k)
+        x = run.x_train if idx is None else run.x_train[idx]
+        _close(report, what, z, (x @ theta).ravel())
+    second = np.linspace(2.0, -1.0, rows * k)
     others = np.sign(z) * (1.0 + 0.5 * (np.arange(len(z)) % 3))  # Σ z·O far from 0
     request = run.backward(1, z, second, others)
     if request is None:
@@ -337,7 +394,7 @@ def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | 
     env = expect(report, run.host, Kind.SCORES, party, "ScoreRequest is answered with Scores")
     if env is not None:
         body = body_as(env.body, Scores)
-        theta = _expected_weights(run, [(first, None, 0), (second, idx, 1)])
+        theta = _expected_weights(run, [(first, idx, 0), (second, idx, 1)])
         _check_scores(run, body, theta)
     quiet(report, [run.host], party, "a repeated message id is refused")
     acknowledged(report, [run.host, run.server], party)

@@ -13,7 +13,7 @@ import math
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -24,9 +24,11 @@ from privfl.crypto.encoding import LOSS_FACTOR, VALUE_BITS, decode, encode
 from privfl.crypto.paillier import PrivateKey
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.data.alignment import row_commitment
-from privfl.errors import PeerAborted
+from privfl.errors import PeerAborted, ProtocolError
 from privfl.learning.glm import Glm, glm_of
 from privfl.learning.kinds.base import Additive
+from privfl.parties.vertical import joint_plan
+from privfl.parties.vertical.batches import job_least_batch
 from privfl.protocol import fresh
 from privfl.protocol.channel import body_as
 from privfl.protocol.messages import (
@@ -42,6 +44,7 @@ from privfl.protocol.messages import (
     Hello,
     Kind,
     Loss,
+    PlanReveal,
     Residual,
     Resume,
     ScoreRequest,
@@ -82,12 +85,28 @@ def host_script(
             body.rows_digest == digest,
             f"got {body.rows_digest[:16] or 'none'}, expected {digest[:16]}",
         )
+        report.check(
+            "Hello carries a batch-plan commitment (plan_commit, §6.1a)", bool(body.plan_commit)
+        )
+        shares = {name: joint_plan.contribution() for name in guests}
+        commits = {party: body.plan_commit}
         for name, peer in guests.items():
             features = shapes[name].x_train.shape[1]
+            commits[name] = joint_plan.commit(job.session, name, shares[name])
             hello = Hello("guest", job.fingerprint(), body.rows, features, digest)
-            peer.channel.send(party, hello)
+            peer.channel.send(party, replace(hello, plan_commit=commits[name]))
         message, private = server_key(job)
-        server.channel.send(party, message)
+        server.channel.send(party, replace(message, plan_commits=joint_plan.encode_pairs(commits)))
+        seed = _plan_reveal(job, party, report, guests, commits, shares)
+        if seed is None:
+            return
+        rows = len(next(iter(shapes.values())).x_train)
+        least = 1 if job.training.allow_small_batches else job_least_batch(job, rows)
+        free = job.training.allow_small_batches
+        checks = {
+            name: joint_plan.PlanCheck(party, seed, rows, job.training.batch_size, least, free)
+            for name in guests
+        }
         # While it waits for every Checkpoints offer, the host must ignore this one:
         first = next(iter(guests.values()))
         first.raw(party, Checkpoints(np.array([1], dtype=np.int64)), session="another-session")
@@ -100,7 +119,7 @@ def host_script(
                 return
             got_body = body_as(got.body, Resume)
             report.check("resume from scratch", got_body.completed == 0)
-        rules = ServerRules(job, body.features, shapes, glm_of(job))
+        rules = ServerRules(job, body.features, shapes, glm_of(job), plans=checks)
         _serve_host(job, party, ending, report, server, guests, private, rules)
         if ending == "violation":
             exits_nonzero(report, party, process)
@@ -111,6 +130,41 @@ def host_script(
         server.close()
         for peer in guests.values():
             peer.close()
+
+
+def _plan_reveal(
+    job: JobConfig,
+    party: str,
+    report: Report,
+    guests: dict[str, Peer],
+    commits: dict[str, str],
+    shares: dict[str, bytes],
+) -> bytes | None:
+    """Every played guest's share to the host; the host's reveal of every share back, checked
+    at each guest (§6.1a). The joint seed, or None once the host fails."""
+    for name, peer in guests.items():
+        peer.channel.send(party, PlanReveal(joint_plan.encode_pairs({name: shares[name].hex()})))
+    order = [party, *guests]
+    seeds = set()
+    for name, peer in guests.items():
+        env = expect(report, peer, Kind.PLAN_REVEAL, party, f"plan_reveal of every share to {name}")
+        if env is None:
+            return None
+        theirs = joint_plan.decode_pairs(body_as(env.body, PlanReveal).shares)
+        host_share = bytes.fromhex(theirs.get(party, "")) if list(theirs) == order else b""
+        opened = (
+            bool(host_share) and joint_plan.commit(job.session, party, host_share) == commits[party]
+        )
+        same = all(theirs.get(g) == shares[g].hex() for g in guests)
+        if not report.check(
+            f"plan_reveal to {name} holds the host's share (opening its commitment), then every "
+            "guest's in job order",
+            opened and same,
+            f"shares of {list(theirs)}",
+        ):
+            return None
+        seeds.add(joint_plan.joint_seed(job.session, order, {**shares, party: host_share}))
+    return seeds.pop() if len(seeds) == 1 else None
 
 
 @dataclass
@@ -135,6 +189,7 @@ class ServerRules:
     readable: list[str] = field(default_factory=list)  # residual rows a guest could read
     residuals_seen: dict[tuple[int, int], set[tuple[int, ...]]] = field(default_factory=dict)
     first_rows: np.ndarray | None = None  # the first batch's batch.indices (None: all rows)
+    plans: dict[str, joint_plan.PlanCheck] = field(default_factory=dict)  # per played guest
     lowest_loss: float = math.inf  # of every loss the host sent
 
     def residual(self, guest: str, epoch: int, body: Residual, key: PaillierKey) -> None:
@@ -240,6 +295,14 @@ def _serve_host(
             elif isinstance(body, Batch):
                 if (epoch, body.batch) == (0, 0):
                     rules.first_rows = body.indices
+                if peer.name in rules.plans:
+                    try:
+                        rules.plans[peer.name].check(epoch, body.batch, body.indices)
+                    except ProtocolError as exc:
+                        report.check(
+                            "every batch follows the jointly drawn plan (§6.2)", False, str(exc)
+                        )
+                        return
                 train = len(shapes[peer.name].x_train)
                 rows = len(body.indices) if body.indices is not None else train
                 if ending == "violation":

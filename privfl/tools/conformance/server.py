@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from privfl.data.alignment import positions, row_commitment
 from privfl.errors import CryptoError
 from privfl.learning.glm import glm_of
 from privfl.learning.taylor import batch_sizes
+from privfl.parties.vertical import joint_plan
 from privfl.parties.vertical.batches import job_least_batch
 from privfl.parties.vertical.server_rules import split_sizes
 from privfl.protocol import fresh
@@ -128,11 +129,16 @@ def _server_handshake(
     fingerprint = job.fingerprint()
     plan = _ServerPlan.of(job)
     digest = row_commitment(job.session, positions(range(plan.rows)), ())
+    commits = {
+        peer.name: joint_plan.commit(job.session, peer.name, joint_plan.contribution())
+        for peer in (host, *guests)
+    }
     for peer in (host, *guests):
         role = "host" if peer is host else "guest"
         hello = Hello(role, fingerprint, plan.rows, plan.features[peer.name], digest)
-        peer.channel.send(party, hello)
+        peer.channel.send(party, replace(hello, plan_commit=commits[peer.name]))
     keys = {}
+    relayed = joint_plan.encode_pairs(commits)
     for peer in (host, *guests):
         env = expect(report, peer, Kind.PUBLIC_KEY, party, f"public key sent to {peer.name}")
         if env is None:
@@ -141,6 +147,11 @@ def _server_handshake(
         keys[peer.name] = (body.n, body.h_s)
         if not check_public_key(report, job, body):
             return None
+        report.check(
+            f"public_key to {peer.name} relays every plan commitment, the host's first (§6.1a)",
+            body.plan_commits == relayed,
+            f"plan_commits {body.plan_commits[:40] or 'none'}",
+        )
     report.check("every party gets the same key (n and h_s)", len(set(keys.values())) == 1)
     if expect(report, host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host") is None:
         return None

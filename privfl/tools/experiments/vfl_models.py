@@ -62,6 +62,7 @@ from privfl.learning import secureboost as sb
 from privfl.learning.glm import glm_of, mean_of, reference_train
 from privfl.learning.references import centralised_boosters, pooled, sklearn_reference
 from privfl.models.registry import kind_named
+from privfl.parties.vertical.batches import job_least_batch, job_plan
 from privfl.parties.vertical.runner import load_data, run_party
 from privfl.parties.vertical.secureboost.common import params_of
 from privfl.parties.vertical.secureboost.labels import draw_noisy_labels
@@ -173,6 +174,16 @@ def host_start(model: Path) -> np.ndarray:
     return np.array(rows, dtype=np.float64)
 
 
+def host_plan(model: Path, job: JobConfig, x_host: np.ndarray) -> list[np.ndarray | None]:
+    """The run's batch plan, from the joint seed the Host's model.json records: the plan the
+    Host derives from it with its columns ``x_host`` (bias included), the twin's to repeat."""
+    recorded = json.loads(model.read_text())["plan"]
+    least = job_least_batch(job, len(x_host))
+    plan = job_plan(job, x_host, least, bytes.fromhex(recorded["seed"]))
+    assert plan.attempt == recorded["attempt"], "the Host's columns unpin another attempt"
+    return plan.batches
+
+
 def run_threads(
     job: JobConfig,
     out: Path,
@@ -216,10 +227,13 @@ def run_threads(
     return summary
 
 
-def plain_oracle(job: JobConfig, start: np.ndarray | None = None) -> dict[str, Any]:
+def plain_oracle(
+    job: JobConfig, start: np.ndarray | None = None, model: Path | None = None
+) -> dict[str, Any]:
     """The protocol's steps in floating point on the parties' own rows: test metrics.
 
-    ``start``: the Host's private initial weights of the run compared (None: zeros).
+    ``start``: the Host's private initial weights of the run compared (None: zeros);
+    ``model``: the Host's model.json, whose joint seed gives the run's batch plan.
     """
     glm = glm_of(job)
     data = {n: load_data(job, n, None, None) for n in [job.host, *job.guests]}
@@ -230,8 +244,17 @@ def plain_oracle(job: JobConfig, start: np.ndarray | None = None) -> dict[str, A
     penalised = [np.r_[np.ones(host.x_train.shape[1]), 0.0]]
     penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
     rng = np.random.default_rng(job.seed)
+    plan = None if model is None else host_plan(model, job, parts[0])
     thetas, _ = reference_train(
-        parts, host.y_train, job.training, rng, glm, host.offset_train, penalised, start=start
+        parts,
+        host.y_train,
+        job.training,
+        rng,
+        glm,
+        host.offset_train,
+        penalised,
+        start=start,
+        plan=plan,
     )
     tests = [np.hstack([host.x_test, np.ones((len(host.x_test), 1))])]
     tests += [data[g].x_test for g in job.guests]
@@ -246,9 +269,9 @@ def run_glm(case: Case, epochs: int, seed: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         summary = run_threads(job, Path(tmp))
         start = host_start(Path(tmp) / job.host / "model.json")
+        oracle = float(plain_oracle(job, start, Path(tmp) / job.host / "model.json")[case.metric])
     seconds = time.monotonic() - started
     ours = float(summary[case.metric])
-    oracle = float(plain_oracle(job, start)[case.metric])
     reference = float(
         sklearn_reference(case.kind, pooled(case.dataset, job), job.training.l2)[case.metric]
     )

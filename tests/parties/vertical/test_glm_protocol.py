@@ -19,6 +19,7 @@ import pytest
 from helpers import (
     Crash,
     failures,
+    host_plan,
     host_start,
     memory_job,
     party_data,
@@ -71,9 +72,9 @@ def glm_job(
 
 
 def oracle(
-    job: JobConfig, data: dict[str, PartyData], start: np.ndarray
+    job: JobConfig, data: dict[str, PartyData], start: np.ndarray, out: Path
 ) -> tuple[list[np.ndarray], list[float]]:
-    """The plaintext protocol from the Host's private start, its batch order (ε = ∞)."""
+    """The plaintext protocol from the Host's private start, its batch plan (ε = ∞)."""
     host = data[job.host]
     assert host.y_train is not None
     x_host = np.hstack([host.x_train, np.ones((host.x_train.shape[0], 1))])
@@ -82,8 +83,17 @@ def oracle(
     penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
     rng = np.random.default_rng(job.seed)
     glm = glm_of(job)
+    plan = host_plan(out, job, x_host)
     return reference_train(
-        parts, host.y_train, job.training, rng, glm, host.offset_train, penalised, start=start
+        parts,
+        host.y_train,
+        job.training,
+        rng,
+        glm,
+        host.offset_train,
+        penalised,
+        start=start,
+        plan=plan,
     )
 
 
@@ -133,7 +143,7 @@ def test_encrypted_glm_equals_the_plaintext_oracle(
 
     # Act
     run(job, tmp_path)
-    want_weights, want_losses = oracle(job, data, host_start(tmp_path))
+    want_weights, want_losses = oracle(job, data, host_start(tmp_path), tmp_path)
 
     # Assert: same weights and per-epoch losses as the plaintext protocol.
     summary = read_summary(tmp_path)

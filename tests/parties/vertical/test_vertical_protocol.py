@@ -22,6 +22,7 @@ import pytest
 from helpers import (
     decoded_traffic,
     failures,
+    host_plan,
     host_start,
     memory_job,
     party_data,
@@ -115,14 +116,18 @@ def succeeded(run: Run) -> Run:
 
 
 def reference(
-    job: JobConfig, data: dict[str, PartyData], start: np.ndarray, epochs: int | None = None
+    job: JobConfig,
+    data: dict[str, PartyData],
+    start: np.ndarray,
+    out: Path,
+    epochs: int | None = None,
 ) -> tuple[list[np.ndarray], list[float]]:
     """The plaintext oracle from the Host's private start (``start``, read from the Host's
-    model.json), with the Host's own random draws, in the Host's order.
+    model.json), on the run's batch plan, in the Host's order.
 
-    The Host draws each epoch's batch permutation from a generator seeded with the
-    job's public ``seed``; its label flips come from the OS CSPRNG, so the oracle runs
-    at ε = ∞ (no flips). ``epochs`` stops early (0: the initial weights).
+    The batch plan comes from the joint seed the Host's model.json in ``out`` records; its
+    label flips come from the OS CSPRNG, so the oracle runs at ε = ∞ (no flips).
+    ``epochs`` stops early (0: the initial weights).
     """
     host = data[job.host]
     assert host.y_train is not None
@@ -134,8 +139,9 @@ def reference(
     penalised = [np.r_[np.ones(host.x_train.shape[1]), 0.0]]
     penalised += [np.ones(data[g].x_train.shape[1]) for g in job.guests]
     training = job.training if epochs is None else replace(job.training, epochs=epochs)
+    plan = host_plan(out, job, x_host)
     thetas, losses = reference_train(
-        parts, labels, training, rng, LOGISTIC, penalised=penalised, start=start
+        parts, labels, training, rng, LOGISTIC, penalised=penalised, start=start, plan=plan
     )
     return [t.ravel() for t in thetas], losses
 
@@ -182,7 +188,7 @@ def test_encrypted_training_equals_the_plaintext_oracle(
 
     # Act
     run = succeeded(run_job(job, tmp_path))
-    expected_weights, expected_losses = reference(job, data, host_start(run.out))
+    expected_weights, expected_losses = reference(job, data, host_start(run.out), run.out)
 
     # Assert: every party's saved weights and the Host's loss history match the oracle.
     for got, want in zip(saved_weights(run, data), expected_weights, strict=True):
@@ -296,8 +302,8 @@ def test_the_server_decrypts_only_masked_values(twin_runs: list[Run]) -> None:
         assert all(near_zero(s, n) > n >> 64 for s in d.seen), "a decrypted value looks unmasked"
     # … while the unmasked values are the true gradients and scores (so the test is not vacuous).
     for d in seen:
-        start, _ = reference(job, data, begun, epochs=d.epoch)  # weights as the epoch began
-        after, _ = reference(job, data, begun, epochs=d.epoch + 1)
+        start, _ = reference(job, data, begun, run.out, epochs=d.epoch)  # as the epoch began
+        after, _ = reference(job, data, begun, run.out, epochs=d.epoch + 1)
         if d.purpose == "gradient":
             four_d = x_host @ start[0] + guest.x_train @ start[1] - 4.0 * y + 2.0
             x = x_host if d.party == "host" else guest.x_train
@@ -355,7 +361,7 @@ def test_masks_and_start_are_fresh_per_run_while_training_is_deterministic(
     begun = [host_start(run.out) for run in twin_runs]
     assert np.abs(begun[0] - begun[1]).min() > 1e-9  # no coefficient repeated
     for run, start in zip(twin_runs, begun, strict=True):
-        expected, losses = reference(run.job, data, start)
+        expected, losses = reference(run.job, data, start, run.out)
         for got, want in zip(saved_weights(run, data), expected, strict=True):
             np.testing.assert_allclose(got, want, rtol=0, atol=WEIGHT_TOL)
         np.testing.assert_allclose(

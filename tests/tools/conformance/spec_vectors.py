@@ -8,6 +8,7 @@ exactly these values. Regenerate only for a deliberate change (a new protocol ve
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from privfl.crypto import psi_rsa
 from privfl.data.views import count_table, demo_columns
 from privfl.learning.taylor import batch_plan
 from privfl.mechanisms.label_dp import flipback
+from privfl.parties.vertical import joint_plan
 from privfl.tools.conformance.vectors import DIR
 
 BASE = """session = "model-example"
@@ -142,6 +144,43 @@ def batches_vector() -> list[dict[str, Any]]:
     return out
 
 
+# The batch plan's commit and reveal (§6.1a): two parties' shares, and a small plan.
+PLAN_SESSION = "plan-example"
+PLAN_SHARES = {"host": bytes(range(32)), "guest-1": bytes(range(32, 64))}
+PLAN_CASE = (10, 4, 1)  # rows, batch_size, least
+
+
+def joint_plan_vector() -> dict[str, Any]:
+    """Commitments, the joint seed, and attempts 0 and 1 of a 10-row plan (§6.1a)."""
+    order = list(PLAN_SHARES)
+    seed = joint_plan.joint_seed(PLAN_SESSION, order, PLAN_SHARES)
+    rows, size, least = PLAN_CASE
+    attempts = []
+    for attempt in (0, 1):
+        key = hashlib.sha256(seed + attempt.to_bytes(4, "big")).digest()
+        plan = joint_plan.drawn(seed, attempt, rows, size, least)
+        attempts.append(
+            {
+                "attempt": attempt,
+                "generator_seed": str(int.from_bytes(key, "big")),
+                "plan": [None if b is None else [int(i) for i in b] for b in plan],
+            }
+        )
+    return {
+        "session": PLAN_SESSION,
+        "order": order,
+        "shares": {p: r.hex() for p, r in PLAN_SHARES.items()},
+        "commits": {p: joint_plan.commit(PLAN_SESSION, p, r) for p, r in PLAN_SHARES.items()},
+        "joint_seed": seed.hex(),
+        "rows": rows,
+        "batch_size": size,
+        "least": least,
+        "attempts": attempts,
+        "move_cap_426": joint_plan.move_cap(426),
+        "attempts_allowed": joint_plan.ATTEMPTS,
+    }
+
+
 def counts_vector() -> dict[str, Any]:
     """The bundled Poisson `counts` table: its first rows and its totals (§6.8 recipe)."""
     x, names, y, exposure = count_table()
@@ -186,6 +225,7 @@ def spec_vector() -> dict[str, Any]:
         "models": models_vector(),
         "psi_rsa": psi_rsa_vector(),
         "batches": batches_vector(),
+        "joint_plan": joint_plan_vector(),
         "counts": counts_vector(),
         "flipback": flipback_vector(),
     }

@@ -117,6 +117,30 @@ def test_the_batch_plan_is_one_permutation_per_job_cut_in_order(index: int) -> N
         assert plan == [order[a:b] for a, b in itertools.pairwise(starts)]
 
 
+def test_the_joint_plan_is_sha256_of_the_shares_and_one_permutation_per_attempt() -> None:
+    """§6.1a as an outside party would code it: hashlib and numpy, nothing of ours."""
+    # Prepare
+    case = SPEC["joint_plan"]
+    session = case["session"].encode()
+    shares = {p: bytes.fromhex(r) for p, r in case["shares"].items()}
+
+    # Act / Assert: the commitments, the seed, each attempt's generator seed and plan.
+    for party, share in shares.items():
+        text = b"privfl-plan-commit\0" + session + b"\0" + party.encode() + b"\0" + share
+        assert hashlib.sha256(text).hexdigest() == case["commits"][party]
+    seed = hashlib.sha256(
+        b"privfl-plan\0" + session + b"\0" + b"".join(shares[p] for p in case["order"])
+    ).digest()
+    assert seed.hex() == case["joint_seed"]
+    rows = case["rows"]  # batch_size 4: batches of 4, 4, then 2
+    for attempt in case["attempts"]:
+        key = hashlib.sha256(seed + attempt["attempt"].to_bytes(4, "big")).digest()
+        assert str(int.from_bytes(key, "big")) == attempt["generator_seed"]
+        order = np.random.default_rng(int.from_bytes(key, "big")).permutation(rows).tolist()
+        assert attempt["plan"] == [order[0:4], order[4:8], order[8:10]]  # 4, 4, then 2
+    assert case["move_cap_426"] == math.ceil(426 / 16) and case["attempts_allowed"] == 8
+
+
 def test_the_counts_table_follows_its_recipe() -> None:
     """default_rng(2024): normal (rows, 6), x1 mixed with x0, uniform exposures, Poisson y."""
     # Prepare

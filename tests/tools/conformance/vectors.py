@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from privfl.parties.vertical import joint_plan
 from privfl.protocol import codec
 from privfl.protocol.boost_messages import (
     BoostDecide,
@@ -56,6 +57,7 @@ from privfl.protocol.messages import (
     Hello,
     Loss,
     Message,
+    PlanReveal,
     Progress,
     PsiAnswer,
     PsiHello,
@@ -91,6 +93,10 @@ REPORT_KEY = bytes(range(32, 64))
 SEALED = bytes((7 * i) % 256 for i in range(108))
 SEALED_2 = bytes((11 * i + 5) % 256 for i in range(108))
 ROWS_DIGEST = "3f" * 32  # any 64 lowercase hex digits
+# The batch plan's commit and reveal (§6.1a): any 32-byte shares, and their commitments.
+SHARE, SHARE_2 = "5a" * 32, "a5" * 32
+COMMIT = joint_plan.commit(SESSION, "host", bytes.fromhex(SHARE))
+COMMIT_2 = joint_plan.commit(SESSION, "guest-1", bytes.fromhex(SHARE_2))
 SECTIONS = "data=0123456789abcdef,parties.host=fedcba9876543210,training=00112233aabbccdd"
 
 
@@ -235,6 +241,17 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ),
         # the head of the sender's audit chain (§6.4), appended
         ("audit_head", "host", "guest-1", 0, AuditHead(12, "ab" * 32)),
+        # the batch plan's commit and reveal (§6.1a), appended: earlier msg_ids unchanged
+        ("hello_plan", "guest-1", "host", 0, Hello("guest", "ab" * 32, 426, 9, plan_commit=COMMIT)),
+        (
+            "public_key_plan",
+            "server",
+            "guest-1",
+            0,
+            PublicKeyMessage(n=N, bits=256, plan_commits=f"host={COMMIT},guest-1={COMMIT_2}"),
+        ),
+        ("plan_reveal_guest", "guest-1", "host", 0, PlanReveal(f"guest-1={SHARE_2}")),
+        ("plan_reveal", "host", "guest-1", 0, PlanReveal(f"host={SHARE},guest-1={SHARE_2}")),
     ]
 
 
