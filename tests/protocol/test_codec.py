@@ -23,6 +23,7 @@ from privfl.protocol.messages import (
     VERDICTS,
     VERSION,
     Abort,
+    AuditHead,
     Batch,
     BigInts,
     Checkpoints,
@@ -150,6 +151,7 @@ def _build(kind: Kind, seed: int) -> Message:
         Kind.RESUME: lambda: Resume(completed=rng.randrange(0, 2**32)),
         **_boost_builders(rng, np_rng, size),
         Kind.PROGRESS: lambda: Progress(_text(rng)[:64], size, size + rng.randrange(0, 2**20)),
+        Kind.AUDIT_HEAD: lambda: AuditHead(size + 1, rng.randbytes(32).hex()),
     }
     return builders[kind]()
 
