@@ -29,11 +29,13 @@ import rfc8785
 import zmq
 import zmq.auth
 
+VERSION = 3  # the envelope's protocol version (§4, §5.1)
 LINK = struct.Struct(">2sBBQQII")
 CHUNK = 1 << 20
 SLOT, BOUND = 95, 88
 EXPECTED = {  # body fields of the kinds a guest receives (§6); * = defaulted
-    "public_key": ["n", "bits", "*h_s"], "resume": ["completed"],
+    "public_key": ["n", "bits", "*h_s", "*plan_commits"], "resume": ["completed"],
+    "plan_reveal": ["shares"], "audit_head": ["seq", "head"],
     "batch": ["epoch", "batch", "n_batches", "indices"],
     "residual": ["epoch", "batch", "residual", "others"],
     "decrypted": ["epoch", "batch", "purpose", "values"],
@@ -83,6 +85,12 @@ def canonical_job(job: dict[str, Any]) -> bytes:
         return v
 
     return rfc8785.dumps(fix(doc))
+
+
+def plan_commit(session: str, party: str, share: bytes) -> str:
+    """§6.1a: SHA-256("privfl-plan-commit" ‖ 0 ‖ session ‖ 0 ‖ party ‖ 0 ‖ share), hex."""
+    parts = [b"privfl-plan-commit", session.encode(), party.encode(), share]
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
 
 def rows_digest(session: str, train: list[str], test: list[str]) -> str:
@@ -236,8 +244,9 @@ class Link:
 
     def send(self, peer: str, kind: str, rnd: int, body: dict[str, Any]) -> None:
         self.msg_id += 1
-        head = {"protocol": "privfl", "version": 2, "session": self.session, "sender": self.me,
-                "receiver": peer, "round": rnd, "msg_id": self.msg_id, "kind": kind}  # fmt: skip
+        head = {"protocol": "privfl", "version": VERSION, "session": self.session,
+                "sender": self.me, "receiver": peer, "round": rnd, "msg_id": self.msg_id,
+                "kind": kind}  # fmt: skip
         frames = [msgpack.packb(head), msgpack.packb(body)]
         payload = struct.pack(">I", 2) + b"".join(struct.pack(">I", len(f)) + f for f in frames)
         self.seq[peer] += 1
@@ -317,7 +326,7 @@ class Link:
         keys = ["protocol", "version", "session", "sender", "receiver", "round", "msg_id", "kind"]
         if not isinstance(h, dict) or list(h) != keys:
             raise ValueError("header keys")
-        if h["protocol"] != "privfl" or h["version"] != 2 or h["kind"] not in EXPECTED:
+        if h["protocol"] != "privfl" or h["version"] != VERSION or h["kind"] not in EXPECTED:
             raise ValueError("protocol, version or kind")
         if h["session"] != self.session:
             raise ValueError(f"session {h['session']!r} is not ours")
@@ -367,6 +376,7 @@ class Guest:
         self.timeout = float(self.job.get("timeout_seconds", 120.0))
         self.server = next(p for p, v in self.job["parties"].items() if v["role"] == "server")
         self.host = next(p for p, v in self.job["parties"].items() if v["role"] == "host")
+        self.guests = [p for p, v in self.job["parties"].items() if v["role"] == "guest"]
         keys_dir = job_path.parent / self.job.get("keys_dir", "keys")
         self.link = Link(self.job, me, keys_dir)
         self.early: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
@@ -388,6 +398,8 @@ class Guest:
             s, h, b = msg
             if h["kind"] == "abort":
                 raise PeerAborted(f"peer {s} stopped: {b['reason']}")
+            if h["kind"] == "audit_head":  # for the audit log only (§6.4); this guest keeps none
+                continue
             if h["kind"] == "progress":  # busy is not dead (§8): a change restarts the clock
                 if self.heard.get(s) != b:
                     self.heard[s], end = b, max(end, time.monotonic() + (timeout or self.timeout))
@@ -415,9 +427,11 @@ class Guest:
             return 1
 
     def session(self) -> None:
+        share = self.plan_share()
+        commit = plan_commit(self.link.session, self.me, share)
         hello = {"role": "guest", "job_fingerprint": self.fp, "rows": len(self.xtr) + len(self.xte),
                  "features": self.xtr.shape[1], "rows_digest": self.digest,
-                 "train_rows": len(self.xtr)}  # fmt: skip
+                 "train_rows": len(self.xtr), "plan_commit": commit}  # fmt: skip
         for p in (self.server, self.host):
             self.link.send(p, "hello", 0, hello)
         _, pk = self.await_kind({"public_key"}, self.server, 2 * self.timeout)
@@ -429,6 +443,7 @@ class Guest:
         if h_s and not (1 < h_s < n * n and math.gcd(h_s, n) == 1):
             raise Fatal("the server's h_s is invalid")
         self.key = Key(n, h_s)
+        self.reveal_plan(pk.get("plan_commits", ""), share, commit)
         offered = self.checkpoints() if self.resume else []
         self.link.send(self.host, "checkpoints", 0, {"completed": int64s(offered)})
         _, rs = self.await_kind({"resume"}, self.host)
@@ -450,6 +465,34 @@ class Guest:
                 self.scores(b)
             else:
                 self.train_batch(h, b)
+
+    def plan_share(self) -> bytes:
+        """Our 32-byte share of the batch plan's seed (§6.1a), kept for a resumed session."""
+        path = self.out / "checkpoints" / "plan-share.json"
+        if self.resume and path.is_file():
+            return bytes.fromhex(json.loads(path.read_text())["share"])
+        share = secrets.token_bytes(32)
+        path.write_text(json.dumps({"share": share.hex()}))
+        path.chmod(0o600)
+        return share
+
+    def reveal_plan(self, relayed: str, share: bytes, commit: str) -> None:
+        """§6.1a steps 2–3: check the relayed commitments, reveal ours, check every share.
+
+        This example does not derive the joint plan itself, so it does not hold the
+        Host's batches to it (privfl's own guest does: §6.2); it checks the openings.
+        """
+        commits = dict(item.split("=", 1) for item in relayed.split(",") if item)
+        if commits.get(self.me) != commit or set(commits) != {self.host, *self.guests}:
+            raise Fatal("the relayed batch-plan commitments are not the session's")
+        self.link.send(self.host, "plan_reveal", 0, {"shares": f"{self.me}={share.hex()}"})
+        _, rv = self.await_kind({"plan_reveal"}, self.host)
+        shares = dict(item.split("=", 1) for item in rv["shares"].split(","))
+        if set(shares) != set(commits) or shares[self.me] != share.hex():
+            raise Fatal(f"{self.host} revealed other shares than the session's")
+        for party, value in shares.items():
+            if plan_commit(self.link.session, party, bytes.fromhex(value)) != commits[party]:
+                raise Fatal(f"{self.host} revealed a share that does not open {party}'s commit")
 
     def checkpoints(self) -> list[int]:
         files = (self.out / "checkpoints").glob("epoch-*.json")

@@ -36,7 +36,7 @@ from privfl.protocol.hfl_messages import (
 )
 
 PROTOCOL = "privfl"
-VERSION = 2
+VERSION = 3
 PURPOSES = ("gradient", "scores")
 SPLITS = ("train", "test")
 VERDICTS = ("", "converged", "diverged", "max_epochs")  # EpochResult.reason

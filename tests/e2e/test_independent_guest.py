@@ -92,6 +92,7 @@ def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path) ->
     assert sorted(p.name for p in (run / "guest" / "checkpoints").iterdir()) == [
         "epoch-00001.json",
         "epoch-00002.json",
+        "plan-share.json",  # its share of the batch plan's seed (§6.1a), for a resume
     ]
 
 
