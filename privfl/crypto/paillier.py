@@ -62,22 +62,25 @@ def obfuscators(n: int, count: int, h_s: int = 0) -> list[int]:
 def obfuscators_crt(n: int, p: int, q: int, count: int) -> list[int]:
     """:func:`obfuscators` (standard mode) for the key holder, by the Chinese remainder theorem.
 
-    The same values, ``r**n mod n**2`` for a CSPRNG unit ``r``, computed as
-    ``r**(n mod p(p-1)) mod p**2`` and its ``q`` twin (the order of ``Z*_{p²}`` divides
-    ``p(p-1)``): two half-size powmods, about half the cost. Only the key holder's own
-    processes know ``p`` and ``q`` (see :func:`decrypt_with_primes`).
+    The same distribution as ``r**n mod n**2`` for a CSPRNG unit ``r``: uniform over the
+    n-th residues, which are ``T_p × T_q`` with ``T_p`` the order-``(p−1)`` subgroup of
+    ``Z*_{p²}`` (Paillier's ``gcd(n, φ(n)) = 1`` makes ``r ↦ r^n`` onto it). ``a ↦ a^p mod
+    p²`` maps ``Z*_p`` one-to-one onto ``T_p``, so for CSPRNG units ``a mod p``, ``b mod q``
+    the value ``CRT(a^p mod p², b^q mod q²)`` is such an obfuscator: two powmods with
+    half-size exponents at half-size moduli, about a quarter of ``r**n mod n**2`` (the
+    earlier ``r^(n mod p(p−1)) mod p²`` took full-size exponents, twice this). Only the
+    key holder's own processes know ``p`` and ``q`` (see :func:`decrypt_with_primes`).
     """
     p2, q2 = _mpz(p) * p, _mpz(q) * q
     if p2 * q2 != _mpz(n) * n:
         raise CryptoError("p * q does not match the public modulus; the key pair is corrupt")
-    ep, eq = _mpz(n) % (p2 - p), _mpz(n) % (q2 - q)
+    mp, mq = _mpz(p), _mpz(q)
     q2_inv = _powmod(q2, -1, p2)
     out: list[int] = []
-    while len(out) < count:
-        r = secrets.randbelow(n - 1) + 1
-        if math.gcd(r, n) == 1:
-            a, b = _powmod(r, ep, p2), _powmod(r, eq, q2)
-            out.append(int(b + q2 * ((a - b) * q2_inv % p2)))
+    for _ in range(count):
+        a = _powmod(_mpz(secrets.randbelow(p - 1) + 1), mp, p2)  # a unit mod p: 1 … p−1
+        b = _powmod(_mpz(secrets.randbelow(q - 1) + 1), mq, q2)
+        out.append(int(b + q2 * ((a - b) * q2_inv % p2)))
     return out
 
 
