@@ -3,7 +3,8 @@
 ``golden.json``: every message kind's frames and the link layer; ``job-example.toml`` and
 ``job-example.json``: a job file, its canonical encoding and fingerprint (§2.1);
 ``rows.json``: the id-keyed split, the demo split and row commitments (§2.2, §2.3);
-``spec.json``: a job per model kind (§2.1), RSA-PSI tags (§6.5) and batch plans (§6.2).
+``spec.json``: a job per model kind (§2.1), RSA-PSI tags (§6.5) and batch plans (§6.2);
+``hidden.json``: one level of SecureBoost's hidden instance space, lanes and plaintexts (§6.9).
 """
 
 from __future__ import annotations
