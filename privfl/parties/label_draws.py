@@ -201,7 +201,9 @@ def take(
             "--redraw-labels starts the job over on new labels; drop --resume (or drop "
             "--redraw-labels to continue on the labels already drawn)"
         )
-    if resume and book is None and not (out / FILE_NAME).exists() and _has_checkpoints(out):
+    # an infinite ε saves no draw (load_or_draw): its file is missing by design
+    missing = math.isfinite(epsilon) and not (out / FILE_NAME).exists()
+    if resume and book is None and missing and _has_checkpoints(out):
         raise ConfigError(
             f"{out / FILE_NAME} is missing, yet this job has checkpoints: a resume would "
             "train on new labels the earlier epochs never saw (and spend label ε again); "

@@ -5,11 +5,12 @@ or another guest made (``boost_partition``), so the guest knows each training ro
 leaf in every tree and 2-means on that reads the labels
 (tests/attacks/test_secureboost_partition_labels.py). With ``"hidden"`` the guest's
 inbox holds no partition at all: per level it gets ``boost_masked``, one fresh
-ciphertext for *every* row of the tree per direct node (``[[0]]`` outside the node),
-so neither the lengths nor the values (all distinct, IND-CPA) depend on which rows
-are in a node. The attacker below derives every row set it can from what it receives
-and is left with none of another party's splits; the leaf clustering has nothing to
-run on. The Host still holds a hidden-mode guest to its won candidate.
+ciphertext for *every* row of the tree per lane of direct nodes (the row's value in its
+node's slot, ``[[0]]`` outside them), so neither the lengths nor the values (all
+distinct, IND-CPA) depend on which rows are in a node. The attacker below derives
+every row set it can from what it receives and is left with none of another party's
+splits; the leaf clustering has nothing to run on. The Host still holds a hidden-mode
+guest to its won candidate.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from privfl.crypto.pools import NoisePool
 from privfl.errors import PeerAborted, ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.parties.vertical.secureboost import guest as guest_mod
+from privfl.parties.vertical.secureboost import hidden
 from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
 from privfl.protocol import fresh
@@ -120,8 +122,8 @@ def test_a_guest_derives_no_partition_of_another_partys_split(space: str, tmp_pa
     masked = [b for b in received if isinstance(b, BoostMasked)]
     assert masked, "the hidden mode named no node"
     tree_rows = {b.tree: len(b.rows) for b in received if isinstance(b, BoostGradients)}
-    for body in masked:  # full length whatever the nodes hold
-        assert len(body.values) == len(body.direct) * tree_rows[body.tree]
+    for body in masked:  # full length whatever the nodes hold: one lane at depth 3
+        assert len(body.values) == (tree_rows[body.tree] if len(body.direct) else 0)
     values = [
         v for b in received if isinstance(b, BoostMasked | BoostGradients) for v in b.values.values
     ]
@@ -152,7 +154,8 @@ def start(state: GuestBoost) -> None:
 
 def masked(state: GuestBoost, level: int, nodes: list[int], direct: list[int]) -> BoostMasked:
     rows = len(state.data.x_train)
-    values = fresh.encrypt(state.key, [0] * (rows * len(direct)))
+    lanes = len(hidden.lanes(direct, Layout(rows, state.key.bits))) if direct else 0
+    values = fresh.encrypt(state.key, [0] * (rows * lanes))
     ids = np.array(nodes, np.int64)
     return BoostMasked(0, level, ids, np.array(direct, np.int64), values)
 
@@ -164,6 +167,48 @@ def test_an_honest_hidden_sequence_is_answered() -> None:
     left = step(state, BoostSplit(0, 0, 1, 3))
     assert isinstance(left, BoostPartition) and len(left.left) == 40  # every row of the tree
     assert isinstance(step(state, masked(state, 1, [1, 2], [1])), BoostHistogram)
+    assert isinstance(step(state, BoostSplit(0, 2, 1, 3)), BoostPartition)  # derived, at the Host
+
+
+def test_a_level_of_many_nodes_is_one_pass_per_lane_and_equals_numpy() -> None:
+    # Prepare: depth 5 over 400 rows (7 bin sums per 512-bit plaintext), every node of
+    # every level named; level 4 has 8 direct nodes, two lanes (7 + 1).
+    state = hidden_guest(rows=400)
+    state.params = replace(state.params, depth=5)
+    start(state)
+    rows, layout = np.arange(400, dtype=np.int64), Layout(400, state.key.bits)
+    rng = np.random.default_rng(5)
+    g = rng.integers(-(2**20), 2**20 + 1, 400)
+    h = rng.integers(0, 2**18, 400)
+    plain = row_plaintexts(g, h, layout)
+    leaf = rng.integers(0, 16, 400)  # each row's node at level 4: 15 + leaf
+    for level in range(4):
+        ids = list(range(2**level - 1, 2 ** (level + 1) - 1))
+        step(state, masked(state, level, ids, hidden.direct_nodes(ids)))
+    ids = list(range(15, 31))
+    direct = hidden.direct_nodes(ids)
+    members = {node: rows[leaf == node - 15] for node in ids}
+    lanes = hidden.lanes(direct, layout)
+    values = hidden.level_plaintexts(plain, rows, members, lanes, layout.slot)
+
+    # Act
+    reply = step(
+        state, BoostMasked(0, 4, np.array(ids), np.array(direct), fresh.encrypt(KEY[0], values))
+    )
+
+    # Assert: one ciphertext per row and lane in; each direct node's histogram out
+    assert [len(lane) for lane in lanes] == [7, 1] and len(values) == 2 * 400
+    assert isinstance(reply, BoostHistogram) and reply.nodes.tolist() == direct
+    features = sb.tree_features(state.params, 0, 1, state.binned["train"].shape[1])
+    shape = (len(features), state.params.bins)
+    got = hidden.unpack_level(KEY[1].decrypt(reply.values.values), lanes, shape, layout)
+    binned = state.binned["train"][:, features]
+    for node in direct:
+        want = np.zeros((*shape, 3), np.int64)
+        for r in members[node]:
+            want[np.arange(shape[0]), binned[r]] += (g[r] + 2**20, h[r], 1)
+        want[..., 0] -= want[..., 2] * 2**20
+        assert (got[node] == want).all(), node
 
 
 LEVEL_0 = (0, [0], [])
@@ -174,8 +219,9 @@ LEVEL_0 = (0, [0], [])
     [
         ([], (0, [0], [0])),  # the root comes from the gradients, never direct
         ([LEVEL_0], (1, [1, 2], [])),  # neither sibling direct: nothing to derive from
+        ([LEVEL_0], (1, [1, 2], [1, 2])),  # the right child sent though derivable
         ([LEVEL_0], (1, [2], [])),  # derived without its sibling
-        ([LEVEL_0, (1, [1], [1])], (2, [5], [5])),  # its parent 2 was never summed
+        ([LEVEL_0, (1, [1], [1])], (2, [5], [5])),  # its parent 2 was never named
     ],
 )
 def test_nodes_that_do_not_fit_are_refused(before: list, named: tuple) -> None:
@@ -232,8 +278,10 @@ def test_direct_nodes_follow_the_ids_alone() -> None:
     assert direct_nodes([1, 2]) == [1]  # 2 = parent ÷ 1
     assert direct_nodes([2]) == [2]  # no sibling to derive it from
     assert direct_nodes([3, 4, 6]) == [3, 6]
-    full = [list(range(2**level - 1, 2 ** (level + 1) - 1)) for level in range(3)]
-    assert masked_bound(3) == sum(len(direct_nodes(ids)) for ids in full) == 3
+    layout = Layout(426, 1024)  # 14 bin sums per plaintext
+    assert masked_bound(3, layout) == 2  # one lane at levels 1 and 2
+    assert masked_bound(6, layout) == 1 + 1 + 1 + 1 + 2  # level 5: 16 direct nodes
+    assert [len(lane) for lane in hidden.lanes(list(range(1, 32, 2)), layout)] == [14, 2]
 
 
 # --- what the hidden mode gives up: the guest cannot count a node's rows --------------
@@ -267,7 +315,8 @@ def test_a_deviating_host_reads_a_chosen_rows_bins_only_in_hidden_mode(space: st
     assert isinstance(reply, BoostHistogram)
     bins = state.params.bins
     width = state.binned["train"].shape[1]
-    sums = unpack_sums(KEY[1].decrypt(reply.values.values), 2 * width * bins, layout)
-    counts = sums[: width * bins, 2].reshape(width, bins)  # node 1: the one row
+    assert reply.nodes.tolist() == [1]  # node 2 is the Host's to derive
+    sums = unpack_sums(KEY[1].decrypt(reply.values.values), width * bins, layout)
+    counts = sums[:, 2].reshape(width, bins)  # node 1: the one row
     assert (counts.argmax(axis=1) == state.binned["train"][target]).all()
     assert (counts.sum(axis=1) == 1).all()  # that row's bin in every guest column

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import failures, memory_job, party_data, run_in_threads
+from helpers import decoded_traffic, failures, memory_job, party_data, run_in_threads
 
 from privfl.config.vertical import ModelConfig
 from privfl.crypto.paillier import generate_keypair
 from privfl.crypto.pools import NoisePool
 from privfl.errors import PeerAborted, ProtocolError
 from privfl.learning import secureboost as sb
-from privfl.parties.vertical.secureboost import common, proofs
+from privfl.parties.vertical.secureboost import common, hidden, proofs
 from privfl.parties.vertical.secureboost import host as host_mod
 from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts, unpack_sums
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
@@ -42,6 +42,7 @@ from privfl.protocol.boost_messages import (
     BoostMasked,
     BoostNodes,
     BoostPartition,
+    BoostProof,
 )
 from privfl.protocol.memory import InMemoryHub
 
@@ -198,8 +199,10 @@ def test_leaky_arm_a_one_row_node_reads_that_rows_cells_without_the_check() -> N
 
     layout = Layout(len(rows), KEY[0].bits)
     width, bins = state.binned["train"].shape[1], state.params.bins
-    sums = unpack_sums(KEY[1].decrypt(reply.values.values), 2 * width * bins, layout)
-    counts = sums[: width * bins, 2].reshape(width, bins)
+    # the direct node 1 alone, one lane of one node (the Host derives node 2)
+    assert reply.nodes.tolist() == [1]
+    sums = unpack_sums(KEY[1].decrypt(reply.values.values), width * bins, layout)
+    counts = sums[:, 2].reshape(width, bins)
 
     assert (counts.argmax(axis=1) == state.binned["train"][rows[target]]).all()
     assert (counts.sum(axis=1) == 1).all()  # that row's bin in every guest column
@@ -251,6 +254,39 @@ def test_a_one_row_node_is_refused_in_the_shared_mode() -> None:
 
 
 # --- end to end: the real Host's code, deviating --------------------------------------
+
+
+def test_under_the_check_every_lane_holds_one_node(tmp_path: Path) -> None:
+    # Arrange: an honest hidden-mode run with the check, and the lane rule itself
+    layout = Layout(100, KEY[0].bits)
+    assert [len(lane) for lane in hidden.lanes([1, 3, 5], layout, True)] == [1, 1, 1]
+    assert hidden.masked_bound(3, layout, True) == 1 + 2
+    model = ModelConfig(
+        kind="secureboost",
+        trees=1,
+        depth=3,
+        bins=8,
+        subsample=0.25,
+        instance_space="hidden",
+        host_check=True,
+        min_child_weight=1,
+    )
+    job = replace(memory_job(1, timeout=60.0), model=model)
+    hub = InMemoryHub()
+
+    # Act
+    results = run_in_threads(job, hub, tmp_path)
+
+    # Assert: one masked ciphertext per row and direct node, each proven, the run whole
+    assert not failures(results), failures(results)
+    bodies = [b for _, _, _, b in decoded_traffic(hub)]
+    rows = next(len(b.rows) for b in bodies if isinstance(b, BoostGradients))
+    masked = [b for b in bodies if isinstance(b, BoostMasked) and len(b.direct)]
+    proven = {b.level: b for b in bodies if isinstance(b, BoostProof) and b.level > 0}
+    assert any(len(b.direct) > 1 for b in masked)
+    for b in masked:
+        assert len(b.values) == len(b.direct) * rows
+        assert len(proven[b.level].counts) == len(b.direct)
 
 
 @pytest.mark.parametrize("space", SPACES)

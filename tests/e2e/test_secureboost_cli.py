@@ -209,5 +209,6 @@ def test_bench_secureboost_compares_the_instance_spaces(tmp_path: Path) -> None:
     shared, hidden = workload["runs"]
     assert (shared["instance_space"], hidden["instance_space"]) == ("shared", "hidden")
     assert shared["encryptions"] == 2 * 426  # one per row and tree
-    assert hidden["encryptions"] == 2 * 2 * 426  # and the left child's masked rows at level 1
-    assert hidden["decryptions"] == shared["decryptions"]
+    assert hidden["encryptions"] == 2 * 2 * 426  # and level 1's one lane of masked rows
+    # Level 1: the guest answers for node 1 only; the Host derives node 2 itself.
+    assert hidden["decryptions"] < shared["decryptions"]

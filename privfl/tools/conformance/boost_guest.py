@@ -16,6 +16,17 @@ the kit chose, sent as trivial encryptions (ρ = 1) under a key it can check
 4. ``boost_decide`` on the training and held-out rows: one mask per node the guest
    split, the same as its partitions on the tree's rows.
 
+On a job with ``instance_space = "hidden"`` the same tree goes out as that mode's
+guest must see it (§6.9): each level is a ``boost_masked`` (the root over the
+gradients; level 1 names both children and sends, per row of the tree, a trivial
+encryption of the row's plaintext if it is in node 1, else of 0), the histogram
+answers for the direct nodes only (the kit takes node 2 as node 0 − node 1), a
+partition has one decision per **row of the tree** (the kit cuts it to the node), the
+kit's own split of node 1 reaches the guest by no message, and the endings are the
+hidden mode's: a node not of the level named (``unknown-node``), the root named again
+(``repeated-node``), any ``boost_partition`` at all (``small-node``: the guest cannot
+count rows, so it refuses every partition) and ``foreign-rows``.
+
 Every ciphertext must carry a fresh obfuscator of the session's mode (the products of
 the kit's ρ = 1 inputs are re-randomised), every message be ACKed, and after
 ``finish`` the guest stays silent, closes its inbox and exits 0. The violation endings
@@ -26,19 +37,23 @@ and the next tree's gradients over rows other than the job seed's sample
 (``foreign-rows``). A job with ``host_check`` gets the Host's ``boost_proof`` after
 the gradients (docs/protocol.md §6.9, "Host check"); ``forged-proof`` sends one
 over other plaintexts than the gradients' (a guest of a job without the check must
-refuse any ``boost_proof``), and the guest must Abort before any histogram.
+refuse any ``boost_proof``), and the guest must Abort before any histogram. (The
+kit's hidden-mode session sends no level ≥ 1 proof: a job with both is not scripted;
+its lanes would hold one node each, §6.9.) On a small row sample (the host_check kit's)
+node 2 is split only if it holds ``2·floor`` rows.
 """
 
 from __future__ import annotations
 
 import subprocess
 
+import click
 import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
-from privfl.parties.vertical.secureboost import proofs
+from privfl.parties.vertical.secureboost import hidden, proofs
 from privfl.parties.vertical.secureboost.common import (
     OFFSET,
     Layout,
@@ -51,6 +66,7 @@ from privfl.protocol.boost_messages import (
     BoostDecisions,
     BoostGradients,
     BoostHistogram,
+    BoostMasked,
     BoostNodes,
     BoostPartition,
     BoostProof,
@@ -90,6 +106,9 @@ class BoostGuestRun(GuestRun):
         self.features = np.zeros(0, dtype=np.int64)
         self.columns = ColumnRule(self.params, TREE, self.group, 0)
         self.owned: dict[int, np.ndarray] = {}  # node the guest split -> its left mask
+        self.hidden = job.model.instance_space == "hidden"
+        self.tree_rows = np.zeros(0, dtype=np.int64)
+        self.plain: list[int] = []
 
     def handshake(self) -> bool:
         if not super().handshake():
@@ -126,6 +145,7 @@ class BoostGuestRun(GuestRun):
         self.h[rows] = rng.integers(0, OFFSET // 4 + 1, len(rows))
         self.layout = Layout(len(rows), self.key.bits)
         plain = row_plaintexts(self.g[rows], self.h[rows], self.layout)
+        self.tree_rows, self.plain = rows, plain
         values = BigInts(tuple(trivial(self.key, plain)))
         self.host.channel.send(self.party, BoostGradients(TREE, rows, values), TREE)
         if self.job.model.host_check:
@@ -152,51 +172,81 @@ class BoostGuestRun(GuestRun):
         x = self.data.x_train
         return sb.bin_columns(x, sb.quantile_edges(x, self.params.bins))
 
-    def histograms(self, level: int, nodes: dict[int, np.ndarray]) -> np.ndarray | None:
-        """Name ``nodes``; check and return their histograms ``(nodes, columns, bins, 3)``."""
-        report, ids, bins = self.report, sorted(nodes), self.params.bins
-        self.host.channel.send(self.party, BoostNodes(TREE, level, np.array(ids, np.int64)), TREE)
-        what = f"level {level}: boost_nodes {ids} is answered with a boost_histogram"
+    def name(self, level: int, nodes: dict[int, np.ndarray]) -> list[int]:
+        """Send ``boost_nodes`` (shared) or ``boost_masked`` (hidden); the nodes answered for."""
+        ids = sorted(nodes)
+        if not self.hidden:
+            self.host.channel.send(self.party, BoostNodes(TREE, level, np.array(ids)), TREE)
+            return ids
+        direct = hidden.direct_nodes(ids)
+        plain: list[int] = []
+        if direct:
+            lanes = hidden.lanes(direct, self.layout, self.job.model.host_check)
+            plain = hidden.level_plaintexts(
+                self.plain, self.tree_rows, nodes, lanes, self.layout.slot
+            )
+        values = BigInts(tuple(trivial(self.key, plain)))
+        body = BoostMasked(TREE, level, np.array(ids), np.array(direct, np.int64), values)
+        self.host.channel.send(self.party, body, TREE)
+        return direct or [0]
+
+    def histograms(self, level: int, nodes: dict[int, np.ndarray]) -> dict[int, np.ndarray] | None:
+        """Name ``nodes``; check and return their histograms ``(columns, bins, 3)`` by node."""
+        report, bins = self.report, self.params.bins
+        ids = self.name(level, nodes)
+        kind = "boost_masked" if self.hidden else "boost_nodes"
+        what = f"level {level}: {kind} {sorted(nodes)} is answered with a boost_histogram"
         env = expect(report, self.host, Kind.BOOST_HISTOGRAM, self.party, what)
         if env is None:
             return None
         body = body_as(env.body, BoostHistogram)
         report.check(
-            f"level {level}: the histogram names the tree, level and nodes asked for",
+            f"level {level}: the histogram names the tree, level and nodes asked for {ids}",
             (body.tree, body.level, body.nodes.tolist()) == (TREE, level, ids),
             f"tree {body.tree}, level {body.level}, nodes {body.nodes.tolist()}",
         )
-        sums = len(ids) * len(self.features) * bins
-        want = self.layout.packed(sums)
-        check_count(report, level, len(body.values), len(ids), self.layout, self.columns)
+        shape = (len(self.features), bins)
+        checked = self.job.model.host_check
+        lanes = [ids]
+        if self.hidden:
+            lanes = hidden.lanes([] if ids == [0] else ids, self.layout, checked)
+            want = sum(self.layout.packed(shape[0] * bins, len(lane)) for lane in lanes)
+            rule = "Σ over lanes of ⌈columns·bins / ⌊k/m⌋⌉"
+        else:
+            rule = f"⌈nodes·columns·bins / {self.layout.per_ciphertext}⌉"
+            want = self.layout.packed(len(ids) * shape[0] * bins)
+            check_count(report, level, len(body.values), len(ids), self.layout, self.columns)
         if not report.check(
-            f"level {level}: the histogram is packed: ⌈nodes·columns·bins / "
-            f"{self.layout.per_ciphertext}⌉ = {want} ciphertexts",
+            f"level {level}: the histogram is packed: {rule} = {want} ciphertexts",
             len(body.values) == want,
             f"{len(body.values)} for {len(ids)} node(s) × {len(self.features)} columns × {bins}",
         ):
             return None
         plain = self.fresh.observe(f"boost_histogram (level {level})", body.values.values)
         try:
-            flat = unpack_sums(plain, sums, self.layout)
+            if self.hidden:
+                hists = hidden.unpack_level(plain, lanes, shape, self.layout)
+            else:
+                flat = unpack_sums(plain, len(ids) * shape[0] * bins, self.layout)
+                stacked = flat.reshape(len(ids), *shape, 3)
+                hists = {node: stacked[i] for i, node in enumerate(ids)}
         except ProtocolError as exc:
             report.check(f"level {level}: every slot holds (Σg + c·2^20, Σh, c)", False, str(exc))
             return None
-        hists = flat.reshape(len(ids), len(self.features), bins, 3)
         wrong = []
-        for i, node in enumerate(ids):
+        for node in ids:
             rows = nodes[node]
             total = np.array([self.g[rows].sum(), self.h[rows].sum(), len(rows)])
-            bad = np.flatnonzero((hists[i].sum(axis=1) != total).any(axis=1))
+            bad = np.flatnonzero((hists[node].sum(axis=1) != total).any(axis=1))
             if bad.size:
-                got = hists[i].sum(axis=1)[bad[0]].tolist()
+                got = hists[node].sum(axis=1)[bad[0]].tolist()
                 wrong.append(f"node {node} column {self.features[bad[0]]}: {got}, not {total}")
         report.check(
             f"level {level}: every column's bins add up to the node's Σg, Σh and row count",
             not wrong,
             "; ".join(wrong[:3]),
         )
-        blocks = {node: (nodes[node], hists[i]) for i, node in enumerate(ids)}
+        blocks = {node: (nodes[node], hists[node]) for node in ids}
         check_columns(report, level, blocks, self.columns, self.g, self.h)
         return hists
 
@@ -218,12 +268,15 @@ class BoostGuestRun(GuestRun):
             return None
         body = body_as(env.body, BoostPartition)
         left = body.left
+        over, whose = (self.tree_rows, "tree") if self.hidden else (rows, "node")
         if not report.check(
-            f"node {node}'s partition has one decision per row of the node",
-            (body.tree, body.node) == (TREE, node) and len(left) == len(rows),
-            f"tree {body.tree} node {body.node}, {len(left)} decisions for {len(rows)} rows",
+            f"node {node}'s partition has one decision per row of the {whose}",
+            (body.tree, body.node) == (TREE, node) and len(left) == len(over),
+            f"tree {body.tree} node {body.node}, {len(left)} decisions for {len(over)} rows",
         ):
             return None
+        if self.hidden:  # the kit's cut, as the Host's: the node's rows of the tree's
+            left = left[np.searchsorted(self.tree_rows, rows)]
         report.check(
             f"both children of node {node} hold at least the row floor ({self.floor})",
             min(int(left.sum()), int((~left).sum())) >= self.floor,
@@ -285,8 +338,15 @@ def boost_guest_script(
 
 def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] | None) -> None:
     report, party, host = run.report, run.party, run.host
-    host.raw(party, BoostNodes(TREE, 0, np.zeros(1, np.int64)), session="another-session")
-    quiet(report, [host, run.server], party, "a boost_nodes from another session is refused")
+    stray: BoostMasked | BoostNodes
+    if run.hidden:
+        empty = BigInts(())
+        stray = BoostMasked(TREE, 0, np.zeros(1, np.int64), np.zeros(0, np.int64), empty)
+    else:
+        stray = BoostNodes(TREE, 0, np.zeros(1, np.int64))
+    host.raw(party, stray, session="another-session")
+    kind = "boost_masked" if run.hidden else "boost_nodes"
+    quiet(report, [host, run.server], party, f"a {kind} from another session is refused")
     if ending == "forged-proof":
         run.gradients(forged=True)
         what = "a Host proof over other plaintexts than the gradients makes it Abort"
@@ -305,15 +365,19 @@ def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] 
     if left is None:
         return
     children = {1: rows[left], 2: rows[~left]}
-    hists = run.histograms(1, children)
-    if hists is None:
+    level = run.histograms(1, children)
+    if level is None:
         return
+    if 2 not in level:  # hidden: the Host's (here the kit's) parent − sibling
+        level[2] = hists[0] - level[1]
     split_rows = {0: rows}
     one = children[1]
-    if len(one) >= 2 * run.floor:  # the Host's own split of node 1: the guest must follow it
+    if len(one) >= 2 * run.floor and not run.hidden:  # the Host's own split of node 1
         mask = np.arange(len(one)) < len(one) // 2
         host.channel.send(party, BoostPartition(TREE, 1, mask), TREE)
-    if run.guest_split(2, children[2], hists[1]) is not None:
+    if len(children[2]) < 2 * run.floor:  # a small sample (host_check's kit): no split fits
+        click.echo(f"NOTE  node 2 holds {len(children[2])} rows, under 2·floor: not split")
+    elif run.guest_split(2, children[2], level[2]) is not None:
         split_rows[2] = children[2]
     assert run.hello is not None
     train = run.hello.train_rows or run.hello.rows
@@ -330,7 +394,10 @@ def _violation(run: BoostGuestRun, ending: str, rows: int) -> None:
     host, party = run.host, run.party
     if ending == "repeated-node":
         what = "the root named again makes it Abort"
-        host.channel.send(party, BoostNodes(TREE, 0, np.zeros(1, np.int64)), TREE)
+        run.name(0, {0: run.tree_rows})
+    elif ending == "small-node" and run.hidden:
+        what = "a boost_partition in the hidden instance space makes it Abort"
+        host.channel.send(party, BoostPartition(TREE, 0, np.arange(rows) < rows // 2), TREE)
     elif ending == "small-node":
         what = f"a partition leaving a child below the row floor ({run.floor}) makes it Abort"
         left = np.arange(rows) < run.floor - 1
@@ -338,6 +405,9 @@ def _violation(run: BoostGuestRun, ending: str, rows: int) -> None:
     elif ending == "foreign-rows":
         what = "the next tree's gradients over rows not the seed's sample make it Abort"
         host.channel.send(party, run.foreign_gradients(), TREE + 1)
+    elif run.hidden:
+        what = "a node not of the level named makes it Abort"
+        run.name(1, {3: run.tree_rows})
     else:
         what = "a node no partition defined makes it Abort"
         host.channel.send(party, BoostNodes(TREE, 1, np.array([1], np.int64)), TREE)

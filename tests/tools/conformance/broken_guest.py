@@ -110,8 +110,8 @@ def extra_histogram() -> None:
 
     pack = boost.pack_sums
 
-    def longer(sums: Any, layout: Any, nsquare: int) -> list[int]:
-        packed = pack(sums, layout, nsquare)
+    def longer(sums: Any, layout: Any, nsquare: int, span: int = 1) -> list[int]:
+        packed = pack(sums, layout, nsquare, span)
         return [*packed, packed[-1]]
 
     boost.pack_sums = longer  # type: ignore[assignment]

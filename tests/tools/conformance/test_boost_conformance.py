@@ -73,6 +73,42 @@ def test_our_secureboost_party_conforms(
         assert "PASS  boost_gradients: no ciphertext repeats" in stdout
 
 
+@pytest.fixture(scope="module")
+def hidden_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return boost_kit(tmp_path_factory.mktemp("hidden-kit"), "--instance-space", "hidden")
+
+
+@pytest.mark.parametrize(
+    ("ending", "last"),
+    [
+        ("finish", "PASS  guest-1 exits 0 after finish"),
+        ("unknown-node", "PASS  a node not of the level named makes it Abort"),
+        ("repeated-node", "PASS  the root named again makes it Abort"),
+        ("small-node", "PASS  a boost_partition in the hidden instance space makes it Abort"),
+        ("foreign-rows", "PASS  the next tree's gradients over rows not the seed's"),
+    ],
+)
+def test_our_secureboost_guest_conforms_on_a_hidden_job(
+    hidden_kit: Path, tmp_path: Path, ending: str, last: str
+) -> None:
+    # Act
+    stdout = run_kit(hidden_kit, tmp_path / "guest", "guest", ending, cli("vfl"))
+
+    # Assert: the hidden mode's session, as docs/protocol.md §6.9 has it
+    assert "FAIL" not in stdout and "checks passed" in stdout, stdout
+    assert last in stdout
+    assert "PASS  level 0: boost_masked [0] is answered with a boost_histogram" in stdout
+    if ending == "finish":
+        assert (
+            "PASS  level 1: the histogram names the tree, level and nodes asked for [1]" in stdout
+        )
+        assert "PASS  node 0's partition has one decision per row of the tree" in stdout
+        assert "PASS  node 2's left rows are the histogram's bins ≤ the split bin" in stdout
+        assert "PASS  training decisions are the partitions the guest sent" in stdout
+    else:
+        assert "exits non-zero after the violation" in stdout
+
+
 def test_our_secureboost_guest_conforms_with_djn(tmp_path: Path) -> None:
     djn = boost_kit(tmp_path / "kit", "--obfuscation", "djn")
 

@@ -88,9 +88,16 @@ class Layout:
             raise ConfigError(f"a {self.key_bits}-bit key cannot hold one bin sum; use 1024+")
         return per
 
-    def packed(self, values: int) -> int:
-        """Ciphertexts that ``values`` bin sums pack into."""
-        return -(-values // self.per_ciphertext)
+    def packed(self, values: int, span: int = 1) -> int:
+        """Ciphertexts that ``values`` blocks of ``span`` adjacent bin sums pack into."""
+        return -(-values // self.blocks(span))
+
+    def blocks(self, span: int) -> int:
+        """Whole blocks of ``span`` bin sums one plaintext holds (hidden mode's lanes)."""
+        per = self.per_ciphertext // span
+        if per < 1:
+            raise ProtocolError(f"a block of {span} bin sums does not fit one plaintext")
+        return per
 
 
 def row_plaintexts(g: np.ndarray, h: np.ndarray, layout: Layout) -> list[int]:
@@ -104,13 +111,15 @@ def row_plaintexts(g: np.ndarray, h: np.ndarray, layout: Layout) -> list[int]:
     ]
 
 
-def pack_sums(sums: Sequence[Any], layout: Layout, nsquare: int) -> list[int]:
+def pack_sums(sums: Sequence[Any], layout: Layout, nsquare: int, span: int = 1) -> list[int]:
     """Pack bin-sum ciphertexts ``k`` per ciphertext: ``Π c_i^(2^(slot·i))`` by Horner's rule.
 
+    With ``span > 1`` each ciphertext already holds ``span`` adjacent slots (a hidden-mode
+    lane of nodes): ``⌊k / span⌋`` of them share a plaintext, ``span·slot`` bits apart.
     Not re-randomised: the caller passes the result through protocol.fresh.rerandomize.
     """
-    per, n2 = layout.per_ciphertext, mpz(nsquare)
-    shift = mpz(1) << layout.slot
+    per, n2 = layout.blocks(span), mpz(nsquare)
+    shift = mpz(1) << (layout.slot * span)
     out: list[int] = []
     for start in range(0, len(sums), per):
         group = sums[start : start + per]
@@ -121,13 +130,17 @@ def pack_sums(sums: Sequence[Any], layout: Layout, nsquare: int) -> list[int]:
     return out
 
 
-def unpack_sums(plain: Sequence[int], values: int, layout: Layout) -> np.ndarray:
-    """Decrypted packed plaintexts to int64 ``(values, 3)``: Σg, Σh and the count per bin sum."""
-    if len(plain) != layout.packed(values):
+def unpack_sums(plain: Sequence[int], values: int, layout: Layout, span: int = 1) -> np.ndarray:
+    """Decrypted packed plaintexts to int64 ``(values·span, 3)``: Σg, Σh, count per bin sum.
+
+    ``values`` blocks of ``span`` slots each (:func:`pack_sums`), block-major.
+    """
+    if len(plain) != layout.packed(values, span):
         raise ProtocolError(f"{len(plain)} packed values cannot hold {values} bin sums")
-    per, slot = layout.per_ciphertext, layout.slot
+    per, slot = layout.blocks(span) * span, layout.slot
     cb, hb = layout.count_bits, layout.h_bits
     mask = (1 << slot) - 1
+    values *= span
     out = np.zeros((values, 3), dtype=np.int64)
     i = 0
     for p in plain:

@@ -8,7 +8,7 @@ in that tree, gradients of the wrong length or an out-of-order tree, a tree past
 job's ``trees``, a row sample other than the job seed's, a level out of order, a split
 or partition of a node not of the level last asked, and any node of a tree after its
 decisions were asked (``closed``). With a hidden instance space (hidden.py) it
-refuses ``boost_nodes`` and ``boost_partition``, and the rules of ``boost_masked``.
+refuses ``boost_nodes`` and ``boost_partition``, and anything ``boost_masked`` rules out.
 """
 
 from __future__ import annotations
@@ -33,9 +33,8 @@ from privfl.parties import checkpoint
 from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce, rows_digest
-from privfl.parties.vertical.secureboost import proofs
+from privfl.parties.vertical.secureboost import hidden, proofs
 from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of, receive_key
-from privfl.parties.vertical.secureboost.hidden import sibling
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
     BoostDecide,
@@ -83,6 +82,7 @@ class TreeState:
     features: np.ndarray
     live: dict[int, np.ndarray]  # nodes the partitions define, not yet split: node -> rows
     sums: dict[int, list[int]] = field(default_factory=dict)  # histogrammed nodes' bin sums
+    named: set[int] = field(default_factory=set)  # hidden mode: nodes boost_masked named
     done: set[int] = field(default_factory=set)  # split nodes
     level: int = -1  # the level last asked for
     closed: bool = False  # the tree's decisions were asked: it has no more nodes
@@ -304,18 +304,18 @@ def divide_block(nsquare: int, parents: list[int], smaller: list[int]) -> list[i
     return [int(p * powmod(s, -1, n2) % n2) for p, s in zip(parents, smaller, strict=True)]
 
 
-def pack_split(state: GuestBoost, sums: list[int], layout: Layout) -> list[int]:
-    """:func:`pack_sums` over the compute workers: whole groups of ``k`` sums per block."""
+def pack_split(state: GuestBoost, sums: list[int], layout: Layout, span: int = 1) -> list[int]:
+    """:func:`pack_sums` over the compute workers: whole packing groups per block."""
     blocks = [
-        (state.key.nsquare, sums[lo:hi], layout.rows, layout.key_bits)
-        for lo, hi in spans(len(sums), state.noise.workers, layout.per_ciphertext)
+        (state.key.nsquare, sums[lo:hi], layout.rows, layout.key_bits, span)
+        for lo, hi in spans(len(sums), state.noise.workers, layout.blocks(span))
     ]
     return state.noise.run_split(pack_block, blocks)
 
 
-def pack_block(nsquare: int, sums: list[int], rows: int, key_bits: int) -> list[int]:
+def pack_block(nsquare: int, sums: list[int], rows: int, key_bits: int, span: int) -> list[int]:
     """Worker task: one block of whole packing groups."""
-    return pack_sums(sums, Layout(rows, key_bits), nsquare)
+    return pack_sums(sums, Layout(rows, key_bits), nsquare, span)
 
 
 def column_sums(nsquare: int, cts: list[int], binned: np.ndarray, bins: int) -> list[int]:
@@ -364,7 +364,8 @@ def on_partition(state: GuestBoost, msg: BoostPartition) -> None:
 
 def open_node(t: TreeState, node: int) -> None:
     """Only a histogrammed, unsplit node of the level last asked, in a tree still open."""
-    if node not in t.sums or node in t.done or level_of(node) != t.level or t.closed:
+    known = node in t.sums or node in t.named
+    if not known or node in t.done or level_of(node) != t.level or t.closed:
         raise ProtocolError(f"node {node} of tree {t.tree} cannot be split now")
 
 
@@ -398,7 +399,13 @@ def on_decide(
 
 
 def on_masked(state: GuestBoost, msg: BoostMasked) -> BoostHistogram | None:
-    """The named nodes' encrypted histograms from masked row ciphertexts (and differences)."""
+    """The direct nodes' encrypted histograms, one pass over the tree's rows per lane.
+
+    Each lane's bin products hold its nodes' sums slot by slot (hidden.py); they are
+    packed lane by lane, ``⌊k/m⌋`` blocks of ``m`` slots per plaintext, and
+    re-randomised. The Host derives the other named nodes itself. With the Host check
+    every lane holds one node (hidden.lane_width) and the answer waits for the proof.
+    """
     t = tree_of(state, msg.tree)
     if not state.hidden:
         raise ProtocolError(
@@ -410,11 +417,13 @@ def on_masked(state: GuestBoost, msg: BoostMasked) -> BoostHistogram | None:
     next_level(t, msg.level)
     nodes, direct = msg.nodes.tolist(), msg.direct.tolist()
     for node in nodes:
-        check_named(t, node, msg.level, set(direct))
+        check_named(t, node, msg.level, nodes, direct)
+    t.named.update(nodes)
+    lanes = hidden.lanes(direct, t.layout, state.check is not None)
     rows = len(t.rows)
-    if len(msg.values) != len(direct) * rows:
+    if len(msg.values) != (len(lanes) * rows if direct else 0):
         raise ProtocolError(
-            f"{len(msg.values)} masked ciphertexts for {len(direct)} nodes of {rows} rows"
+            f"{len(msg.values)} masked ciphertexts for {len(lanes)} lane(s) of {rows} rows"
         )
     state.key.check_ciphertexts(msg.values.values)
     proven(t)
@@ -425,32 +434,32 @@ def on_masked(state: GuestBoost, msg: BoostMasked) -> BoostHistogram | None:
 
 
 def masked_answer(state: GuestBoost, t: TreeState, msg: BoostMasked) -> BoostHistogram:
-    """The histograms of a checked (or unchecked) ``boost_masked``."""
-    nodes, direct = msg.nodes.tolist(), msg.direct.tolist()
+    """The direct nodes' packed histograms of a checked (or unchecked) ``boost_masked``."""
+    direct = msg.direct.tolist()
+    lanes = hidden.lanes(direct, t.layout, state.check is not None)
     rows = len(t.rows)
-    values = msg.values.values
-    work: list[tuple[np.ndarray, Sequence[int]]] = [
-        (t.rows, values[i * rows : (i + 1) * rows]) for i in range(len(direct))
-    ]
-    if nodes == [0]:
-        direct, work = [0], [(t.rows, t.cts)]  # the root: the tree's own gradients
-    t.sums.update(summed(state, t, direct, work))
-    derived = [(n, sibling(n)) for n in nodes if n not in set(direct)]
-    t.sums.update(differences(state, t, derived))
-    return answer(state, t, msg.level, msg.nodes)
+    values = msg.values.values if direct else t.cts  # the root: the tree's own gradients
+    work = [(t.rows, values[j * rows : (j + 1) * rows]) for j in range(len(lanes))]
+    sums = summed(state, t, list(range(len(lanes))), work)
+    packed: list[int] = []
+    for j, lane in enumerate(lanes):
+        packed += pack_split(state, sums[j], t.layout, len(lane))
+        per = t.layout.blocks(len(lane))
+        state.work["shifts"] += len(sums[j]) - -(-len(sums[j]) // per)
+    state.work["packed"] += len(packed)
+    fresh_values = fresh.rerandomize(state.key, packed, take(state, len(packed)))
+    named = np.array(direct or [0], np.int64)
+    return BoostHistogram(tree=t.tree, level=msg.level, nodes=named, values=fresh_values)
 
 
-def check_named(t: TreeState, node: int, level: int, direct: set[int]) -> None:
-    """A node of this level, new, whose parent we summed; derived only from a direct sibling.
+def check_named(t: TreeState, node: int, level: int, nodes: list[int], direct: list[int]) -> None:
+    """A node of this level, new, whose parent was named; ``direct`` as hidden.direct_nodes says.
 
     Level 0 is the root alone, from the tree's gradients (never direct).
     """
-    parent = (node - 1) // 2
-    fits = level_of(node) == level and node not in t.sums
-    if node == 0:
-        fits = fits and not direct
-    elif parent not in t.sums or (node not in direct and sibling(node) not in direct):
-        fits = False
+    fits = level_of(node) == level and node not in t.named and direct == hidden.direct_nodes(nodes)
+    if node != 0:
+        fits = fits and (node - 1) // 2 in t.named
     if not fits:
         raise ProtocolError(f"node {node} of tree {t.tree} is not open at level {level}")
 
@@ -474,8 +483,8 @@ def on_proof(state: GuestBoost, msg: BoostProof) -> BoostHistogram | None:
     proofs.next_flags(state.key, t.flags, pending.nodes.tolist(), direct, msg.values.values)
     t.counts.update(zip(direct, counts, strict=True))
     for node in pending.nodes.tolist():
-        if node not in t.counts:  # derived: parent ÷ its direct sibling
-            t.counts[node] = t.counts[(node - 1) // 2] - t.counts[sibling(node)]
+        if node not in t.counts:  # derived (the Host takes parent − sibling): the floor here too
+            t.counts[node] = t.counts[(node - 1) // 2] - t.counts[hidden.sibling(node)]
         if t.counts[node] < state.floor:
             raise ProtocolError(
                 f"the host deviated from the protocol: node {node} of tree {t.tree} holds "

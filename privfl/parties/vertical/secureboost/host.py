@@ -5,8 +5,9 @@ level, the open nodes named to every guest (``boost_nodes``), whose packed encry
 histograms it decrypts once each (``boost_histogram``, sizes it derives from the job);
 the best split over every party by learning.secureboost.grow_tree; the winner told
 its column and bin (``boost_split``) and its partition passed on (``boost_partition``).
-With ``instance_space = "hidden"`` the nodes go out as ``boost_masked`` (per node,
-masked row ciphertexts) and no partition reaches a guest (hidden.py).
+With ``instance_space = "hidden"`` the nodes go out as ``boost_masked`` (per level, one
+fresh ciphertext per row and lane of nodes), the right children's histograms are
+derived here, and no partition reaches a guest (hidden.py).
 After each tree, every guest's decisions on the training and held-out rows
 (``boost_decisions``) update the scores, the metrics and early stopping.
 """
@@ -85,8 +86,8 @@ GUESTS_SEE = {
     "shared": "fresh encryptions of the Host's g/h, the row set of every node "
     "(the instance space), and the bin of the splits they own; all computed from "
     "the flipped labels. " + report.SHARED_READS,
-    "hidden": "fresh encryptions of the Host's g/h (masked per node: every row of the tree, "
-    "[[0]] outside the node), the ids of the open nodes, and the bin of the splits they "
+    "hidden": "fresh encryptions of the Host's g/h (per level, every row of the tree, in "
+    "its node's slot or [[0]]), the ids of the open nodes, and the bin of the splits they "
     "own; no node's rows; all computed from the flipped labels",
 }
 
@@ -136,7 +137,11 @@ class RemoteGuest:
             self.channel.send(self.name, BoostNodes(tree, level, np.array(ids, np.int64)), tree)
 
     def prove_masked(self, msg: BoostMasked, inside: list[int]) -> None:
-        """Prove a level's masks; its nodes' indicators become the next level's parents."""
+        """Prove a level's masks; its nodes' indicators become the next level's parents.
+
+        Under the check each lane holds one direct node (hidden.lane_width), so the
+        lane ciphertexts are the per-node masked ciphertexts proofs.py proves.
+        """
         direct = msg.direct.tolist()
         parents = proofs.parent_flags(self.flags, direct)
         proof = proofs.prove_masked(
@@ -151,16 +156,23 @@ class RemoteGuest:
         self.channel.send(self.name, proof, proof.tree)
 
     def masked(self, tree: int, level: int, ids: list[int]) -> tuple[BoostMasked, list[int]]:
-        """Fresh masked row ciphertexts of each direct node (hidden.direct_nodes), and 0/1 each."""
+        """One fresh ciphertext per row and lane of the level's direct nodes (hidden.py),
+        and with the check each row's 0/1 per lane (lanes of one node then)."""
+        assert self.layout is not None
         direct = [] if level == 0 else hidden.direct_nodes(ids)
-        inside = [
-            int(k) for node in direct for k in np.isin(self.tree_rows, self.rows[node]).tolist()
-        ]
-        plain = [
-            p
-            for node in direct
-            for p in hidden.masked_plaintexts(self.plain, self.tree_rows, self.rows[node])
-        ]
+        plain: list[int] = []
+        inside: list[int] = []
+        if direct:
+            lanes = hidden.lanes(direct, self.layout, self.check is not None)
+            plain = hidden.level_plaintexts(
+                self.plain, self.tree_rows, self.rows, lanes, self.layout.slot
+            )
+            if self.check is not None:
+                inside = [
+                    int(k)
+                    for lane in lanes
+                    for k in np.isin(self.tree_rows, self.rows[lane[0]]).tolist()
+                ]
         noise = self.pool.take(len(plain)) if self.pool is not None and plain else None
         values = fresh.encrypt(self.key.public_key, plain, noise)
         self.encrypted += len(plain)
@@ -177,23 +189,32 @@ class RemoteGuest:
         tree, level, ids = self.asked
         self.asked = None
         body = self.channel.expect_body(BoostHistogram, {self.name})
-        if (body.tree, body.level, body.nodes.tolist()) != (tree, level, ids):
-            raise ProtocolError(f"{self.name} answered for other nodes than tree {tree} {ids}")
-        width = len(self.features(tree))
-        sums = len(ids) * width * self.params.bins
-        if len(body.values) != self.layout.packed(sums):
+        direct = (hidden.direct_nodes(ids) or [0]) if self.hidden else ids
+        if (body.tree, body.level, body.nodes.tolist()) != (tree, level, direct):
+            raise ProtocolError(f"{self.name} answered for other nodes than tree {tree} {direct}")
+        shape = (len(self.features(tree)), self.params.bins)
+        if self.hidden:
+            checked = self.check is not None
+            lanes = hidden.lanes([] if direct == [0] else direct, self.layout, checked)
+            want = hidden.histogram_count(lanes, shape[0] * shape[1], self.layout)
+        else:
+            want = self.layout.packed(len(ids) * shape[0] * shape[1])
+        if len(body.values) != want:
             raise ProtocolError(
-                f"{self.name} sent {len(body.values)} histogram ciphertexts, expected "
-                f"{self.layout.packed(sums)}"
+                f"{self.name} sent {len(body.values)} histogram ciphertexts, expected {want}"
             )
         plain = decrypt_split(self.key, self.pool, body.values.values)
         self.decrypted += len(plain)
-        flat = unpack_sums(plain, sums, self.layout)
-        hists = flat.reshape(len(ids), width, self.params.bins, 3)
-        self.hists = {node: hists[i] for i, node in enumerate(ids)}
-        for node, hist in self.hists.items():
-            check_histogram(self.name, node, hist, self.g, self.h, self.rows[node])
-        return dict(self.hists)
+        if self.hidden:  # the right children from their parents, kept from the last level
+            self.hists.update(hidden.unpack_level(plain, lanes, shape, self.layout))
+            hidden.derive(self.hists, ids, direct)
+        else:
+            flat = unpack_sums(plain, len(ids) * shape[0] * shape[1], self.layout)
+            hists = flat.reshape(len(ids), *shape, 3)
+            self.hists = {node: hists[i] for i, node in enumerate(ids)}
+        for node in ids:
+            check_histogram(self.name, node, self.hists[node], self.g, self.h, self.rows[node])
+        return {node: self.hists[node] for node in ids}
 
     def propose(self, tree: int, node: int, feature: int, bin_: int) -> None:
         """Queue a won split and send it if none of this guest's is out.
@@ -417,7 +438,7 @@ def grow(ctx: PartyContext, state: HostBoost, t: int) -> sb.Tree:
     plain = row_plaintexts(g[rows], h[rows], layout)
     for guest in state.guests:
         guest.layout, guest.g, guest.h = layout, g, h
-        guest.tree_rows, guest.plain = rows, plain
+        guest.tree_rows, guest.plain, guest.hists = rows, plain, {}
         values = fresh.encrypt(state.public, plain, state.noise.take(len(plain)))
         state.encrypted += len(plain)
         ctx.channel.send(guest.name, BoostGradients(t, rows, values), t)
@@ -426,7 +447,8 @@ def grow(ctx: PartyContext, state: HostBoost, t: int) -> sb.Tree:
         if guest.check is not None:
             guest.prove(proofs.prove_rows(state.key, t, values.values, plain, layout, guest.check))
         if guest.hidden:  # this tree's masked levels, computed while the guest sums the root
-            state.noise.prefetch(hidden.masked_bound(state.params.depth) * len(plain), bulk=True)
+            per_row = hidden.masked_bound(state.params.depth, layout, guest.check is not None)
+            state.noise.prefetch(per_row * len(plain), bulk=True)
         if t + 1 < state.params.trees:
             state.noise.prefetch(len(plain), bulk=True)
     return sb.grow_tree(t, rows, g, h, [state.local, *state.guests], state.params)

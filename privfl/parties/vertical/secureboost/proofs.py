@@ -18,7 +18,9 @@ in hidden mode a Host that masks all but one row makes a one-row node
   ``Π I · (1+n)^-count``. A derived node's indicators are its parent's ÷ its
   sibling's, the root's ``[[1]]``: every node is a subset of its parent, so a level's
   nodes split their parents as in the shared mode. The guest learns the count of each
-  direct node (and so of its sibling), which it holds to the row floor.
+  direct node (and so of its sibling), which it holds to the row floor. Under the
+  check every lane of ``boost_masked`` holds one node (hidden.lane_width), so its
+  masked ciphertexts are, lane by lane, exactly the per-node ones proven here.
 
 Every proof is Fiat–Shamir (privfl.crypto.sigma): no round trip, no choice of the
 guest's that the Host could wait for. The guest learns nothing else: each bit and

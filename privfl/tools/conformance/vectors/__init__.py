@@ -6,6 +6,7 @@
 ``spec.json``: a job per model kind (§2.1), RSA-PSI tags (§6.5) and batch plans (§6.2).
 ``boost.json``: SecureBoost's column sample, bin edges and thresholds, packed histogram
 slots (§6.9).
+``hidden.json``: one level of SecureBoost's hidden instance space, lanes and plaintexts (§6.9).
 """
 
 from __future__ import annotations
