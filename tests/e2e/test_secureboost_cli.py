@@ -114,14 +114,13 @@ def test_run_local_then_predict(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["model"]["kind"] == "secureboost" and summary["model"]["trees"] == 2
     assert summary["trees"] == 2 and summary["auc"] > 0.95
-    # The default job's label DP (ε = 8) applies to trees; the outputs say so.
-    assert summary["label_epsilon"] == 8.0 == summary["privacy"]["label_dp"]["epsilon"]
-    assert summary["flip"]["probability"] == pytest.approx(1 / (1 + math.exp(8.0)))
+    # SecureBoost's default label DP (ε = 2, the kind's own default) applies to trees; the
+    # outputs say so.
+    assert summary["label_epsilon"] == 2.0 == summary["privacy"]["label_dp"]["epsilon"]
+    assert summary["flip"]["probability"] == pytest.approx(1 / (1 + math.exp(2.0)))
     assert summary["flip"]["rows"] == summary["train_rows"]
     assert "OS CSPRNG" in summary["flip"]["noise"]
-    assert (
-        "label ε / flip prob. / flipped" in result.stdout and "8.0 / 0.0003354 / " in result.stdout
-    )
+    assert "label ε / flip prob. / flipped" in result.stdout and "2.0 / 0.1192 / " in result.stdout
     assert (out / "host" / "importance.png").stat().st_size > 1000
     assert (out / "host" / "training.png").stat().st_size > 1000
     guest = json.loads((out / "guest-1" / "model.json").read_text())
