@@ -72,6 +72,13 @@ class HflConfig:
     # norm, docs/security.md), inf = no update clip (only weight_bound)
     update_clip: float = 0.0
     aggregation: str = "trimmed-mean"  # mean | trimmed-mean | median (coordinate-wise)
+    # secure aggregation (SecAgg+, privfl.learning.secagg): the aggregator sees only the
+    # sums of groups of ``secagg_group`` clients (0 = one group: the round's sum) and
+    # combines the group means by ``aggregation``; each client adds its share of Skellam
+    # noise so that every group sum carries z = ``ddp_noise`` (in units of update_clip)
+    secure_aggregation: bool = False
+    secagg_group: int = 4
+    ddp_noise: float = 0.0
     trim_fraction: float = 0.1  # trimmed-mean: drop ⌊f·n⌋ reports at each end, per coordinate
     slot_seconds: float = 1.0  # t_i of the Shuffler's adaptive window
     round_timeout: float = 60.0  # a client that misses it is dropped for the round
@@ -141,6 +148,18 @@ class HflConfig:
             not self.server_noise or self.aggregation == "mean",
             "server_noise is calibrated to the mean's sensitivity: set aggregation = 'mean'",
         )
+        _check(
+            self.secagg_group >= 0 and self.ddp_noise >= 0,
+            "secagg_group and ddp_noise must be >= 0",
+        )
+        _check(
+            not self.secure_aggregation or (self.mechanism == "none" and not self.shuffler),
+            "secure_aggregation sums clipped updates: set mechanism = 'none' and shuffler = false",
+        )
+        _check(
+            not self.secure_aggregation or math.isfinite(self.update_clip),
+            "secure_aggregation quantizes updates to update_clip: it must be finite",
+        )
         _check(self.epsilon_budget > 0, "epsilon_budget must be > 0 (inf = no cap)")
         _check(
             self.slot_seconds > 0 and self.round_timeout > 0 and self.timeout_seconds > 0,
@@ -167,6 +186,15 @@ class HflConfig:
         if self.shuffler and not self.seeded_noise and self.beta < 1:
             return self.beta
         return 1.0
+
+
+def check_networked(config: HflConfig) -> None:
+    """Refuse what the networked roles do not run yet (secure aggregation: in-process only)."""
+    _check(
+        not config.secure_aggregation,
+        "secure_aggregation runs in the in-process simulator (privfl.runs.simulate) only; "
+        "the networked roles have no SecAgg+ messages yet: set secure_aggregation = false",
+    )
 
 
 def _check(condition: bool, message: str) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from privfl.config.horizontal import HflConfig
+from privfl.mechanisms import skellam
 from privfl.mechanisms.ldp import duchi_bound, piecewise_c, pnpm_c
 from privfl.mechanisms.noise import TAIL, subgaussian_norm
 from privfl.mechanisms.randomize import PM_GRID, Calibration, layer_ranges
@@ -105,6 +106,18 @@ def _topk(
     return ReportRange(box.low, box.high, box.centre, norm * (1 + SLACK), nonzero)
 
 
+def secure_noise_norm(config: HflConfig, bound: float, dims: int) -> float:
+    """Under secure aggregation a report is a group mean: the tail bound of its Skellam
+    noise's norm (groups of at least ``max(2, secagg_group)``; Skellam of variance v has the
+    cumulant ``v(cosh t − 1) = v t²/2 + O(v t⁴)``: at variances of ~2^32 it is the Gaussian's
+    up to a relative 1e-9 over the tail's t), plus one grid step per coordinate of rounding."""
+    if not config.secure_aggregation or not math.isfinite(bound):
+        return 0.0
+    step = skellam.grid_step(bound)
+    sigma = config.ddp_noise * skellam.l2_sensitivity(dims) * step / max(2, config.secagg_group)
+    return subgaussian_norm(sigma, dims) + step * math.sqrt(dims)
+
+
 def report_range(
     config: HflConfig,
     calib: Calibration,
@@ -123,7 +136,7 @@ def report_range(
         # clients clamp w_g + Δ to the box: a projection, so within B of the clamped w_g
         sent = np.clip(reference.detach().double().cpu().numpy(), -config.weight_bound,
                        config.weight_bound)  # fmt: skip
-        bound = calib.update_clip
+        bound = calib.update_clip + secure_noise_norm(config, calib.update_clip, dims)
         if math.isfinite(bound):  # float32 transport and the client's clip round differently
             bound += SLACK * (bound + float(np.linalg.norm(sent)))
         return ReportRange(box.low, box.high, sent, bound, scale=scale if mech == "pnpm" else 0.0)

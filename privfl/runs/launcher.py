@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from privfl.config.horizontal import HflConfig, HflJob
+from privfl.config.horizontal import HflConfig, HflJob, check_networked
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError, PrivflError
 from privfl.models.registry import kind_of
@@ -279,6 +279,7 @@ def preflight(config: HflConfig) -> None:
     """Refuse what every horizontal party would refuse anyway, before starting any process."""
     from privfl.learning.models import pick_device
 
+    check_networked(config)
     pick_device(config.device)
     if config.dataset != "digits" and not (config.data_dir and Path(config.data_dir).is_dir()):
         raise ConfigError(

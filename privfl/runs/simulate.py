@@ -15,7 +15,9 @@ from privfl.config.horizontal import HflConfig
 from privfl.errors import PrivacyBudgetExceeded
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
+from privfl.learning.secure_round import DISTRIBUTED_ASSUMPTIONS, secure_round
 from privfl.mechanisms.noise import private_source
+from privfl.mechanisms.skellam import SkellamAccountant
 from privfl.parties.horizontal.outputs import Recorder, chance_level
 from privfl.parties.horizontal.rounds import RoundHook, close_round, make_ledger
 
@@ -33,6 +35,7 @@ def run_experiment(
     stop_reason = "rounds"
     # one CSPRNG for the simulated clients and server noise; vectorised samplers for speed
     source = private_source(exact=False)
+    accountant = SkellamAccountant(setup.dims, config.delta)
     for round_ in range(1, config.rounds + 1):
         asked = engine.sample_clients(config, round_)
         try:
@@ -43,6 +46,8 @@ def run_experiment(
         clients = [c for c in asked if engine.joins(config, c, round_, source)]
         indices = engine.report_indices(setup, last_update, round_)
         reports = engine.client_reports(setup, clients, weights, indices, round_, source)
+        if config.secure_aggregation:  # the aggregator sees only the group sums
+            reports = secure_round(setup, clients, reports, weights, round_, source, accountant)
         # with a Shuffler the aggregator cannot tell who reported: book every asked client
         reported = None if config.shuffler else clients
         new, _ = close_round(
@@ -50,6 +55,8 @@ def run_experiment(
             on_round, source,
         )  # fmt: skip
         last_update, weights = new - weights, new
-    return recorder.summary(
-        ledger, stop_reason, {"device": str(setup.device), "transport": "in-process"}
-    )
+    extra: dict[str, Any] = {"device": str(setup.device), "transport": "in-process"}
+    if config.secure_aggregation:
+        extra["epsilon_distributed"] = accountant.epsilon()
+        extra["epsilon_distributed_assumptions"] = DISTRIBUTED_ASSUMPTIONS
+    return recorder.summary(ledger, stop_reason, extra)

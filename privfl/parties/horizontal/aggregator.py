@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from privfl.config.horizontal import DELTA_REPORTS, HflJob
+from privfl.config.horizontal import DELTA_REPORTS, HflJob, check_networked
 from privfl.crypto.sealing import new_report_key, open_sealed
 from privfl.errors import PeerUnavailable, PrivacyBudgetExceeded, ProtocolError
 from privfl.learning import fedavg as engine
@@ -237,6 +237,7 @@ def run_aggregator(
     """Run every round to the end (or the budget) and write the run's outputs in ``out``."""
     torch.set_num_threads(1)
     cfg = job.config
+    check_networked(cfg)
     setup = engine.make_setup(cfg)
     ledger = make_ledger(setup)
     recorder = Recorder(cfg, out, chance_level(setup.data.y_test))

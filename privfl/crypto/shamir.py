@@ -1,0 +1,72 @@
+"""Shamir secret sharing over the prime field GF(2^521 − 1), for secure aggregation's seeds.
+
+A secret (an integer below the prime: a 128-bit mask seed or a 256-bit X25519 private
+key) is the constant term of a random polynomial of degree ``t − 1``; the share of a
+holder is the polynomial at its nonzero point ``x``. Any ``t`` shares give the secret
+by Lagrange interpolation at 0; ``t − 1`` shares are uniformly distributed whatever
+the secret (information-theoretic hiding). Coefficients come from :mod:`secrets`.
+
+The field is the Mersenne prime 2^521 − 1, so 256-bit keys fit in one element and the
+reduction is Python's big-integer ``%``. No library fit here: pycryptodome's Shamir
+takes 16-byte secrets only (and is not a dependency), the ``secretsharing`` packages
+are unmaintained.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+
+PRIME = 2**521 - 1
+SHARE_BYTES = 66  # ⌈521 / 8⌉
+
+
+def split(secret: int, threshold: int, points: Sequence[int]) -> list[int]:
+    """Shares of ``secret`` at the distinct nonzero ``points``: any ``threshold`` rebuild it."""
+    if not 0 <= secret < PRIME:
+        raise ValueError("the secret must lie in [0, 2^521 − 1)")
+    if not 1 <= threshold <= len(points):
+        raise ValueError("the threshold must lie in 1..the number of share holders")
+    if len(set(points)) != len(points) or not all(0 < x < PRIME for x in points):
+        raise ValueError("share points must be distinct and nonzero")
+    coefficients = [secret] + [secrets.randbelow(PRIME) for _ in range(threshold - 1)]
+    shares = []
+    for x in points:
+        value = 0
+        for c in reversed(coefficients):  # Horner
+            value = (value * x + c) % PRIME
+        shares.append(value)
+    return shares
+
+
+def combine(shares: Iterable[tuple[int, int]]) -> int:
+    """The secret from ``(point, share)`` pairs (at least the threshold; extra ones are fine
+    when they are honest shares of the same polynomial)."""
+    pairs = list(shares)
+    xs = [x for x, _ in pairs]
+    if not pairs or len(set(xs)) != len(xs):
+        raise ValueError("combining needs at least one share and distinct points")
+    secret = 0
+    for i, (xi, yi) in enumerate(pairs):
+        num, den = 1, 1
+        for j, xj in enumerate(xs):
+            if j != i:
+                num = num * xj % PRIME
+                den = den * (xj - xi) % PRIME
+        secret = (secret + yi * num * pow(den, -1, PRIME)) % PRIME
+    return secret
+
+
+def to_bytes(value: int) -> bytes:
+    """A field element as fixed-width big-endian bytes."""
+    return value.to_bytes(SHARE_BYTES, "big")
+
+
+def from_bytes(data: bytes) -> int:
+    """The inverse of :func:`to_bytes`; refuses a value outside the field."""
+    if len(data) != SHARE_BYTES:
+        raise ValueError(f"a share is {SHARE_BYTES} bytes, got {len(data)}")
+    value = int.from_bytes(data, "big")
+    if value >= PRIME:
+        raise ValueError("a share must lie in the field")
+    return value

@@ -1,0 +1,360 @@
+"""Secure aggregation in the style of SecAgg+ (Bell et al. 2020, after Bonawitz et al. 2017).
+
+The aggregator learns the sum of the clients' integer vectors mod 2^32 and nothing else
+about any one of them, even when some clients drop out mid-round. One round, four stages,
+each a pure function of a state dataclass and the messages the aggregator forwards:
+
+1. **advertise**: every client draws two fresh X25519 key pairs (``c`` encrypts its
+   shares, ``s`` agrees its pairwise masks) and sends the public halves.
+2. **share**: the aggregator orders the advertisers at random (OS CSPRNG) and makes each
+   client a neighbour of the ``k`` nearest in that ring (a Harary graph, ``k = O(log n)``,
+   so a client's work grows with ``log n``, not ``n``). Each client draws a 128-bit
+   self-mask seed ``b`` and Shamir-shares ``b`` and its ``s`` private key among its
+   neighbours (threshold ``t > k/2``), each pair of shares sealed with ChaCha20-Poly1305
+   under a key agreed from ``c``.
+3. **masked input**: ``y_i = x_i + PRG(b_i) + Σ_{j∈N(i), j>i} PRG(s_ij) − Σ_{j<i} PRG(s_ij)``
+   mod 2^32, over the neighbours that shared in stage 2; PRG is AES-256-CTR keyed by
+   HKDF-SHA256 of the seed or of the X25519 secret (full 128/256-bit keys).
+4. **unmask**: the aggregator names who sent a masked input; each survivor returns, per
+   neighbour, the share of ``b`` (neighbour survived) or of ``s`` (neighbour dropped),
+   never both. The aggregator rebuilds ``b`` of the survivors and ``s`` of the dropped,
+   strips their masks and keeps the sum.
+
+Why ``t > k/2``: an aggregator that tells some neighbours of ``i`` "i survived" and the
+others "i dropped" gets fewer than ``t`` shares of one of the two secrets, so it never
+holds both ``b_i`` and ``s_i`` (which would unmask ``y_i``). Pure maths; no sockets.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+from privfl.crypto import shamir
+from privfl.errors import ProtocolError
+
+MODULUS_BITS = 32  # sums live in Z/2^32 (numpy's uint32 wraps for free)
+SEED_BYTES = 16  # the self-mask seed b: 128 bits
+
+
+class SecAggAborted(ProtocolError):
+    """The round cannot finish safely (too few shares, a stage out of order, a bad message)."""
+
+
+def neighbour_count(n: int) -> int:
+    """Degree ``k`` of the SecAgg+ graph for ``n`` clients: ``2⌈log₂ n⌉``, even, below n."""
+    k = 2 * math.ceil(math.log2(max(n, 2)))
+    return min(k, n - 1 - (n - 1) % 2) if n > 2 else n - 1
+
+
+def threshold_for(k: int) -> int:
+    """Shares needed to rebuild a secret: a strict majority of the ``k`` neighbours."""
+    return k // 2 + 1
+
+
+def ring_neighbours(order: Sequence[int], k: int) -> dict[int, tuple[int, ...]]:
+    """The Harary graph H(k, n) over ``order``: each client's k/2 predecessors and successors."""
+    n = len(order)
+    if k >= n - 1:  # small rounds: everyone is everyone's neighbour
+        return {c: tuple(sorted(set(order) - {c})) for c in order}
+    half = k // 2
+    graph: dict[int, tuple[int, ...]] = {}
+    for pos, client in enumerate(order):
+        near = [order[(pos + d) % n] for d in range(-half, half + 1) if d != 0]
+        graph[client] = tuple(sorted(set(near) - {client}))
+    return graph
+
+
+def prg(key: bytes, dims: int) -> np.ndarray:
+    """``dims`` uint32 words of AES-256-CTR keystream under ``key`` (32 bytes)."""
+    encryptor = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
+    stream = encryptor.update(bytes(4 * dims)) + encryptor.finalize()
+    return np.frombuffer(stream, dtype="<u4").astype(np.uint32)
+
+
+def derive(secret: bytes, purpose: bytes, context: bytes) -> bytes:
+    """A 32-byte key for ``purpose`` from ``secret``, bound to the round's ``context``.
+
+    HKDF-SHA256 (RFC 5869, no salt, one output block) written as its two HMACs: the
+    same bytes as ``cryptography``'s HKDF (tested), at a tenth of its per-call cost,
+    which dominated a 1,000-client round.
+    """
+    prk = hmac.digest(bytes(32), secret, "sha256")
+    return hmac.digest(prk, purpose + b"|" + context + b"\x01", "sha256")
+
+
+def pair_context(context: bytes, a: int, b: int) -> bytes:
+    low, high = min(a, b), max(a, b)
+    return context + low.to_bytes(8, "big") + high.to_bytes(8, "big")
+
+
+@dataclass(frozen=True, slots=True)
+class Advertise:
+    """Stage 1: a client's two fresh public keys (raw 32-byte X25519)."""
+
+    client: int
+    c_public: bytes
+    s_public: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SealedShares:
+    """Stage 2: the shares of ``sender``'s secrets for ``receiver``, sealed for the receiver."""
+
+    sender: int
+    receiver: int
+    ciphertext: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class UnmaskReply:
+    """Stage 4: a survivor's shares (field elements) of its neighbours' seeds or keys."""
+
+    client: int
+    seed_shares: dict[int, int]
+    key_shares: dict[int, int]
+
+
+@dataclass
+class ClientState:
+    """One client's round: its secrets, its neighbours' keys and the shares it holds."""
+
+    me: int
+    context: bytes  # session and round: every key and mask is bound to it
+    dims: int
+    c_key: X25519PrivateKey = field(default_factory=X25519PrivateKey.generate)
+    s_key: X25519PrivateKey = field(default_factory=X25519PrivateKey.generate)
+    seed: bytes = field(default_factory=lambda: secrets.token_bytes(SEED_BYTES))
+    neighbours: dict[int, Advertise] = field(default_factory=dict)
+    threshold: int = 0
+    held: dict[int, tuple[int, int]] = field(default_factory=dict)  # sender → (seed, key) shares
+    seal_keys: dict[int, bytes] = field(default_factory=dict)  # agreed once per neighbour
+    stage: int = 1
+
+    def advance(self, expected: int) -> None:
+        if self.stage != expected:
+            raise SecAggAborted(f"client {self.me}: stage {expected} out of order")
+        self.stage += 1
+
+
+def advertise(state: ClientState) -> Advertise:
+    """Stage 1: the public halves of the client's two key pairs."""
+    state.advance(1)
+    c_public = state.c_key.public_key().public_bytes_raw()
+    return Advertise(state.me, c_public, state.s_key.public_key().public_bytes_raw())
+
+
+def share_keys(
+    state: ClientState, neighbours: Iterable[Advertise], threshold: int
+) -> list[SealedShares]:
+    """Stage 2: Shamir shares of the seed and the ``s`` key, one sealed pair per neighbour."""
+    state.advance(2)
+    state.neighbours = {a.client: a for a in neighbours if a.client != state.me}
+    if not 1 <= threshold <= len(state.neighbours):
+        raise SecAggAborted(f"client {state.me}: threshold {threshold} with too few neighbours")
+    state.threshold = threshold
+    points = [j + 1 for j in state.neighbours]
+    seed_shares = shamir.split(int.from_bytes(state.seed, "big"), threshold, points)
+    key_int = int.from_bytes(state.s_key.private_bytes_raw(), "big")
+    key_shares = shamir.split(key_int, threshold, points)
+    sealed = []
+    for (j, adv), b_share, s_share in zip(
+        state.neighbours.items(), seed_shares, key_shares, strict=True
+    ):
+        box = ChaCha20Poly1305(_share_key(state, adv))
+        plain = shamir.to_bytes(b_share) + shamir.to_bytes(s_share)
+        sealed.append(
+            SealedShares(state.me, j, box.encrypt(_nonce(state.me), plain, _ad(state, state.me, j)))
+        )
+    return sealed
+
+
+def masked_input(state: ClientState, shares: Iterable[SealedShares], x: np.ndarray) -> np.ndarray:
+    """Stage 3: keep the neighbours' shares, return ``x`` plus the self and pairwise masks."""
+    state.advance(3)
+    for msg in shares:
+        adv = state.neighbours.get(msg.sender)
+        if adv is None or msg.receiver != state.me or msg.sender in state.held:
+            raise SecAggAborted(f"client {state.me}: shares from a non-neighbour or twice")
+        try:
+            plain = ChaCha20Poly1305(_share_key(state, adv)).decrypt(
+                _nonce(msg.sender), msg.ciphertext, _ad(state, msg.sender, state.me)
+            )
+        except InvalidTag as exc:
+            raise SecAggAborted(
+                f"client {state.me}: shares from {msg.sender} fail to open"
+            ) from exc
+        w = shamir.SHARE_BYTES
+        state.held[msg.sender] = (shamir.from_bytes(plain[:w]), shamir.from_bytes(plain[w:]))
+    values = np.asarray(x)
+    if values.shape != (state.dims,):
+        raise SecAggAborted(
+            f"client {state.me}: input of shape {values.shape}, not ({state.dims},)"
+        )
+    y: np.ndarray = values.astype(np.int64).astype(np.uint32) + self_mask(
+        state.seed, state.context, state.dims
+    )
+    for j in state.held:  # only neighbours that shared: the others' masks could not be removed
+        y = _apply_pair(
+            y, state.me, j, _pair_secret(state.s_key, state.neighbours[j].s_public), state
+        )
+    return y
+
+
+def unmask(state: ClientState, survivors: Iterable[int]) -> UnmaskReply:
+    """Stage 4: per neighbour holding shares, the seed share if it survived, else the key share."""
+    state.advance(4)
+    alive = set(survivors)
+    if state.me not in alive:
+        raise SecAggAborted(f"client {state.me}: named as dropped but asked to unmask")
+    seeds = {j: s for j, (s, _) in state.held.items() if j in alive}
+    keys = {j: k for j, (_, k) in state.held.items() if j not in alive}
+    return UnmaskReply(state.me, seeds, keys)
+
+
+def self_mask(seed: bytes, context: bytes, dims: int) -> np.ndarray:
+    return prg(derive(seed, b"self mask", context), dims)
+
+
+def _apply_pair(
+    y: np.ndarray, me: int, other: int, secret: bytes, state: ClientState
+) -> np.ndarray:
+    mask = prg(derive(secret, b"pair mask", pair_context(state.context, me, other)), state.dims)
+    out: np.ndarray = y + mask if me < other else y - mask
+    return out
+
+
+def _pair_secret(key: X25519PrivateKey, public: bytes) -> bytes:
+    return key.exchange(X25519PublicKey.from_public_bytes(public))
+
+
+def _share_key(state: ClientState, adv: Advertise) -> bytes:
+    if adv.client not in state.seal_keys:
+        secret = state.c_key.exchange(X25519PublicKey.from_public_bytes(adv.c_public))
+        context = pair_context(state.context, state.me, adv.client)
+        state.seal_keys[adv.client] = derive(secret, b"share seal", context)
+    return state.seal_keys[adv.client]
+
+
+def _nonce(sender: int) -> bytes:
+    return sender.to_bytes(12, "big")  # each key seals once per direction: sender is unique
+
+
+def _ad(state: ClientState, sender: int, receiver: int) -> bytes:
+    return state.context + sender.to_bytes(8, "big") + receiver.to_bytes(8, "big")
+
+
+# ---------------------------------------------------------------- the aggregator
+
+
+@dataclass
+class ServerState:
+    """The aggregator's round: the graph, who shared, the masked inputs and the replies."""
+
+    context: bytes
+    dims: int
+    adverts: dict[int, Advertise] = field(default_factory=dict)
+    graph: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    threshold: int = 0
+    shared: set[int] = field(default_factory=set)
+    masked: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+def plan_graph(server: ServerState, adverts: Iterable[Advertise]) -> dict[int, list[Advertise]]:
+    """After stage 1: a random ring order (OS CSPRNG), the Harary graph and the threshold;
+    returns what each advertiser receives (its neighbours' public keys)."""
+    server.adverts = {a.client: a for a in adverts}
+    order = list(server.adverts)
+    secrets.SystemRandom().shuffle(order)
+    k = neighbour_count(len(order))
+    server.graph = ring_neighbours(order, k)
+    server.threshold = threshold_for(k)
+    return {i: [server.adverts[j] for j in near] for i, near in server.graph.items()}
+
+
+def route_shares(
+    server: ServerState, sealed: Iterable[SealedShares]
+) -> dict[int, list[SealedShares]]:
+    """After stage 2: forward each sealed pair to its receiver; the senders are ``shared``."""
+    inbox: dict[int, list[SealedShares]] = {}
+    for msg in sealed:
+        if msg.receiver not in server.graph.get(msg.sender, ()):
+            raise SecAggAborted(f"shares from {msg.sender} to a non-neighbour {msg.receiver}")
+        server.shared.add(msg.sender)
+        inbox.setdefault(msg.receiver, []).append(msg)
+    return inbox
+
+
+def unmask_sum(server: ServerState, replies: Iterable[UnmaskReply]) -> np.ndarray:
+    """Stage 4 at the aggregator: the sum mod 2^32 of the survivors' inputs."""
+    alive = set(server.masked)
+    seed_shares: dict[int, list[tuple[int, int]]] = {}
+    key_shares: dict[int, list[tuple[int, int]]] = {}
+    for reply in replies:
+        if reply.client not in alive:
+            continue
+        for i, share in reply.seed_shares.items():
+            seed_shares.setdefault(i, []).append((reply.client + 1, share))
+        for i, share in reply.key_shares.items():
+            key_shares.setdefault(i, []).append((reply.client + 1, share))
+    total = np.zeros(server.dims, dtype=np.uint32)
+    for y in server.masked.values():
+        total += y
+    for i in alive:
+        seed = _rebuild(server, seed_shares.get(i, []), i).to_bytes(SEED_BYTES, "big")
+        total -= self_mask(seed, server.context, server.dims)
+    for d in server.shared - alive:
+        raw = _rebuild(server, key_shares.get(d, []), d).to_bytes(32, "big")
+        key = X25519PrivateKey.from_private_bytes(raw)
+        for j in set(server.graph[d]) & alive:  # j added ±PRG(s_jd); d never sent its −/+
+            secret = _pair_secret(key, server.adverts[j].s_public)
+            mask = prg(
+                derive(secret, b"pair mask", pair_context(server.context, j, d)), server.dims
+            )
+            total = total - mask if j < d else total + mask
+    return total
+
+
+def _rebuild(server: ServerState, shares: list[tuple[int, int]], whose: int) -> int:
+    if len(shares) < server.threshold:
+        raise SecAggAborted(
+            f"only {len(shares)} of the {server.threshold} shares needed for client {whose}"
+        )
+    return shamir.combine(shares[: server.threshold])
+
+
+def signed(total: np.ndarray) -> np.ndarray:
+    """A sum mod 2^32 read as a signed integer (valid while |sum| < 2^31)."""
+    out: np.ndarray = np.asarray(total, dtype=np.uint32).view(np.int32).astype(np.int64)
+    return out
+
+
+def run_round(
+    inputs: Mapping[int, np.ndarray], context: bytes, dropped: Iterable[int] = ()
+) -> tuple[np.ndarray, list[int]]:
+    """Every stage in one process: ``dropped`` clients vanish after sharing (before stage 3).
+
+    Returns the signed sum of the survivors' inputs and the survivors. For tests,
+    simulations and the benchmark; the networked roles send the same messages.
+    """
+    dims = len(next(iter(inputs.values())))
+    clients = {i: ClientState(i, context, dims) for i in inputs}
+    server = ServerState(context, dims)
+    keys = plan_graph(server, [advertise(c) for c in clients.values()])
+    sealed = [m for i, c in clients.items() for m in share_keys(c, keys[i], server.threshold)]
+    inbox = route_shares(server, sealed)
+    gone = set(dropped)
+    for i, c in clients.items():
+        if i not in gone:
+            server.masked[i] = masked_input(c, inbox.get(i, []), inputs[i])
+    replies = [unmask(clients[i], server.masked) for i in server.masked]
+    return signed(unmask_sum(server, replies)), sorted(server.masked)

@@ -1,0 +1,49 @@
+"""Shamir sharing over GF(2^521 − 1): any t shares rebuild the secret, fewer do not."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from privfl.crypto import shamir
+
+
+def test_any_threshold_of_the_shares_rebuilds_a_256_bit_secret() -> None:
+    secret = secrets.randbits(256)
+    points = list(range(1, 11))
+    shares = list(zip(points, shamir.split(secret, 6, points), strict=True))
+    for subset in (shares[:6], shares[4:], shares[::2] + shares[1:2]):
+        assert shamir.combine(subset) == secret
+
+
+def test_fewer_shares_than_the_threshold_give_another_value() -> None:
+    secret = secrets.randbits(128)
+    points = [3, 7, 9, 12]
+    shares = list(zip(points, shamir.split(secret, 4, points), strict=True))
+    # three shares of a degree-3 polynomial fix nothing: the interpolation misses the
+    # secret except with probability 2^-521
+    assert shamir.combine(shares[:3]) != secret
+
+
+def test_shares_round_trip_through_fixed_width_bytes() -> None:
+    value = shamir.PRIME - 1
+    assert shamir.from_bytes(shamir.to_bytes(value)) == value
+    with pytest.raises(ValueError, match="must lie in the field"):
+        shamir.from_bytes(shamir.PRIME.to_bytes(shamir.SHARE_BYTES, "big"))
+
+
+@pytest.mark.parametrize(
+    ("secret", "threshold", "points", "message"),
+    [
+        (-1, 1, [1], "secret must lie"),
+        (5, 3, [1, 2], "threshold must lie"),
+        (5, 2, [1, 1], "distinct and nonzero"),
+        (5, 1, [0], "distinct and nonzero"),
+    ],
+)
+def test_bad_arguments_are_refused(
+    secret: int, threshold: int, points: list[int], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        shamir.split(secret, threshold, points)

@@ -1,0 +1,115 @@
+"""SecAgg+: the unmasked sum is the survivors' plaintext sum, dropouts and all."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from privfl.learning import secagg
+from privfl.learning.secure_round import random_groups
+from privfl.mechanisms import skellam
+from privfl.mechanisms.noise import private_source
+
+
+def _inputs(n: int, dims: int, seed: int = 0) -> dict[int, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {i: rng.integers(-(2**20), 2**20, dims) for i in range(n)}
+
+
+@pytest.mark.parametrize(("n", "dropped"), [(2, ()), (5, (3,)), (40, (0, 7, 8, 9, 30))])
+def test_the_unmasked_sum_is_the_survivors_plaintext_sum(n: int, dropped: tuple[int, ...]) -> None:
+    inputs = _inputs(n, 64)
+    total, alive = secagg.run_round(inputs, b"test", dropped)
+    assert alive == sorted(set(inputs) - set(dropped))
+    assert np.array_equal(total, sum(inputs[i] for i in alive))
+
+
+def test_a_masked_input_alone_looks_nothing_like_the_input() -> None:
+    inputs = {i: np.zeros(4096, dtype=np.int64) for i in range(6)}
+    clients = {i: secagg.ClientState(i, b"ctx", 4096) for i in inputs}
+    server = secagg.ServerState(b"ctx", 4096)
+    keys = secagg.plan_graph(server, [secagg.advertise(c) for c in clients.values()])
+    sealed = [
+        m for i, c in clients.items() for m in secagg.share_keys(c, keys[i], server.threshold)
+    ]
+    inbox = secagg.route_shares(server, sealed)
+    y = secagg.masked_input(clients[0], inbox[0], inputs[0])
+    # a zero input masked by uniform words: about one in 2^32 words is zero, so 4096
+    # words hold more than 3 zeros with probability below 1e-9
+    assert int((y == 0).sum()) <= 3
+
+
+def test_the_graph_is_sparse_and_the_threshold_a_majority() -> None:
+    assert secagg.neighbour_count(1000) == 20 and secagg.neighbour_count(10_000) == 28
+    assert secagg.neighbour_count(3) == 2 and secagg.neighbour_count(2) == 1
+    graph = secagg.ring_neighbours(list(range(1000)), 20)
+    assert all(len(near) == 20 and i not in near for i, near in graph.items())
+    assert all(i in graph[j] for i, near in graph.items() for j in near)  # symmetric
+    assert secagg.threshold_for(20) == 11
+
+
+def test_stages_out_of_order_and_tampered_shares_are_refused() -> None:
+    a, b, c = (secagg.ClientState(i, b"ctx", 8) for i in range(3))
+    with pytest.raises(secagg.SecAggAborted, match="out of order"):
+        secagg.unmask(a, [0])
+    server = secagg.ServerState(b"ctx", 8)
+    keys = secagg.plan_graph(server, [secagg.advertise(x) for x in (a, b, c)])
+    sealed = secagg.share_keys(b, keys[1], server.threshold)
+    to_a = next(m for m in sealed if m.receiver == 0)
+    bad = dataclasses.replace(
+        to_a, ciphertext=bytes([to_a.ciphertext[0] ^ 1]) + to_a.ciphertext[1:]
+    )
+    secagg.share_keys(a, keys[0], server.threshold)
+    with pytest.raises(secagg.SecAggAborted, match="fail to open"):
+        secagg.masked_input(a, [bad], np.zeros(8, dtype=np.int64))
+
+
+def test_too_many_dropouts_abort_instead_of_revealing() -> None:
+    with pytest.raises(secagg.SecAggAborted, match="shares needed"):
+        secagg.run_round(_inputs(8, 4), b"ctx", dropped=range(1, 8))
+
+
+def test_seeds_and_keys_are_full_width() -> None:
+    state = secagg.ClientState(0, b"ctx", 4)
+    assert len(state.seed) * 8 >= 128 and len(state.s_key.private_bytes_raw()) == 32
+
+
+def test_random_groups_cover_the_clients_once() -> None:
+    groups = random_groups(list(range(22)), 4)
+    assert sorted(c for g in groups for c in g) == list(range(22))
+    assert sorted(len(g) for g in groups) == [4, 4, 4, 5, 5]
+    assert random_groups(list(range(3)), 0) == [[0, 1, 2]]
+
+
+def test_a_thousand_clients_with_a_tenth_dropping_sum_to_plaintext_plus_the_noise() -> None:
+    # prepare: quantized updates of norm ≤ B and each client's Skellam share, kept apart
+    n, dims, bound = 1000, 32, 1.0
+    source = private_source(exact=False)
+    rng = np.random.default_rng(7)
+    updates = rng.normal(size=(n, dims))
+    updates *= bound / np.linalg.norm(updates, axis=1, keepdims=True)
+    quantized = {i: skellam.quantize(updates[i], bound, source) for i in range(n)}
+    variance = skellam.client_variance(1.0, dims, n)
+    noise = {i: skellam.skellam(dims, variance, source) for i in range(n)}
+    dropped = set(range(0, n, 10))
+    # act
+    total, alive = secagg.run_round({i: quantized[i] + noise[i] for i in range(n)}, b"k", dropped)
+    # assert: exact in the quantized domain
+    assert len(alive) == 900 and not dropped & set(alive)
+    plain = sum(quantized[i] for i in alive)
+    assert np.array_equal(total, plain + sum(noise[i] for i in alive))
+    # the noise is the intended size: 900 shares of variance (z·Δ₂)²/1000 each; the
+    # sample variance of 32 draws lies within 3× of it except with probability < 1e-6
+    spread = float(np.var(total - plain)) / (900 * variance)
+    assert 1 / 3 < spread < 3
+
+
+def test_the_key_derivation_is_rfc_5869_hkdf() -> None:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    secret, purpose, context = b"\x07" * 32, b"pair mask", b"session|round 3"
+    reference = HKDF(hashes.SHA256(), 32, salt=None, info=purpose + b"|" + context)
+    assert secagg.derive(secret, purpose, context) == reference.derive(secret)
