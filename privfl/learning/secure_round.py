@@ -17,13 +17,14 @@ robustness and less hiding in the crowd; ``secagg_group = 0`` is one group (the 
 
 from __future__ import annotations
 
+import random
 import secrets
 
 import numpy as np
 import torch
 
 from privfl.learning import secagg
-from privfl.learning.fedavg import Setup
+from privfl.learning.fedavg import Setup, noise_source
 from privfl.mechanisms import skellam
 from privfl.mechanisms.noise import NoiseSource
 
@@ -34,10 +35,13 @@ DISTRIBUTED_ASSUMPTIONS = (
 )
 
 
-def random_groups(clients: list[int], size: int) -> list[list[int]]:
-    """``clients`` in random groups (OS CSPRNG) of ``size`` or ``size + 1``; 0 = one group."""
+def random_groups(
+    clients: list[int], size: int, rng: random.Random | None = None
+) -> list[list[int]]:
+    """``clients`` in random groups of ``size`` or ``size + 1`` (0 = one group), shuffled by
+    ``rng`` (default: the OS CSPRNG, so nobody can arrange who hides whom)."""
     order = list(clients)
-    secrets.SystemRandom().shuffle(order)
+    (rng or secrets.SystemRandom()).shuffle(order)
     count = max(1, len(order) // size) if size else 1
     return [sorted(order[g::count]) for g in range(count)] if order else []
 
@@ -94,10 +98,14 @@ def secure_round(
     bound = setup.calib.update_clip
     size = cfg.secagg_group or max(1, len(clients))
     inputs = {
-        c: client_input(r - global_weights, bound, cfg.ddp_noise, size, source)
+        c: client_input(
+            r - global_weights, bound, cfg.ddp_noise, size, noise_source(cfg, source, round_, c, 5)
+        )
         for c, r in zip(clients, reports, strict=True)
     }
-    groups = random_groups(clients, cfg.secagg_group)
+    # research runs with seeded_noise draw the grouping from the job too (reproducible)
+    seeded = random.Random(f"{cfg.seed}|{round_}") if cfg.seeded_noise else None
+    groups = random_groups(clients, cfg.secagg_group, seeded)
     context = f"privfl-hfl|seed {cfg.seed}|round {round_}".encode()
     group_reports, alive = secure_group_reports(inputs, groups, global_weights, bound, context)
     variance = skellam.client_variance(cfg.ddp_noise, setup.dims, size)
