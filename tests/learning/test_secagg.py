@@ -113,3 +113,19 @@ def test_the_key_derivation_is_rfc_5869_hkdf() -> None:
     secret, purpose, context = b"\x07" * 32, b"pair mask", b"session|round 3"
     reference = HKDF(hashes.SHA256(), 32, salt=None, info=purpose + b"|" + context)
     assert secagg.derive(secret, purpose, context) == reference.derive(secret)
+
+
+def test_a_noisy_secure_run_books_its_distributed_epsilon() -> None:
+    from privfl.config.horizontal import HflConfig
+    from privfl.mechanisms.accountants import rdp_to_epsilon
+    from privfl.runs.simulate import run_experiment
+
+    config = HflConfig(
+        clients=8, rounds=2, local_epochs=1, secure_aggregation=True, ddp_noise=1.0
+    )  # two groups of 4: each client is in one group sum per round
+    summary = run_experiment(config)
+    # two releases at exactly z = 1 (a group of 4 sums four shares of (z·Δ₂)²/4)
+    gaussian = rdp_to_epsilon([2 * a / 2 for a in skellam.ORDERS], skellam.ORDERS, 1e-5)[0]
+    assert summary["epsilon_distributed"] == pytest.approx(gaussian, rel=0.01)
+    assert "other members" in summary["epsilon_distributed_assumptions"]
+    assert summary["refused_history"] == [0, 0]  # noisy group means pass the noise-aware screen
