@@ -79,7 +79,8 @@ def prg(key: bytes, dims: int) -> np.ndarray:
     """``dims`` uint32 words of AES-256-CTR keystream under ``key`` (32 bytes)."""
     encryptor = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
     stream = encryptor.update(bytes(4 * dims)) + encryptor.finalize()
-    return np.frombuffer(stream, dtype="<u4").astype(np.uint32)
+    words: np.ndarray = np.frombuffer(stream, dtype="<u4")  # read-only view, no copy
+    return words
 
 
 def derive(secret: bytes, purpose: bytes, context: bytes) -> bytes:
@@ -230,8 +231,11 @@ def _apply_pair(
     y: np.ndarray, me: int, other: int, secret: bytes, state: ClientState
 ) -> np.ndarray:
     mask = prg(derive(secret, b"pair mask", pair_context(state.context, me, other)), state.dims)
-    out: np.ndarray = y + mask if me < other else y - mask
-    return out
+    if me < other:  # in place: a client adds k streams of d words
+        np.add(y, mask, out=y)
+    else:
+        np.subtract(y, mask, out=y)
+    return y
 
 
 def _pair_secret(key: X25519PrivateKey, public: bytes) -> bytes:
@@ -321,7 +325,10 @@ def unmask_sum(server: ServerState, replies: Iterable[UnmaskReply]) -> np.ndarra
             mask = prg(
                 derive(secret, b"pair mask", pair_context(server.context, j, d)), server.dims
             )
-            total = total - mask if j < d else total + mask
+            if j < d:
+                np.subtract(total, mask, out=total)
+            else:
+                np.add(total, mask, out=total)
     return total
 
 

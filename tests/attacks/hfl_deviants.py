@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -20,6 +21,28 @@ import privfl.parties.horizontal.aggregator as aggregator
 from privfl.cli import main
 from privfl.learning import fedavg as engine
 from privfl.protocol.hfl_messages import TOKEN_BYTES, RoundStart
+
+
+def reversed_report(
+    attackers: int, stretch: float = 1.0, box: bool = False
+) -> Callable[..., torch.Tensor]:
+    """A ``randomize_weights`` whose clients below ``attackers`` send their update reversed
+    and stretched to ``stretch·B`` (``w_g − stretch·B·Δ/‖Δ‖``), or with ``box``
+    ``weight_bound`` in every coordinate; the others are honest."""
+    honest = engine.randomize_weights  # every client's last step, batched or not
+
+    def report(
+        setup: engine.Setup, client: int, weights: torch.Tensor, sent: torch.Tensor, *args: Any
+    ) -> torch.Tensor:
+        real = honest(setup, client, weights, sent, *args)
+        if client >= attackers:
+            return real
+        if box:
+            return torch.full_like(real, setup.config.weight_bound)
+        update = weights - sent
+        return sent - update * (stretch * setup.calib.update_clip * (1 - 1e-4) / update.norm())
+
+    return report
 
 
 def poison(value: float) -> None:

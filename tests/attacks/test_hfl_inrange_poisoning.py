@@ -18,10 +18,9 @@ CSPRNG noise is drawn), so the margins are exact, not probabilistic.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import pytest
-import torch
+from hfl_deviants import reversed_report
 
 from privfl.config.horizontal import HflConfig
 from privfl.learning import fedavg as engine
@@ -39,19 +38,7 @@ def _poison(monkeypatch: pytest.MonkeyPatch, attackers: int, shape: str) -> None
     ``reversed``: ``w_g − B·Δ/‖Δ‖`` (just inside the bound); ``box``: ``weight_bound``
     in every coordinate (the far end of the old range).
     """
-    honest = engine.randomize_weights  # every client's last step, batched or not
-
-    def report(
-        setup: engine.Setup, client: int, weights: torch.Tensor, sent: torch.Tensor, *args: Any
-    ) -> torch.Tensor:
-        real = honest(setup, client, weights, sent, *args)
-        if client >= attackers:
-            return real
-        if shape == "box":
-            return torch.full_like(real, setup.config.weight_bound)
-        update = weights - sent
-        return sent - update * (setup.calib.update_clip * (1 - 1e-4) / update.norm())
-
+    report = reversed_report(attackers, box=shape == "box")
     monkeypatch.setattr(engine, "randomize_weights", report)
 
 

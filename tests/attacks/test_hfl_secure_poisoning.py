@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any
 
 import pytest
-import torch
+from hfl_deviants import reversed_report
 
 from privfl.config.horizontal import HflConfig
 from privfl.learning import fedavg as engine
@@ -45,18 +44,7 @@ TOLERANCE = 0.02  # the issue's bar
 
 def _reverse(monkeypatch: pytest.MonkeyPatch, attackers: int, stretch: float) -> None:
     """Clients below ``attackers`` send ``w_g − stretch·B·Δ/‖Δ‖`` instead of their update."""
-    honest = engine.randomize_weights
-
-    def report(
-        setup: engine.Setup, client: int, weights: torch.Tensor, sent: torch.Tensor, *args: Any
-    ) -> torch.Tensor:
-        real = honest(setup, client, weights, sent, *args)
-        if client >= attackers:
-            return real
-        update = weights - sent
-        return sent - update * (stretch * setup.calib.update_clip * (1 - 1e-4) / update.norm())
-
-    monkeypatch.setattr(engine, "randomize_weights", report)
+    monkeypatch.setattr(engine, "randomize_weights", reversed_report(attackers, stretch))
 
 
 @pytest.fixture(scope="module")
