@@ -128,4 +128,5 @@ def test_a_noisy_secure_run_books_its_distributed_epsilon() -> None:
     gaussian = rdp_to_epsilon([2 * a / 2 for a in skellam.ORDERS], skellam.ORDERS, 1e-5)[0]
     assert summary["epsilon_distributed"] == pytest.approx(gaussian, rel=0.01)
     assert "other members" in summary["epsilon_distributed_assumptions"]
+    assert f"central ε = {gaussian:.3g} per client" in summary["privacy"]
     assert summary["refused_history"] == [0, 0]  # noisy group means pass the noise-aware screen

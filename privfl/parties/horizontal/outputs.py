@@ -56,6 +56,11 @@ def privacy_title(config: HflConfig, snapshot: dict[str, Any]) -> str:
         parts.append(
             f"{config.local_dp}, ε = {_eps(snapshot['epsilon_local_sample_level'])} per row"
         )
+    if config.secure_aggregation and "epsilon_distributed" in snapshot:
+        parts.append(
+            f"secure aggregation, Skellam z = {config.ddp_noise:g}, central ε = "
+            f"{_eps(snapshot['epsilon_distributed'])} per client"
+        )
     if not parts:
         return "no privacy (ε = ∞)"
     return "; ".join(parts) + f" (δ = {config.delta:g})"
@@ -116,7 +121,7 @@ class Recorder:
             "wall_seconds": round(time.monotonic() - self.started, 3),
             "chance_accuracy": self.chance,
             "warning": warning,
-            "privacy": privacy_title(self.config, snapshot),
+            "privacy": privacy_title(self.config, {**snapshot, **extra}),
             **snapshot,
             "ledger": ledger.lines(),
             "config": config_dict(self.config),
