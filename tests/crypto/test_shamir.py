@@ -5,6 +5,8 @@ from __future__ import annotations
 import secrets
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from privfl.crypto import shamir
 
@@ -47,3 +49,19 @@ def test_bad_arguments_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         shamir.split(secret, threshold, points)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    secret=st.integers(0, 2**256 - 1),
+    threshold=st.integers(1, 8),
+    extra=st.integers(0, 4),
+    data=st.data(),
+)
+def test_any_subset_of_threshold_shares_rebuilds_the_secret(
+    secret: int, threshold: int, extra: int, data: st.DataObject
+) -> None:
+    points = list(range(1, threshold + extra + 1))
+    shares = list(zip(points, shamir.split(secret, threshold, points), strict=True))
+    chosen = data.draw(st.permutations(shares))[:threshold]
+    assert shamir.combine(chosen) == secret
