@@ -29,6 +29,31 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["PRIVFL_PORTS"] = f"{low}-{low + size - 1}"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``xdist_group`` run on one worker under ``--dist loadgroup``, as named.
+
+    pytest-xdist tells its scheduler a test's group by appending ``@group`` to the test's
+    id, which pytest 9.2 no longer lets it do (pytest-dev/pytest-xdist#1386): every group
+    was spread over both workers, each making the group's shared runs (a Ray cluster,
+    the board's site, the attack modules' vertical runs). This appends it where xdist
+    could not; where xdist did, it leaves the id as it is.
+    """
+    if not getattr(config.option, "loadgroup", False):  # set on xdist's workers only
+        return
+    for item in items:
+        names = {
+            str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+            for mark in item.iter_markers("xdist_group")
+        }
+        suffix = "@" + "_".join(sorted(names))
+        if names and not item.nodeid.endswith(suffix):
+            if hasattr(item, "_id"):  # pytest >= 9.2: a structured id, parsed from a string
+                item._id = type(item._id).parse(item.nodeid + suffix)
+            else:
+                item._nodeid = item.nodeid + suffix
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
     """A test marked ``serial`` runs while no other worker runs a test.

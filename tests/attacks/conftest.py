@@ -1,4 +1,9 @@
-"""Real vertical runs that several attack modules read, made once per test session."""
+"""Real vertical runs that several attack modules read, made once per test session.
+
+Under xdist a session fixture is made once per worker that asks for it: every test
+that reads these runs is put in one group (``--dist loadgroup``), so one worker makes
+them and the other never waits on a second pair.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,12 @@ import pytest
 from processes import WEAK, privfl
 
 LABEL_EPSILON = 1.0  # the label ε of these runs (test_label_inference.py bounds against it)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "vertical_runs" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("vertical_runs"))
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,9 @@ from privfl.config.horizontal import HflConfig
 from privfl.learning import fedavg as engine
 from privfl.runs.simulate import run_experiment
 
+# One worker makes the clean run for every test here (--dist loadgroup, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("hfl_inrange_poisoning")
+
 CLEAN = HflConfig(clients=20, rounds=3, local_epochs=2, seed=3)
 OLD = HflConfig(clients=20, rounds=3, local_epochs=2, seed=3, update_clip=float("inf"),
                 aggregation="mean")  # fmt: skip

@@ -30,6 +30,9 @@ from privfl.protocol.hfl_messages import Update
 from privfl.protocol.memory import InMemoryHub
 from privfl.runs.simulate import run_experiment
 
+# One worker makes the clean run for every test here (--dist loadgroup, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("hfl_poisoning")
+
 CLEAN = HflConfig(clients=20, rounds=3, local_epochs=2, seed=3)
 ATTACKER = 0
 TOLERANCE = 0.05  # absolute accuracy: 19 honest reports instead of 20 (no noise: mechanism none)

@@ -72,6 +72,14 @@ def test_run_local_writes_every_output(tmp_path: Path, guests: int) -> None:
     host = out / "host"
     assert len((host / "metrics.jsonl").read_text().splitlines()) == 3
     assert (host / "training.png").stat().st_size > 1000
+    # The centralised reference is recorded and printed beside the joint model.
+    [reference] = summary["references"]
+    assert reference["name"] == "sklearn LogisticRegression"
+    assert reference["metric"] == "accuracy"
+    assert reference["value"] == central_baseline("breast_cancer", 0.25, 0)
+    assert "centralised sklearn LR (reference)" in result.stdout
+    # The whole command, not only the Host's loop: start-up and key generation count.
+    assert summary["wall_seconds"] > summary["host_wall_seconds"]
     host_model = json.loads((host / "model.json").read_text())
     assert set(host_model["weights"]) == feature_names(tuple(range(10)))
     assert "bias" in host_model

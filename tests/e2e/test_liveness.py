@@ -19,9 +19,6 @@ from pathlib import Path
 import pytest
 from processes import STARTED, WEAK, privfl, spawn
 
-# Bounds in wall-clock seconds: alone on the machine under xdist (tests/conftest.py).
-pytestmark = pytest.mark.serial
-
 LONG_TIMEOUT = "600"
 PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
 BUSY_GUEST = Path(__file__).with_name("busy_guest.py")
@@ -69,6 +66,11 @@ def error_lines(log: Path) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("privfl: error:")]
 
 
+# Upper bounds in wall-clock seconds run alone under xdist (``serial``, tests/conftest.py).
+# The busy guests' tests bound time from below only (the run waited at least as long as
+# the guest was busy): they share the machine, rather than hold the other worker idle for
+# their 30 and 90 s stalls.
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("sig", "victim"),
     [(signal.SIGKILL, "guest-1"), (signal.SIGSTOP, "guest-1"), (signal.SIGSTOP, "server")],
@@ -177,6 +179,7 @@ def test_a_step_three_times_the_timeout_finishes_while_its_progress_advances(
             assert "guest-1" in errors[0] and "silence" not in errors[0], errors
 
 
+@pytest.mark.serial  # a bound in wall-clock seconds
 def test_a_guest_with_another_job_hears_the_abort_within_seconds(tmp_path: Path) -> None:
     # Prepare: the Server and Host run and wait; the guest's job differs in one number.
     job = make_kit(tmp_path, epochs=3)

@@ -76,6 +76,14 @@ def test_run_local_hides_the_instance_space_and_flips_at_epsilon_2_by_default(
     job = tomllib.loads((out / "kit" / "job.toml").read_text())
     assert job["model"]["instance_space"] == "hidden" and job["model"]["min_child_weight"] == 4.0
     assert job["label_dp"]["epsilon"] == 2.0
+    # The centralised boosters are recorded and printed beside the joint model.
+    names = [r["name"] for r in summary["references"]]
+    assert names[0] == "sklearn HistGradientBoosting"
+    assert all(r["metric"] == "auc" and 0.5 < r["value"] <= 1.0 for r in summary["references"])
+    assert "centralised sklearn HistGradientBoosting AUC (reference)" in result.stdout
+    host = json.loads((out / "host" / "summary.json").read_text())
+    guest_columns = host["importance_by_gain"].get("guest-1", {})
+    assert all(not name.startswith("local column") for name in guest_columns)
     bad = privfl("vfl", "run-local", "--model", "secureboost", "--instance-space", "secret")
     assert bad.returncode == 2 and "'secret' is not one of 'shared', 'hidden'" in bad.stderr
 

@@ -42,6 +42,9 @@ from privfl.learning.glm import glm_of, reference_train
 from privfl.parties import checkpoint
 from privfl.parties.vertical import joint_plan
 
+# One worker makes the uninterrupted reference run (--dist loadgroup, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("resume")
+
 EPOCHS = 5
 LABEL_SEED = 5  # seeded flips (not private), so two runs can flip alike
 

@@ -51,6 +51,9 @@ from privfl.protocol import fresh
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Batch, Decrypted, DecryptRequest
 
+# One worker makes the twin runs for every test here (--dist loadgroup, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("vertical_protocol")
+
 LOSS_BITS = VALUE_BITS + DATA_BITS
 # Fixed-point error budget. Features enter Xᵀ[[4d]] and the loss as 2^-16 integers
 # (DATA_BITS), so each product carries a relative error ≤ 2^-17 ≈ 7.6e-6; scores and

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from test_scripted_peer import check, make_kit
 
+# One worker makes the kits for every test here (--dist loadgroup, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("broken_guests")
+
 BROKEN = [sys.executable, str(Path(__file__).with_name("broken_guest.py"))]
 
 

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from test_scripted_peer import WEAK, check, cli
 
+# One worker makes the kits for every test here (--dist loadgroup, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("kinds_conformance")
+
 BROKEN = [sys.executable, str(Path(__file__).with_name("broken_guest.py"))]
 KINDS = {
     "linear": ["--model", "linear"],

@@ -20,6 +20,9 @@ import numpy as np
 import pytest
 from test_scripted_peer import WEAK, cli
 
+# One worker makes the kits for every test here (--dist loadgroup, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("predict_conformance")
+
 BROKEN = [sys.executable, str(Path(__file__).with_name("broken_guest.py"))]
 ROWS = 24
 

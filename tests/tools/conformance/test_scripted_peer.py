@@ -18,6 +18,9 @@ from privfl.errors import ConfigError
 from privfl.models.registry import KINDS
 from privfl.tools.conformance.runner import ROLES, script_for
 
+# One worker makes the kits for every test here (--dist loadgroup, tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("scripted_peer")
+
 WEAK = ["--key-bits", "512", "--allow-weak-keys"]
 
 
