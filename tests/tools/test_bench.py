@@ -213,3 +213,4 @@ def test_data_holders_get_the_engine_and_workers_the_bench_was_given() -> None:
     assert Workers(3).args() == ["--workers", "3"]
     ray = Workers(2, "127.0.0.1:6379", 1234).args()
     assert ray == ["--workers", "2", "--engine", "ray", "--ray-address", "127.0.0.1:6379"]
+    assert Workers(2, cuda=True).args() == ["--workers", "2", "--engine", "cuda"]
