@@ -118,10 +118,11 @@ def bench_device(args: argparse.Namespace, torch: Any) -> None:
 
 def report(label: str, count: int, seconds: float, kind: str) -> None:
     """One throughput line with its share of the target."""
-    rate = count / seconds
+    rate, cpu = count / seconds, CPU_SECONDS[0]
     share = 100 * rate / TARGETS[kind]
     print(
-        f"  {label}: {rate:,.0f}/s ({count} in {seconds:.2f} s; {share:.2f} % of {TARGETS[kind]:,})"
+        f"  {label}: {rate:,.2f}/s ({count} in {seconds:.2f} s wall, {cpu:.2f} s CPU of this "
+        f"process; {share:.4f} % of the target {TARGETS[kind]:,}/s)"
     )
 
 
