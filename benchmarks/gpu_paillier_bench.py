@@ -14,7 +14,7 @@ One prepared run for a GPU machine's short loan, printing, for one fresh key:
 
     python benchmarks/gpu_paillier_bench.py                 # the GPU run (device: cuda)
     python benchmarks/gpu_paillier_bench.py --quick         # CPU torch, under a minute idle
-    python benchmarks/gpu_paillier_bench.py --lr-rows 100000
+    python benchmarks/gpu_paillier_bench.py --with-tests --lr-rows 100000   # everything
 """
 
 from __future__ import annotations
@@ -160,7 +160,14 @@ def main() -> None:
     parser.add_argument("--bits", type=int, default=2048)
     parser.add_argument("--samples", type=int, default=10_000)
     parser.add_argument("--lr-rows", type=int, default=0, help="also the LR epoch (0: skip)")
+    parser.add_argument(
+        "--with-tests", action="store_true", help="first the cuda-marked tests (pytest -m cuda)"
+    )
     args = parser.parse_args()
+    if args.with_tests:
+        tests = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests/crypto", "-rs"]
+        print(f"$ {' '.join(tests[1:])}", flush=True)
+        subprocess.run(tests, check=False)
     if args.quick:
         args.device, args.samples = args.device or "cpu", min(args.samples, 32)
     args.device = args.device or "cuda"

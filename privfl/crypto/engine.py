@@ -70,7 +70,7 @@ class Engine:
         if self.kind == "cuda":
             from privfl.crypto.gpu_pool import GpuPool
 
-            return GpuPool(n, workers, h_s, nice, primes, noise=noise, device=self.device)
+            return GpuPool(n, self.device, h_s=h_s, primes=primes, workers=workers, noise=noise)
         from privfl.crypto.ray_pool import RayPool
 
         return RayPool(

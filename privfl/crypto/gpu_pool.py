@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -21,7 +22,7 @@ from privfl import pulse
 from privfl.crypto import djn
 from privfl.crypto.gmp import mpz
 from privfl.crypto.paillier import PrivateKey, private_primes
-from privfl.crypto.pools import BACKGROUND_NICE, NoisePool
+from privfl.crypto.pools import NoisePool
 from privfl.errors import ConfigError, CryptoError
 
 BATCH = {"cuda": 8192, "cpu": 64}
@@ -57,6 +58,9 @@ class DeviceKey:
             raise CryptoError("p * q does not match the public modulus; the key pair is corrupt")
         self._mont: dict[int, Any] = {}
         self._fixed: Any = None
+        # One call on the device at a time: the prefetch thread and the party's own
+        # decryptions share the contexts mod p² and q² (and their rounding records).
+        self._lock = threading.Lock()
 
     def mont(self, modulus: int) -> Any:
         """The Montgomery context mod ``modulus`` (cached)."""
@@ -94,6 +98,11 @@ class DeviceKey:
 
     def obfuscators(self, count: int) -> list[int]:
         """``count`` fresh obfuscators in this key's mode, randomness from the OS CSPRNG."""
+        with self._lock:
+            return self._obfuscators(count)
+
+    def _obfuscators(self, count: int) -> list[int]:
+        """:meth:`obfuscators` under the lock."""
         from privfl.crypto.bignum_torch import random_exponents
 
         if self.h_s:
@@ -113,8 +122,9 @@ class DeviceKey:
         if any(not 0 < int(c) < n2 for c in values):
             raise CryptoError("a ciphertext is outside (0, n^2); reject the peer's message")
         p, q = self.primes
-        mp = self._decrypt_half(values, p)
-        mq = self._decrypt_half(values, q)
+        with self._lock:
+            mp = self._decrypt_half(values, p)
+            mq = self._decrypt_half(values, q)
         p_inv = pow(p, -1, q)
         return [int(x + (y - x) * p_inv % q * p) for x, y in zip(mp, mq, strict=True)]
 
@@ -142,18 +152,12 @@ class GpuPool(NoisePool):
     """
 
     def __init__(
-        self,
-        n: int,
-        workers: int = 0,
-        h_s: int = 0,
-        nice: int = BACKGROUND_NICE,
-        primes: tuple[int, int] | None = None,
-        *,
-        noise: bool = True,
-        device: str = "cuda",
+        self, n: int, device: str, *, h_s: int = 0, primes: tuple[int, int] | None = None, **kw: Any
     ) -> None:
-        """As :class:`NoisePool`, with no CPU noise workers: the device makes them."""
-        super().__init__(n, workers, h_s, nice, primes, noise=False)
+        """As :class:`NoisePool` (``workers``: CPU compute workers only; ``noise`` False: no
+        obfuscators), with the obfuscators computed on ``device``."""
+        noise = kw.pop("noise", True)
+        super().__init__(n, h_s=h_s, primes=primes, noise=False, **kw)
         self.device_key = DeviceKey(n, device, h_s=h_s, primes=primes)
         self.chunk = BATCH["cuda" if device.startswith("cuda") else "cpu"]
         self._thread: ThreadPoolExecutor | None = ThreadPoolExecutor(1) if noise else None
@@ -176,12 +180,7 @@ class GpuPool(NoisePool):
         missing = count - len(self._ready) - self._pending_count
         if missing > 0:
             self.prefetch(missing)
-        while len(self._ready) < count:
-            chunk = self._pending.popleft().result()
-            self._pending_count -= len(chunk)
-            self._ready.extend(chunk)
-            pulse.tick(min(len(self._ready), count), count)
-        return [self._ready.popleft() for _ in range(count)]
+        return self._collect(count)
 
     def decrypt(self, key: PrivateKey, values: Sequence[int]) -> list[int]:
         """The key holder's decryptions on the device, batch by batch (progress ticks between)."""

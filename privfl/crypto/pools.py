@@ -195,6 +195,10 @@ class NoisePool:
                 pulse.tick(min(len(self._ready), count), count)
         elif missing > 0:
             self.prefetch(missing)
+        return self._collect(count)
+
+    def _collect(self, count: int) -> list[int]:
+        """``count`` ready obfuscators, waiting for pending tasks in order as needed."""
         while len(self._ready) < count:
             chunk = self._pending.popleft().result()
             self._pending_count -= len(chunk)
