@@ -421,8 +421,9 @@ PARTY = {
         type=click.Choice(ENGINES),
         default=POOL.kind,
         show_default=True,
-        help="Where this party's --workers run: processes on this machine, or its site's own "
-        "Ray cluster (pip install 'privfl[ray]'; every node this institution's).",
+        help="Where this party's --workers run: processes on this machine, its site's own "
+        "Ray cluster (pip install 'privfl[ray]'; every node this institution's), or 'cuda': "
+        "obfuscators and decryptions on this machine's GPU (pip install 'privfl[cuda]').",
     ),
     "ray_address": row(
         "--ray-address",

@@ -64,7 +64,7 @@ def check_generator(n: int, h_s: int) -> None:
 
 
 @functools.lru_cache(maxsize=4)
-def _table(n: int, h_s: int) -> tuple[tuple[Any, ...], ...]:
+def table(n: int, h_s: int) -> tuple[tuple[Any, ...], ...]:
     """``rows[i][d] = h_s^(d · 2^(WINDOW·i)) mod n²`` for every window ``i`` of the exponent."""
     n2 = _mpz(n) * _mpz(n)
     windows = -(-exponent_bits(n) // WINDOW)
@@ -81,7 +81,7 @@ def _table(n: int, h_s: int) -> tuple[tuple[Any, ...], ...]:
 
 def fixed_base_pow(n: int, h_s: int, a: int) -> Any:
     """``h_s^a mod n²`` for ``0 <= a < 2^exponent_bits(n)`` from the precomputed table."""
-    rows = _table(n, h_s)
+    rows = table(n, h_s)
     n2 = _mpz(n) * _mpz(n)
     mask = (1 << WINDOW) - 1
     acc = _mpz(1)

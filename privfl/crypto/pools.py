@@ -195,6 +195,10 @@ class NoisePool:
                 pulse.tick(min(len(self._ready), count), count)
         elif missing > 0:
             self.prefetch(missing)
+        return self._collect(count)
+
+    def _collect(self, count: int) -> list[int]:
+        """``count`` ready obfuscators, waiting for pending tasks in order as needed."""
         while len(self._ready) < count:
             chunk = self._pending.popleft().result()
             self._pending_count -= len(chunk)
@@ -240,6 +244,20 @@ class NoisePool:
             return [value for block in blocks for value in func(*block)]
         return self._run_blocks(func, blocks)
 
+    def decrypt(self, key: PrivateKey, values: Sequence[int]) -> list[int]:
+        """The key holder's decryptions split over these workers (inline without them), in order.
+
+        A pool's workers are the key holder's processes on its machine: the primes reach them
+        over local pipes (docs/security.md); an engine whose workers may be other machines
+        keeps these blocks on this machine unless its operator opts in (``--ray-private-key``).
+        """
+        parts = min(self.workers, len(values) // 4)
+        if parts < 2:
+            return _decrypt_inline(key, values)
+        n, (p, q) = key.public_key.n, private_primes(key)
+        blocks = [(n, p, q, [int(v) for v in b]) for b in np.array_split(list(values), parts)]
+        return self.run_split(decrypt_with_primes, blocks, private=True)
+
     def close(self) -> None:
         """Stop the workers (pending work is dropped)."""
         for pool in (self._executor, self._compute):
@@ -249,19 +267,16 @@ class NoisePool:
 
 
 def decrypt_split(key: PrivateKey, pool: NoisePool | None, values: Sequence[int]) -> list[int]:
-    """Decrypt over the key holder's own workers (inline without them), in order.
+    """Decrypt over the key holder's own workers (inline without them), in order."""
+    if pool is None:
+        return _decrypt_inline(key, values)
+    return pool.decrypt(key, values)
 
-    A pool's workers are the key holder's processes on its machine: the primes reach them
-    over local pipes (docs/security.md); an engine whose workers may be other machines
-    keeps these blocks on this machine unless its operator opts in (``--ray-private-key``).
-    """
-    parts = min(pool.workers if pool is not None else 1, len(values) // 4)
-    if pool is None or parts < 2:
-        items, out = list(values), []
-        for start in range(0, len(items), DECRYPT_CHUNK):  # ticks: busy is not dead
-            out += key.decrypt(items[start : start + DECRYPT_CHUNK])
-            pulse.tick(len(out), len(items))
-        return out
-    n, (p, q) = key.public_key.n, private_primes(key)
-    blocks = [(n, p, q, [int(v) for v in block]) for block in np.array_split(list(values), parts)]
-    return pool.run_split(decrypt_with_primes, blocks, private=True)
+
+def _decrypt_inline(key: PrivateKey, values: Sequence[int]) -> list[int]:
+    """Decrypt in this process, with a progress tick every ``DECRYPT_CHUNK`` (busy is not dead)."""
+    items, out = list(values), []
+    for start in range(0, len(items), DECRYPT_CHUNK):
+        out += key.decrypt(items[start : start + DECRYPT_CHUNK])
+        pulse.tick(len(out), len(items))
+    return out

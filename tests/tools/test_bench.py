@@ -174,7 +174,7 @@ def test_report_prints_cpu_ratio_next_to_every_wall_ratio() -> None:
     text = render(report)
 
     assert "standard CPU s per epoch (every party and worker) / floor CPU s: x1.10" in text
-    assert "(4.40 over 4.00; wall x5.00)" in text
+    assert "(4.40 over 4.00, Xᵀ[[d]] 0.00 of it; without it x1.10; wall x5.00)" in text
     assert "djn      CPU s per epoch (every party and worker) / floor CPU s: x2.20" in text
     assert "load average 7.50 on 2 cores after the runs: busy" in text
     assert "yes  standard within 15% of floor (judged on CPU, machine busy)" in text
@@ -213,3 +213,22 @@ def test_data_holders_get_the_engine_and_workers_the_bench_was_given() -> None:
     assert Workers(3).args() == ["--workers", "3"]
     ray = Workers(2, "127.0.0.1:6379", 1234).args()
     assert ray == ["--workers", "2", "--engine", "ray", "--ray-address", "127.0.0.1:6379"]
+    assert Workers(2, cuda=True).args() == ["--workers", "2", "--engine", "cuda"]
+
+
+def test_the_cpu_floor_counts_the_epochs_matvec() -> None:
+    from privfl.crypto.paillier import generate_keypair
+    from privfl.tools.bench import stages
+    from privfl.tools.bench.report import cpu_floors
+
+    public, _ = generate_keypair(256)
+    workload = synthetic(40, 6)
+    matvec = stages.matvec_cpu(workload, public)
+    primitive = {"powmod_r_n": 1e-3, "djn_obfuscation": 2e-4, "decrypt": 5e-4}
+    before = cpu_floors(workload, public.n, primitive)
+    after = cpu_floors(workload, public.n, primitive, matvec)
+
+    assert matvec > 0
+    for kind in ("standard", "djn"):
+        assert after[kind] == pytest.approx(before[kind] + matvec)
+        assert after[f"{kind}_without_matvec"] == pytest.approx(before[kind])

@@ -84,7 +84,7 @@ def _stop(head: subprocess.Popen[bytes]) -> None:
 def bench_workers(engine: str, cores: int, out: Path) -> Iterator[Workers]:
     """The data holders' workers: their own pools, or one Ray cluster for the whole bench."""
     if engine != "ray":
-        yield Workers(cores)
+        yield Workers(cores, cuda=engine == "cuda")
         return
     # Ray's token authentication (~/.ray/auth_token), for the head and every party we start.
     saved = os.environ.get(AUTH_MODE)

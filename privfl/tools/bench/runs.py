@@ -172,16 +172,18 @@ class MemoryWatch:
 class Workers:
     """Where the Host's and Guest's workers run: ``count`` per party (0 = one per core)
     in their own pools, or on the Ray cluster at ``ray_address`` (its head ``ray_pid``,
-    watched like a party: its processes' CPU time and memory are the workers')."""
+    watched like a party: its processes' CPU time and memory are the workers'), or with
+    ``cuda`` their obfuscators and the Server's decryptions on this machine's GPU."""
 
     count: int = 0
     ray_address: str | None = None
     ray_pid: int = 0
+    cuda: bool = False
 
     def args(self) -> list[str]:
         """The data holders' command-line options."""
         engine = ["--engine", "ray", "--ray-address", self.ray_address] if self.ray_address else []
-        return ["--workers", str(self.count), *engine]
+        return ["--workers", str(self.count), *engine, *(["--engine", "cuda"] if self.cuda else [])]
 
 
 def run_parties(
@@ -211,6 +213,8 @@ def run_parties(
         training=replace(job.training, tolerance=0.0, batch_size=batch_size),
     )
     extra: dict[str, list[str]] = {name: workers.args() for name in (job.host, *job.guests)}
+    if workers.cuda:
+        extra[job.server] = ["--engine", "cuda"]  # its decryptions on the GPU too
     if workload.tables is not None:
         tables = workload.tables
         specs = {

@@ -232,6 +232,22 @@ def primitives(
     }
 
 
+def matvec_cpu(workload: Workload, public: PublicKey) -> float:
+    """CPU seconds of one epoch's ``Xᵀ[[d]]`` (the Host's columns and bias, the guest's), inline.
+
+    Arithmetic every epoch of the protocol needs, like the obfuscations and decryptions:
+    the floor's third term, measured on fresh ciphertexts of the workload's row count.
+    """
+    x_h = _with_bias(workload.host.x_train)
+    exp_h, exp_g = to_exponents(x_h, DATA_BITS), to_exponents(workload.guest.x_train, DATA_BITS)
+    # Distinct full-size ciphertexts; the multiplications cost the same whatever they encrypt.
+    residual = public.encrypt_with_noise(list(range(len(x_h))), obfuscators(public.n, 1) * len(x_h))
+    start = time.process_time()
+    public.matvec_t(exp_h, residual)
+    public.matvec_t(exp_g, residual)
+    return time.process_time() - start
+
+
 def throughput(public: PublicKey, workers: int, count: int) -> float:
     """Obfuscations per second with ``workers`` processes (pool started before timing)."""
     pool = NoisePool(public.n, workers, public.h_s, nice=0)
