@@ -35,7 +35,7 @@ from scipy.stats import beta, binom
 
 Sampler = Callable[[float, int], np.ndarray]  # (input, n) -> n independent outputs
 
-ALPHA = 1e-4  # chance that a sound mechanism's audit reports ε_lb above its ε
+ALPHA = 1e-7  # chance that a sound mechanism's audit reports ε_lb above its ε
 CANDIDATES = 400  # thresholds tried on the selection sample
 ESTIMATE_ALPHA = 1e-3  # the intervals the power figure takes its probabilities from
 TAIL_SDS = 12.0  # binomial counts further than this many sd from the mean carry < 1e-30
