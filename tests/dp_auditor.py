@@ -16,6 +16,12 @@ An Auditing Perspective", PoPETs 2024, LDP-Auditor):
    has ε ≥ ε_lb (DP bounds ``P[E | a] ≤ e^ε P[E | b] + δ`` for every event E).
 
 Choosing the event on a separate sample keeps the evaluation's intervals valid.
+
+3. The game's *power* on the chosen event (:func:`power`): the exact probability,
+   summed over the two binomial counts, that a fresh evaluation of that event proves
+   more than a given ε. :meth:`Audit.power` takes the event's two probabilities at the
+   pessimistic ends of their 1 − 1e-3 intervals from the evaluation sample, so the
+   figure it returns is a lower bound on the event's power (at that confidence).
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import beta
+from scipy.stats import beta, binom
 
 Sampler = Callable[[float, int], np.ndarray]  # (input, n) -> n independent outputs
 
-ALPHA = 1e-4  # chance that a sound mechanism's audit reports ε_lb above its ε
+ALPHA = 1e-7  # chance that a sound mechanism's audit reports ε_lb above its ε
 CANDIDATES = 400  # thresholds tried on the selection sample
+ESTIMATE_ALPHA = 1e-3  # the intervals the power figure takes its probabilities from
+TAIL_SDS = 12.0  # binomial counts further than this many sd from the mean carry < 1e-30
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,19 @@ class Audit:
     event: str
     p_a: float
     p_b: float
+    n: int = 0  # evaluation draws per input
+    delta: float = 0.0
+
+    def power(self, epsilon: float) -> float:
+        """A lower bound on the chance that this event, evaluated afresh, proves ε_lb > ``epsilon``.
+
+        The event's probabilities are taken at the pessimistic ends of their
+        ``1 − ESTIMATE_ALPHA`` Clopper–Pearson intervals from this evaluation (p_a low,
+        p_b high: the power falls as either moves that way), then :func:`power`.
+        """
+        hits = np.array([round(self.p_a * self.n), round(self.p_b * self.n)])
+        low, high = clopper_pearson(hits, self.n, ESTIMATE_ALPHA)
+        return power(float(low[0]), float(high[1]), self.n, epsilon, delta=self.delta)
 
 
 def clopper_pearson(hits: np.ndarray, n: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +80,33 @@ def bound(hits_a: np.ndarray, hits_b: np.ndarray, n: int, delta: float, alpha: f
     gain = np.maximum(low_a - delta, 0.0)
     with np.errstate(divide="ignore"):
         return np.where(gain > 0, np.log(gain / high_b), 0.0)
+
+
+def _count_range(p: float, n: int) -> np.ndarray:
+    """The binomial(n, p) counts within ``TAIL_SDS`` standard deviations of the mean."""
+    sd = math.sqrt(max(n * p * (1 - p), 1.0))
+    low = max(0, math.floor(n * p - TAIL_SDS * sd))
+    high = min(n, math.ceil(n * p + TAIL_SDS * sd))
+    return np.arange(low, high + 1)
+
+
+def power(
+    p_a: float, p_b: float, n: int, epsilon: float, *, delta: float = 0.0, alpha: float = ALPHA
+) -> float:
+    """P[ε_lb > ``epsilon``] for one event of probabilities ``p_a``, ``p_b``, n draws each.
+
+    Exact binomial tails: ε_lb > ε iff ``p̄_b(h_b) < (p̲_a(h_a) − δ)·e^{−ε}``, and p̄_b
+    grows with h_b, so for each count h_a the passing h_b are 0..m(h_a) and the power
+    is ``Σ_{h_a} P[H_a = h_a]·P[H_b ≤ m(h_a)]``. Counts of h_a beyond 12 sd (mass
+    < 1e-30) count as failures, so the figure never overstates the power.
+    """
+    ha, hb = _count_range(p_a, n), _count_range(p_b, n)
+    low_a, _ = clopper_pearson(ha, n, alpha)
+    _, high_b = clopper_pearson(hb, n, alpha)
+    limit = (low_a - delta) * math.exp(-epsilon)
+    passing = hb[0] - 1 + np.searchsorted(high_b, limit, side="left")
+    p_pass_b = np.where(limit > 0, binom.cdf(passing, n, p_b), 0.0)
+    return float(np.sum(binom.pmf(ha, n, p_a) * p_pass_b))
 
 
 def _hits(sorted_out: np.ndarray, tau: np.ndarray, upper: bool) -> np.ndarray:
@@ -105,4 +153,4 @@ def audit(
     hb = int(_hits(np.sort(eb), np.array([tau]), upper)[0])
     lb = float(bound(np.array([ha]), np.array([hb]), n_eval, delta, alpha)[0])
     event = f"out {'≥' if upper else '≤'} {tau:.6g}"
-    return Audit(max(lb, 0.0), event, ha / n_eval, hb / n_eval)
+    return Audit(max(lb, 0.0), event, ha / n_eval, hb / n_eval, n_eval, delta)
