@@ -132,8 +132,16 @@ def pad_and_permute(
     return batch, padded
 
 
-def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[bytes]:
+def collect(
+    channel: Channel, hosts: list[str], window: ShuffleWindow, first_wait: float = 0.0
+) -> list[bytes]:
     """Sealed reports of this round that arrive before the window closes.
+
+    The window's clock starts at the round's first admitted report, not when the
+    aggregator opened it: clients on a busy machine may take longer than the window
+    to train, and a window that closed before any of them reported would take busy
+    clients for absent ones. ``first_wait`` bounds the wait for that first report
+    (the job's round timeout; 0 starts the clock at once).
 
     Wrong rounds and sizes, reused or unknown tokens and reports over a host's cap
     are dropped (and logged). A report whose round digest differs from the
@@ -143,9 +151,16 @@ def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[b
     state = Window(window.expected, window.beta, window.slot_seconds)
     admission = Admission.of(window)
     size = sealed_size(len(window.dummy))
-    opened = time.monotonic()
-    while not state.closed(elapsed := time.monotonic() - opened):
-        env = try_expect(channel, {Kind.SEALED}, hosts, state.deadline - elapsed)
+    opened: float | None = None  # the window's clock: from the first admitted report
+    give_up = time.monotonic() + first_wait
+    while True:
+        now = time.monotonic()
+        if opened is None and now >= give_up:
+            opened = now  # nothing came within the round timeout: the window runs anyway
+        if opened is not None and state.closed(now - opened):
+            break
+        wait = give_up - now if opened is None else state.deadline - (now - opened)
+        env = try_expect(channel, {Kind.SEALED}, hosts, max(wait, 0.0))
         if env is None:
             continue
         sealed = body_as(env.body, Sealed)
@@ -162,6 +177,8 @@ def collect(channel: Channel, hosts: list[str], window: ShuffleWindow) -> list[b
         if reason is not None:
             log.warning("refused a sealed report from %s: %s", env.sender, reason)
             continue
+        if opened is None:
+            opened = time.monotonic()
         state.add(sealed.blob)
     return state.arrived
 
@@ -211,7 +228,7 @@ def serve_windows(
                 return rounds
             continue
         window = body_as(env.body, ShuffleWindow)
-        arrived = collect(inbox, hosts, window)
+        arrived = collect(inbox, hosts, window, job.config.round_timeout)
         batch, padded = pad_and_permute(arrived, window, job.session, rng)
         size = sealed_size(len(window.dummy))
         outbox.send(
