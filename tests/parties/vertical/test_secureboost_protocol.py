@@ -24,7 +24,7 @@ from privfl.crypto.paillier import generate_keypair
 from privfl.errors import ConfigError
 from privfl.learning import secureboost as sb
 from privfl.mechanisms.label_dp import flip_probability, randomized_response
-from privfl.parties.vertical.secureboost import report
+from privfl.parties.vertical.secureboost import oblivious, report
 from privfl.parties.vertical.secureboost.common import (
     Layout,
     pack_sums,
@@ -103,10 +103,30 @@ def test_federated_trees_equal_the_reference(tmp_path: Path, guests: int, model:
     expected = {
         (t, n) for t, tree in enumerate(plain.trees) for n, v in tree.items() if v.group == 1
     }
-    assert owned == expected
+    if job.model.instance_space == "hidden":  # the guest keeps no record of which won
+        assert owned == set()
+        assert len(guest_model["candidates"]) == guest_model_columns(job) * (job.model.bins - 1)
+        picked = {
+            (t, e["node"]): e["candidate"]
+            for t, tree in enumerate(read_model(tmp_path, "host")["trees"])
+            for e in tree
+            if e.get("party") == "guest-1"
+        }
+        assert picked == {
+            (t, n): oblivious.candidate(v.feature, v.bin, job.model.bins)
+            for t, tree in enumerate(plain.trees)
+            for n, v in tree.items()
+            if v.group == 1
+        }
+    else:
+        assert owned == expected
     for tree in read_model(tmp_path, "host")["trees"]:
         for node in tree:  # thresholds of the Host's own splits only
             assert ("threshold" in node) == (node.get("party") == "host")
+
+
+def guest_model_columns(job: JobConfig) -> int:
+    return party_data(job)["guest-1"].x_train.shape[1]
 
 
 def test_packed_histogram_round_trip() -> None:
