@@ -89,8 +89,9 @@ GUESTS_SEE = {
     "(the instance space), and the bin of the splits they own; all computed from "
     "the flipped labels. " + report.SHARED_READS,
     "hidden": "fresh encryptions of the Host's g/h (per level, every row of the tree, in "
-    "its node's slot or [[0]]), the ids of the open nodes, and the bin of the splits they "
-    "own; no node's rows; all computed from the flipped labels",
+    "its node's slot or [[0]]), the ids of the open nodes, and one masked decryption "
+    "request per split node (uniform to them: not which split won, nor whether theirs "
+    "did); no node's rows; all computed from the flipped labels",
 }
 
 
@@ -127,6 +128,8 @@ class RemoteGuest:
     masks: dict[int, list[int]] = field(default_factory=dict)  # hidden: node -> its masks
     won: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # over train+test
     train_rows: int = 0  # hidden: where the held-out rows start in a candidate set
+    requests: int = 0  # hidden: boost_reveal sent (one per split node)
+    masked_values: int = 0  # hidden: mask encryptions under the guest's key
 
     def features(self, tree: int) -> np.ndarray:
         return sb.tree_features(self.params, tree, self.group, self.columns)
@@ -245,6 +248,8 @@ class RemoteGuest:
         for node in nodes:
             request, self.masks[node] = self.sets.request(tree, node, self.picks.pop(node, None))
             self.channel.send(self.name, request, tree)
+            self.requests += 1
+            self.masked_values += len(request.values)
 
     def revealed(self, tree: int, node: int) -> np.ndarray:
         """The guest's answer to a node's request, unmasked: a set over train+test rows."""
@@ -615,6 +620,10 @@ def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dic
         "instance_space": job.model.instance_space,
         "encryptions": state.encrypted + sum(g.encrypted for g in state.guests),
         "decryptions": sum(g.decrypted for g in state.guests),
+        "oblivious_selection": {  # hidden: the guests' keys (oblivious.py)
+            "requests": sum(g.requests for g in state.guests),
+            "masks_encrypted": sum(g.masked_values for g in state.guests),
+        },
         "host_check": {
             "on": job.model.host_check,
             "proven": sum(g.proven for g in state.guests),
