@@ -308,7 +308,7 @@ class BoostGuestRun(GuestRun):
             full = self.revealed(node, pick)
             if full is None:
                 return None
-            left = full[rows]
+            left: np.ndarray = full[rows]
         else:
             self.host.channel.send(party, BoostSplit(TREE, node, feature, int(bin_)), TREE)
             what = f"boost_split of node {node} is answered with a boost_partition"

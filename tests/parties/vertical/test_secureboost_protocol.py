@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from helpers import (
     decoded_traffic,
@@ -21,6 +24,7 @@ from sklearn.metrics import roc_auc_score
 
 from privfl.config.vertical import JobConfig, ModelConfig
 from privfl.crypto.paillier import generate_keypair
+from privfl.data.tables import IdTable
 from privfl.errors import ConfigError
 from privfl.learning import secureboost as sb
 from privfl.mechanisms.label_dp import flip_probability, randomized_response
@@ -33,6 +37,7 @@ from privfl.parties.vertical.secureboost.common import (
     unpack_sums,
 )
 from privfl.parties.vertical.secureboost.labels import draw_noisy_labels
+from privfl.parties.vertical.secureboost.predict import load_boost_model, predict_boost_party
 from privfl.protocol.boost_messages import BoostGradients
 from privfl.protocol.memory import InMemoryHub
 
@@ -282,3 +287,65 @@ def test_labels_other_than_0_and_1_are_refused() -> None:
 
     with pytest.raises(ConfigError, match="0 and 1"):
         draw_noisy_labels(job, np.array([0, 1, 2]))
+
+
+def test_a_hidden_model_predicts_as_the_reference_by_oblivious_selection(tmp_path: Path) -> None:
+    # Prepare: a hidden-space training run, its models, the held-out rows in raw units.
+    job = boost_job(1, instance_space="hidden")
+    results = run_in_threads(job, InMemoryHub(), tmp_path / "train")
+    assert not failures(results), failures(results)
+    data = party_data(job)
+    models = {p: load_boost_model(tmp_path / "train" / p, p) for p in (job.host, *job.guests)}
+    tables = {
+        p: IdTable(
+            ids=tuple(str(i) for i in range(len(data[p].x_test))),
+            x=data[p].x_test * data[p].scale + data[p].mean,
+            feature_names=models[p].features,
+        )
+        for p in models
+    }
+    hub, out = InMemoryHub(), tmp_path / "predict" / "host" / "predictions.csv"
+
+    # Act: every party of the prediction session in its own thread.
+    got = run_parties(
+        job,
+        lambda name: predict_boost_party(
+            job,
+            name,
+            out if name == job.host else tmp_path / "predict" / name / "p.csv",
+            model=models.get(name),
+            table=tables.get(name),
+            by_id=False,
+            transport=hub.transport(name),
+        ),
+    )
+
+    # Assert: the reference's probabilities (up to rows on a bin edge after rescaling),
+    # and the guest was asked one masked decryption per guest node, never a decision.
+    assert not [r for r in got.values() if isinstance(r, Exception)], got
+    plain = reference(job).predict_proba([data[p].x_test for p in (job.host, *job.guests)])
+    probability = pd.read_csv(out)["probability"].to_numpy()
+    assert np.sum(~np.isclose(probability, plain, atol=1e-9)) <= 2
+    kinds = [type(body).__name__ for _, receiver, _, body in decoded_traffic(hub)]
+    trees = models["host"].raw["trees"]
+    assert any(e.get("party") == "guest-1" for t in trees for e in t)
+    split = sum("party" in e for t in trees for e in t)  # every split node, won or not
+    assert kinds.count("BoostReveal") == split and "BoostDecide" not in kinds
+
+
+def run_parties(job: JobConfig, act: Callable[[str], object]) -> dict[str, object]:
+    """``act`` for every party of ``job`` in its own thread; results or exceptions by name."""
+    results: dict[str, object] = {}
+
+    def party(name: str) -> None:
+        try:
+            results[name] = act(name)
+        except Exception as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return results

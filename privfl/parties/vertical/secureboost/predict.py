@@ -215,7 +215,7 @@ def write_routed(
 def hidden_decisions(
     ctx: PartyContext, model: BoostModel, rows: int
 ) -> dict[tuple[int, int], np.ndarray]:
-    """Hidden: every guest's sets over the new rows, then per split node of a guest one
+    """Hidden: every guest's sets over the new rows, then per split node of the model one
     masked request to every guest (the owner's candidate, dummies elsewhere), in order."""
     job, channel = ctx.job, ctx.channel
     held: dict[str, reveal.HostSets] = {}
@@ -226,7 +226,7 @@ def hidden_decisions(
         (t, int(e["node"]), e["party"], e.get("candidate"))
         for t, tree in enumerate(model.raw["trees"])
         for e in tree
-        if e.get("party") in held
+        if "party" in e  # every split node, the Host's too: a guest cannot count its wins
     ]
     masks: dict[tuple[str, int, int], list[int]] = {}
     for t, n, owner, pick in nodes:
