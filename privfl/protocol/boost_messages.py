@@ -222,8 +222,8 @@ class BoostCandidates:
 
 
 @dataclass(frozen=True, slots=True)
-class BoostReveal:
-    """The Host asks a guest to decrypt one split node's masked ciphertexts (its key)."""
+class _NodeValues:
+    """One split node's big integers (``boost_reveal`` and its answer share this shape)."""
 
     tree: int
     node: int
@@ -235,13 +235,10 @@ class BoostReveal:
 
 
 @dataclass(frozen=True, slots=True)
-class BoostRevealed:
+class BoostReveal(_NodeValues):
+    """The Host asks a guest to decrypt one split node's masked ciphertexts (its key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoostRevealed(_NodeValues):
     """A guest's decryptions of one ``boost_reveal`` (uniform to it: the Host's masks)."""
-
-    tree: int
-    node: int
-    values: BigInts
-
-    def __post_init__(self) -> None:
-        count(self.tree, "tree")
-        count(self.node, "node", 0, MAX_NODE - 1)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from helpers import (
     read_model,
     read_summary,
     run_in_threads,
+    run_parties,
     run_resumable,
 )
 from sklearn.metrics import roc_auc_score
@@ -308,7 +307,7 @@ def test_a_hidden_model_predicts_as_the_reference_by_oblivious_selection(tmp_pat
 
     # Act: every party of the prediction session in its own thread.
     got = run_parties(
-        job,
+        job.parties,
         lambda name: predict_boost_party(
             job,
             name,
@@ -331,21 +330,3 @@ def test_a_hidden_model_predicts_as_the_reference_by_oblivious_selection(tmp_pat
     assert any(e.get("party") == "guest-1" for t in trees for e in t)
     split = sum("party" in e for t in trees for e in t)  # every split node, won or not
     assert kinds.count("BoostReveal") == split and "BoostDecide" not in kinds
-
-
-def run_parties(job: JobConfig, act: Callable[[str], object]) -> dict[str, object]:
-    """``act`` for every party of ``job`` in its own thread; results or exceptions by name."""
-    results: dict[str, object] = {}
-
-    def party(name: str) -> None:
-        try:
-            results[name] = act(name)
-        except Exception as exc:
-            results[name] = exc
-
-    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    return results
