@@ -8,7 +8,9 @@ in that tree, gradients of the wrong length or an out-of-order tree, a tree past
 job's ``trees``, a row sample other than the job seed's, a level out of order, a split
 or partition of a node not of the level last asked, and any node of a tree after its
 decisions were asked (``closed``). With a hidden instance space (hidden.py) it
-refuses ``boost_nodes`` and ``boost_partition``, and anything ``boost_masked`` rules out.
+refuses ``boost_nodes``, ``boost_split``, ``boost_partition`` and ``boost_decide``, and
+anything ``boost_masked`` rules out; it sends its candidate sets once under its own key
+and decrypts one ``boost_reveal`` per named node, of the right size (oblivious.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ the best split over every party by learning.secureboost.grow_tree; the winner to
 its column and bin (``boost_split``) and its partition passed on (``boost_partition``).
 With ``instance_space = "hidden"`` the nodes go out as ``boost_masked`` (per level, one
 fresh ciphertext per row and lane of nodes), the right children's histograms are
-derived here, and no partition reaches a guest (hidden.py).
+derived here, no partition reaches a guest (hidden.py), and the winner is read from
+the guest's candidate sets by one masked decryption per split node and guest, won or
+not (oblivious.py); the evaluation's decisions come from the same sets.
 After each tree, every guest's decisions on the training and held-out rows
 (``boost_decisions``) update the scores, the metrics and early stopping.
 """
