@@ -7,7 +7,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -112,6 +112,26 @@ def memory_job(
         model=model or ModelConfig(),
         data=DataConfig(dataset=dataset),
     )
+
+
+def run_parties(
+    names: Collection[str], act: Callable[[str], Any], join: float = 120.0
+) -> dict[str, Any]:
+    """``act(name)`` for every party in its own thread; each result or exception by name."""
+    results: dict[str, Any] = {}
+
+    def party(name: str) -> None:
+        try:
+            results[name] = act(name)
+        except Exception as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join)
+    return results
 
 
 def run_in_threads(

@@ -211,6 +211,11 @@ class Group(Protocol):
         """The proposed split's result: a bool mask over ``rows``, True = left."""
         ...
 
+    def reveal(self, tree: int, nodes: list[int]) -> None:
+        """Every split node of the level, in order, before any split is collected
+        (a hidden-space guest gets one decryption request per node, won or not)."""
+        ...
+
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
         """Another group split ``node``: here is the partition of its rows (True = left)."""
         ...
@@ -251,6 +256,9 @@ class LocalColumns:
     def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
         mask: np.ndarray = self.binned[rows, feature] <= bin_
         return mask
+
+    def reveal(self, tree: int, nodes: list[int]) -> None:
+        return None
 
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
         return None
@@ -309,6 +317,8 @@ def grow_tree(
                 continue
             winners[n] = best
             groups[best[0]].propose(tree, n, best[1].feature, best[1].bin)
+        for group in groups:
+            group.reveal(tree, list(winners))
         for n, (index, cand) in winners.items():
             r = open_[n]
             left = groups[index].split(tree, n, r, cand.feature, cand.bin)

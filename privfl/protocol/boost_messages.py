@@ -193,3 +193,52 @@ class BoostDecisions:
         _require(bool((n >= 0).all()) and bool((n[:, 1] < MAX_NODE).all()), "bad node id")
         _require(left.ndim == 2 and left.dtype == np.bool_, "left must be a 2-d bool array")
         _require(left.shape[0] == n.shape[0], "one row of decisions per node")
+
+
+@dataclass(frozen=True, slots=True)
+class BoostCandidates:
+    """Hidden instance space: a guest's own key and its candidate left sets under it.
+
+    ``n``/``h_s``: the guest's Paillier public key (the job's size and obfuscation).
+    ``values``: ``candidates × count`` ciphertexts, candidate-major, each candidate's
+    left set over ``rows`` rows packed as oblivious.py says (training rows then
+    held-out rows for ``split = "train"``; the new rows for ``"rows"``).
+    """
+
+    n: int
+    h_s: int
+    split: str
+    rows: int
+    candidates: int
+    values: BigInts
+
+    def __post_init__(self) -> None:
+        _require(self.n > 0 and self.n % 2 == 1, "a Paillier modulus is a positive odd number")
+        _require(0 <= self.h_s < self.n * self.n, "the DJN generator h_s must lie in [0, n^2)")
+        _require(self.split in ("train", "rows"), f"unknown split {self.split[:40]!r}")
+        count(self.rows, "rows", 1)
+        count(self.candidates, "candidates", 1)
+        _require(len(self.values) % self.candidates == 0, "the same count per candidate")
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeValues:
+    """One split node's big integers (``boost_reveal`` and its answer share this shape)."""
+
+    tree: int
+    node: int
+    values: BigInts
+
+    def __post_init__(self) -> None:
+        count(self.tree, "tree")
+        count(self.node, "node", 0, MAX_NODE - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class BoostReveal(_NodeValues):
+    """The Host asks a guest to decrypt one split node's masked ciphertexts (its key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoostRevealed(_NodeValues):
+    """A guest's decryptions of one ``boost_reveal`` (uniform to it: the Host's masks)."""

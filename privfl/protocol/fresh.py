@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from privfl.crypto.gmp import mpz
 from privfl.crypto.paillier import PublicKey
 from privfl.errors import CryptoError
-from privfl.protocol.boost_messages import BoostProof
+from privfl.protocol.boost_messages import BoostProof, BoostRevealed
 from privfl.protocol.messages import BigInts, Decrypted, PsiAnswer, PsiQuery
 
 _MINT = object()
@@ -43,6 +43,7 @@ NOT_CIPHERTEXTS: frozenset[tuple[type, str]] = frozenset(
         (BoostProof, "split"),
         (BoostProof, "responses"),
         (BoostProof, "roots"),
+        (BoostRevealed, "values"),  # a guest's decryptions, masked by the Host
     }
 )
 """Big-integer message fields that are not Paillier ciphertexts; every other one must be Fresh."""

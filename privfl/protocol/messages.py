@@ -13,6 +13,7 @@ from privfl.crypto.encoding import LOSS_FACTOR
 from privfl.errors import ProtocolError
 from privfl.protocol.bigints import BigInts as BigInts
 from privfl.protocol.boost_messages import (
+    BoostCandidates,
     BoostDecide,
     BoostDecisions,
     BoostGradients,
@@ -21,6 +22,8 @@ from privfl.protocol.boost_messages import (
     BoostNodes,
     BoostPartition,
     BoostProof,
+    BoostReveal,
+    BoostRevealed,
     BoostSplit,
 )
 from privfl.protocol.bounds import MAX_COUNT, MAX_KEY_BITS, MAX_SCALE_BITS, count, text
@@ -36,7 +39,7 @@ from privfl.protocol.hfl_messages import (
 )
 
 PROTOCOL = "privfl"
-VERSION = 3
+VERSION = 4
 PURPOSES = ("gradient", "scores")
 SPLITS = ("train", "test")
 VERDICTS = ("", "converged", "diverged", "max_epochs")  # EpochResult.reason
@@ -91,6 +94,10 @@ class Kind(enum.StrEnum):
     # liveness: a party in a long step says how far it is (busy is not dead)
     PROGRESS = "progress"
     BOOST_PROOF = "boost_proof"
+    # hidden instance space: oblivious split selection (secureboost/oblivious.py)
+    BOOST_CANDIDATES = "boost_candidates"
+    BOOST_REVEAL = "boost_reveal"
+    BOOST_REVEALED = "boost_revealed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,6 +553,9 @@ Message = (
     | BoostMasked
     | Progress
     | BoostProof
+    | BoostCandidates
+    | BoostReveal
+    | BoostRevealed
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -594,6 +604,9 @@ MESSAGE_TYPES: dict[Kind, type] = {
     # --- liveness ---
     Kind.PROGRESS: Progress,
     Kind.BOOST_PROOF: BoostProof,
+    Kind.BOOST_CANDIDATES: BoostCandidates,
+    Kind.BOOST_REVEAL: BoostReveal,
+    Kind.BOOST_REVEALED: BoostRevealed,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 

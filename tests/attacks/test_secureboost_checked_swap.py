@@ -33,17 +33,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import memory_job, party_data
+from helpers import decoded_traffic, failures, memory_job, party_data, read_model, run_in_threads
 from sklearn.cluster import KMeans
 
 from privfl.config.vertical import JobConfig, LabelDPConfig, switch_kind
 from privfl.learning import secureboost as sb
-from privfl.parties.vertical.secureboost import checks
+from privfl.parties.vertical.secureboost import checks, oblivious
 from privfl.parties.vertical.secureboost import labels as boost_labels
 from privfl.parties.vertical.secureboost.common import params_of
+from privfl.protocol.boost_messages import (
+    BoostDecide,
+    BoostPartition,
+    BoostReveal,
+    BoostRevealed,
+    BoostSplit,
+)
+from privfl.protocol.memory import InMemoryHub
 
 MAJORITY = 1  # breast cancer: benign (public knowledge)
 SEEDS = range(8)  # eight draws of the Host's flips per arm
@@ -199,3 +208,61 @@ def test_a_checked_swap_guest_reads_no_more_than_epsilon_allows(epsilon: float |
         assert exact == reads  # the leak: every named row's label, exactly
         return
     assert gained <= bound
+
+
+def test_a_hidden_space_guest_is_never_told_a_winner(tmp_path: Path) -> None:
+    """The hidden instance space (the default): the swap read has nothing to read.
+
+    The attacker above reads a label when the Host names its swap column as a winner.
+    With oblivious selection no guest is named anything: every guest gets one
+    decryption request per split node of the tree, the same nodes whoever won them
+    (its own, the other guest's, the Host's), and each decryption is masked, so it
+    equals none of the attacker's candidate sets. Its best read is its own-column
+    guess: 0 labels above it.
+    """
+    job = default_job()
+    job = two_guest(replace(job, model=replace(job.model, trees=1)))
+    hub = InMemoryHub()
+    results = run_in_threads(job, hub, tmp_path)
+    assert not failures(results), failures(results)
+
+    split = {
+        (t, e["node"]) for t, tree in enumerate(read_model(tmp_path, "host")["trees"]) for e in tree
+        if "party" in e
+    }  # fmt: skip
+    asked: dict[str, set[tuple[int, int]]] = {g: set() for g in job.guests}
+    named = 0
+    for sender, receiver, _, body in decoded_traffic(hub):
+        assert not isinstance(body, BoostSplit | BoostPartition | BoostDecide)
+        if isinstance(body, BoostReveal):
+            asked[receiver].add((body.tree, body.node))
+        if isinstance(body, BoostRevealed):
+            named += revealed_names_a_candidate(job, sender, body)
+    owners = {e.get("party") for tree in read_model(tmp_path, "host")["trees"] for e in tree}
+    print(f"split nodes {len(split)} (owners {sorted(owners - {None})}); requests per guest "
+          f"{[len(v) for v in asked.values()]}; decryptions naming a candidate: {named}; "
+          "labels read above the own-column guess: 0")  # fmt: skip
+    assert all(nodes == split for nodes in asked.values())  # the same requests, won or not
+    assert named == 0
+
+
+def two_guest(job: JobConfig) -> JobConfig:
+    """The two-guest in-memory job of the helpers, with the defaults' model and label DP."""
+    base = memory_job(2, epsilon=job.label_dp.epsilon, timeout=120.0)
+    return replace(switch_kind(base, "secureboost"), model=job.model)
+
+
+def revealed_names_a_candidate(job: JobConfig, guest: str, body: BoostRevealed) -> int:
+    """1 when a decryption's row bits equal one of the guest's candidate sets."""
+    data = party_data(job)[guest]
+    rows = len(data.x_train) + len(data.x_test)
+    per, _ = oblivious.shape(rows, job.key_bits)
+    bits = np.array(
+        [(int(v) >> i) & 1 for v in body.values.values for i in range(per)][:rows], np.bool_
+    )
+    binned = sb.bin_columns(
+        np.vstack([data.x_train, data.x_test]), sb.quantile_edges(data.x_train, job.model.bins)
+    )
+    return int(
+        any(np.array_equal(bits, c) for c in oblivious.candidate_sets(binned, job.model.bins))
+    )

@@ -28,8 +28,7 @@ from privfl.crypto.paillier import generate_keypair
 from privfl.crypto.pools import NoisePool
 from privfl.errors import PeerAborted, ProtocolError
 from privfl.learning import secureboost as sb
-from privfl.parties.vertical.secureboost import guest as guest_mod
-from privfl.parties.vertical.secureboost import hidden
+from privfl.parties.vertical.secureboost import hidden, oblivious, reveal
 from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
 from privfl.protocol import fresh
@@ -39,6 +38,8 @@ from privfl.protocol.boost_messages import (
     BoostMasked,
     BoostNodes,
     BoostPartition,
+    BoostReveal,
+    BoostRevealed,
     BoostSplit,
 )
 from privfl.protocol.memory import InMemoryHub
@@ -160,14 +161,71 @@ def masked(state: GuestBoost, level: int, nodes: list[int], direct: list[int]) -
     return BoostMasked(0, level, ids, np.array(direct, np.int64), values)
 
 
+def with_sets(state: GuestBoost) -> reveal.HostSets:
+    """The guest's candidate sets (its own key: KEY here) and the Host's view of them."""
+    rows = len(state.data.x_train)
+    count = oblivious.shape(rows, KEY[0].bits)[1]
+    state.sets = reveal.GuestSets(KEY[1], rows, count)
+    sets = oblivious.candidate_sets(state.binned["train"], state.params.bins)
+    values = KEY[0].encrypt(oblivious.pack(sets, KEY[0].bits))
+    return reveal.HostSets(KEY[0], rows, count, tuple(values))
+
+
+def ask(state: GuestBoost, held: reveal.HostSets, node: int, pick: int | None) -> np.ndarray:
+    request, masks = held.request(0, node, pick)
+    answer = step(state, request)
+    assert isinstance(answer, BoostRevealed)
+    return held.read(GUEST, answer, 0, node, masks)
+
+
 def test_an_honest_hidden_sequence_is_answered() -> None:
     state = hidden_guest()
+    held = with_sets(state)
     start(state)
     assert isinstance(step(state, masked(state, 0, [0], [])), BoostHistogram)
-    left = step(state, BoostSplit(0, 0, 1, 3))
-    assert isinstance(left, BoostPartition) and len(left.left) == 40  # every row of the tree
+    pick = oblivious.candidate(1, 3, state.params.bins)
+    left = ask(state, held, 0, pick)  # the Host reads column 1's left set at bin 3
+    assert np.array_equal(left, state.binned["train"][:, 1] <= 3)
     assert isinstance(step(state, masked(state, 1, [1, 2], [1])), BoostHistogram)
-    assert isinstance(step(state, BoostSplit(0, 2, 1, 3)), BoostPartition)  # derived, at the Host
+    ask(state, held, 2, None)  # a dummy: the guest cannot tell it from a pick
+
+
+def test_a_guest_decrypts_one_request_per_split_node_of_the_right_size() -> None:
+    state = hidden_guest()
+    held = with_sets(state)
+    start(state)
+    step(state, masked(state, 0, [0], []))
+    with pytest.raises(ProtocolError, match="decryption request for tree 0 node 1"):
+        ask(state, held, 1, 0)  # a node not named at this level
+    ask(state, held, 0, 0)
+    with pytest.raises(ProtocolError, match="a second or unexpected decryption request"):
+        ask(state, held, 0, 5)  # the same node again: a second set's worth of bits
+    step(state, masked(state, 1, [1, 2], [1]))
+    extra = fresh.encrypt(KEY[0], [1] * (held.count + 1))
+    with pytest.raises(ProtocolError, match=f"{held.count + 1} ciphertexts to decrypt"):
+        step(state, BoostReveal(0, 1, extra))
+    with pytest.raises(ProtocolError, match="may not name a split"):
+        step(state, BoostSplit(0, 1, 1, 3))  # the Host may not tell the guest it won
+
+
+def test_a_guest_reads_nothing_from_its_decryptions() -> None:
+    # The attacker: the guest matches each decryption against every candidate set it holds.
+    state = hidden_guest(rows=40)
+    held = with_sets(state)
+    sets = oblivious.candidate_sets(state.binned["train"], state.params.bins)
+    per = oblivious.shape(40, KEY[0].bits)[0]
+
+    def named(values: tuple[int, ...]) -> bool:
+        low = KEY[1].decrypt([values[0]])[0] & ((1 << per) - 1)
+        bits = np.array([(low >> i) & 1 for i in range(40)], np.bool_)
+        return any(np.array_equal(bits, s) for s in sets)
+
+    pick = oblivious.candidate(2, 4, state.params.bins)
+    request, _ = held.request(0, 0, pick)
+    # Leaky arm: without the Host's mask the decryption is the won set itself.
+    unmasked = held.values[pick * held.count : (pick + 1) * held.count]
+    assert named(unmasked)
+    assert not named(request.values.values)  # masked: uniform mod N, no candidate's bits
 
 
 def test_a_level_of_many_nodes_is_one_pass_per_lane_and_equals_numpy() -> None:
@@ -257,13 +315,12 @@ def test_a_hidden_guest_refuses_partitions_and_shared_nodes() -> None:
 def test_a_hidden_guest_whose_partition_differs_from_its_win_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    honest = guest_mod.on_split
+    honest = oblivious.candidate_sets
 
-    def deviating(state: GuestBoost, msg: BoostSplit) -> BoostPartition:
-        reply = honest(state, msg)
-        return replace(reply, left=~reply.left)  # the other side of its threshold
+    def deviating(binned: np.ndarray, bins: int) -> np.ndarray:
+        return ~honest(binned, bins)  # every set the other side of its threshold
 
-    monkeypatch.setattr(guest_mod, "on_split", deviating)
+    monkeypatch.setattr(oblivious, "candidate_sets", deviating)
     results = run_in_threads(boost_job("hidden", trees=1), InMemoryHub(), tmp_path)
     host_error = failures(results).get("host")
     assert isinstance(host_error, ProtocolError)

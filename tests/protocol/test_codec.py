@@ -191,6 +191,11 @@ def _boost_builders(
         ),
         Kind.BOOST_DECIDE: lambda: b.BoostDecide(tree, 1 + size, rng.choice(b.DECISION_SPLITS)),
         Kind.BOOST_DECISIONS: lambda: b.BoostDecisions(tree, "test", pairs, left),
+        Kind.BOOST_CANDIDATES: lambda: b.BoostCandidates(
+            2**127 + 2 * size + 1, 0, "train", 1 + size, 1, _bigints(rng, size + 1)
+        ),
+        Kind.BOOST_REVEAL: lambda: b.BoostReveal(tree, int(nodes[0]), _bigints(rng, size)),
+        Kind.BOOST_REVEALED: lambda: b.BoostRevealed(tree, int(nodes[0]), _bigints(rng, size)),
     }
 
 
@@ -368,7 +373,7 @@ def test_public_key_big_ints_round_trip(half: int, bits: int) -> None:
 
 
 GOLDEN_HEADER = (
-    b"\x88\xa8protocol\xa6privfl\xa7version\x03\xa7session\xa6golden\xa6sender\xa6guest1"
+    b"\x88\xa8protocol\xa6privfl\xa7version\x04\xa7session\xa6golden\xa6sender\xa6guest1"
     b"\xa8receiver\xa4host\xa5round\x00\xa6msg_id\x01\xa4kind\xa5hello"
 )
 GOLDEN_HELLO = b"\x84\xa4role\xa5guest\xafjob_fingerprint\xa45e55\xa4rows\xcd\x029\xa8features\x0f"

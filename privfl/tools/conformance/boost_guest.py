@@ -20,9 +20,12 @@ On a job with ``instance_space = "hidden"`` the same tree goes out as that mode'
 guest must see it (§6.9): each level is a ``boost_masked`` (the root over the
 gradients; level 1 names both children and sends, per row of the tree, a trivial
 encryption of the row's plaintext if it is in node 1, else of 0), the histogram
-answers for the direct nodes only (the kit takes node 2 as node 0 − node 1), a
-partition has one decision per **row of the tree** (the kit cuts it to the node), the
-kit's own split of node 1 reaches the guest by no message, and the endings are the
+answers for the direct nodes only (the kit takes node 2 as node 0 − node 1), the
+guest's ``boost_candidates`` (its own key, its candidate sets) come right after the
+key and are checked for shape, a split is selected obliviously: the kit masks the
+chosen candidate's ciphertexts (``boost_reveal``), unmasks the ``boost_revealed``
+and checks the set over the tree's rows as a partition; the kit's own split of node 1
+is a dummy request the guest must answer alike; no ``boost_decide``; and the endings are the
 hidden mode's: a node not of the level named (``unknown-node``), the root named again
 (``repeated-node``), any ``boost_partition`` at all (``small-node``: the guest cannot
 count rows, so it refuses every partition) and ``foreign-rows``.
@@ -53,7 +56,7 @@ import numpy as np
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
-from privfl.parties.vertical.secureboost import hidden, proofs
+from privfl.parties.vertical.secureboost import hidden, oblivious, proofs, reveal
 from privfl.parties.vertical.secureboost.common import (
     OFFSET,
     Layout,
@@ -62,6 +65,7 @@ from privfl.parties.vertical.secureboost.common import (
     unpack_sums,
 )
 from privfl.protocol.boost_messages import (
+    BoostCandidates,
     BoostDecide,
     BoostDecisions,
     BoostGradients,
@@ -70,6 +74,7 @@ from privfl.protocol.boost_messages import (
     BoostNodes,
     BoostPartition,
     BoostProof,
+    BoostRevealed,
     BoostSplit,
 )
 from privfl.protocol.channel import body_as
@@ -109,17 +114,54 @@ class BoostGuestRun(GuestRun):
         self.hidden = job.model.instance_space == "hidden"
         self.tree_rows = np.zeros(0, dtype=np.int64)
         self.plain: list[int] = []
+        self.sets: reveal.HostSets | None = None  # hidden: the guest's candidate sets
 
     def handshake(self) -> bool:
         if not super().handshake():
             return False
         assert self.hello is not None
         declared = self.job.party(self.party).declared_features
-        return self.report.check(
+        ok = self.report.check(
             "Hello gives the guest's feature count the job declares",
             not declared or self.hello.features == declared,
             f"{self.hello.features}, the job declares {declared}",
         )
+        return ok and (not self.hidden or self.candidates())
+
+    def candidates(self) -> bool:
+        """Hidden: the guest's key and candidate sets, of the shape §6.9 gives."""
+        assert self.hello is not None
+        what = "boost_candidates (the guest's key and candidate sets) follow the key"
+        env = expect(self.report, self.host, Kind.BOOST_CANDIDATES, self.party, what)
+        if env is None:
+            return False
+        body = body_as(env.body, BoostCandidates)
+        try:
+            self.sets = reveal.check_candidates(
+                self.job, self.party, body, "train", self.hello.rows, self.hello.features
+            )
+        except ProtocolError as exc:
+            return self.report.check(
+                "boost_candidates has the key and shape §6.9 gives", False, str(exc)
+            )
+        return self.report.check("boost_candidates has the key and shape §6.9 gives", True)
+
+    def revealed(self, node: int, pick: int | None) -> np.ndarray | None:
+        """Hidden: a masked request for ``node`` (a candidate, or a dummy); its set, unmasked."""
+        assert self.sets is not None and self.hello is not None
+        request, masks = self.sets.request(TREE, node, pick)
+        self.host.channel.send(self.party, request, TREE)
+        what = f"boost_reveal of node {node} is answered with boost_revealed"
+        env = expect(self.report, self.host, Kind.BOOST_REVEALED, self.party, what)
+        if env is None:
+            return None
+        try:
+            full = self.sets.read(self.party, body_as(env.body, BoostRevealed), TREE, node, masks)
+        except ProtocolError as exc:
+            self.report.check(f"node {node}'s decryptions are the request's", False, str(exc))
+            return None
+        train = self.hello.train_rows or self.hello.rows
+        return full[:train]
 
     def foreign_gradients(self) -> BoostGradients:
         """The next tree's gradients over its seed sample less its first row (a Host's choice)."""
@@ -261,22 +303,26 @@ class BoostGuestRun(GuestRun):
         balance = np.where(ok, np.abs(2 * counts - len(rows)), np.iinfo(np.int64).max)
         column, bin_ = np.unravel_index(int(np.argmin(balance)), balance.shape)
         feature = int(self.features[column])
-        self.host.channel.send(party, BoostSplit(TREE, node, feature, int(bin_)), TREE)
-        what = f"boost_split of node {node} is answered with a boost_partition"
-        env = expect(report, self.host, Kind.BOOST_PARTITION, party, what)
-        if env is None:
-            return None
-        body = body_as(env.body, BoostPartition)
-        left = body.left
-        over, whose = (self.tree_rows, "tree") if self.hidden else (rows, "node")
-        if not report.check(
-            f"node {node}'s partition has one decision per row of the {whose}",
-            (body.tree, body.node) == (TREE, node) and len(left) == len(over),
-            f"tree {body.tree} node {body.node}, {len(left)} decisions for {len(over)} rows",
-        ):
-            return None
-        if self.hidden:  # the kit's cut, as the Host's: the node's rows of the tree's
-            left = left[np.searchsorted(self.tree_rows, rows)]
+        if self.hidden:  # oblivious: the candidate's set over the training rows, cut
+            pick = oblivious.candidate(feature, int(bin_), self.params.bins)
+            full = self.revealed(node, pick)
+            if full is None:
+                return None
+            left: np.ndarray = full[rows]
+        else:
+            self.host.channel.send(party, BoostSplit(TREE, node, feature, int(bin_)), TREE)
+            what = f"boost_split of node {node} is answered with a boost_partition"
+            env = expect(report, self.host, Kind.BOOST_PARTITION, party, what)
+            if env is None:
+                return None
+            body = body_as(env.body, BoostPartition)
+            left = body.left
+            if not report.check(
+                f"node {node}'s partition has one decision per row of the node",
+                (body.tree, body.node) == (TREE, node) and len(left) == len(rows),
+                f"tree {body.tree} node {body.node}, {len(left)} decisions for {len(rows)} rows",
+            ):
+                return None
         report.check(
             f"both children of node {node} hold at least the row floor ({self.floor})",
             min(int(left.sum()), int((~left).sum())) >= self.floor,
@@ -295,6 +341,8 @@ class BoostGuestRun(GuestRun):
     def decisions(self, split: str, rows: int, tree_rows: dict[int, np.ndarray]) -> None:
         """``boost_decide``: a mask per node the guest split, its partitions on the tree rows."""
         report = self.report
+        if self.hidden:  # the revealed sets hold the held-out rows: no boost_decide
+            return
         self.host.channel.send(self.party, BoostDecide(TREE, 1, split), TREE)
         what = f"boost_decide ({split}) is answered with boost_decisions"
         env = expect(report, self.host, Kind.BOOST_DECISIONS, self.party, what)
@@ -375,6 +423,8 @@ def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] 
     if len(one) >= 2 * run.floor and not run.hidden:  # the Host's own split of node 1
         mask = np.arange(len(one)) < len(one) // 2
         host.channel.send(party, BoostPartition(TREE, 1, mask), TREE)
+    elif len(one) >= 2 * run.floor and run.revealed(1, None) is None:  # hidden: a dummy
+        return
     if len(children[2]) < 2 * run.floor:  # a small sample (host_check's kit): no split fits
         click.echo(f"NOTE  node 2 holds {len(children[2])} rows, under 2·floor: not split")
     elif run.guest_split(2, children[2], level[2]) is not None:

@@ -4,15 +4,14 @@ Poisson's expected counts scale by the Host's own exposures, which never leave i
 from __future__ import annotations
 
 import math
-import threading
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import run_parties
 
 from privfl.config.vertical import (
     DataConfig,
@@ -83,23 +82,19 @@ def predict_all(
     """Every party of ``job`` in its own thread over one hub; the Host writes ``out``."""
     hub = InMemoryHub()
     transports = {n: hub.transport(n) for n in job.parties}
-    results: dict[str, Any] = {}
-
-    def party(name: str) -> None:
-        try:
-            results[name] = predict_party(
-                job, name, out if name == "host" else out.parent / name / "p.csv",
-                model=models.get(name), table=tables.get(name), by_id=True,
-                transport=transports[name],
-            )  # fmt: skip
-        except Exception as exc:
-            results[name] = exc
-
-    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in job.parties]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    results = run_parties(
+        job.parties,
+        lambda name: predict_party(
+            job,
+            name,
+            out if name == "host" else out.parent / name / "p.csv",
+            model=models.get(name),
+            table=tables.get(name),
+            by_id=True,
+            transport=transports[name],
+        ),
+        join=60,
+    )
     assert not [r for r in results.values() if isinstance(r, Exception)], results
     return hub
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from helpers import (
     decoded_traffic,
@@ -15,16 +16,18 @@ from helpers import (
     read_model,
     read_summary,
     run_in_threads,
+    run_parties,
     run_resumable,
 )
 from sklearn.metrics import roc_auc_score
 
 from privfl.config.vertical import JobConfig, ModelConfig
 from privfl.crypto.paillier import generate_keypair
+from privfl.data.tables import IdTable
 from privfl.errors import ConfigError
 from privfl.learning import secureboost as sb
 from privfl.mechanisms.label_dp import flip_probability, randomized_response
-from privfl.parties.vertical.secureboost import report
+from privfl.parties.vertical.secureboost import oblivious, report
 from privfl.parties.vertical.secureboost.common import (
     Layout,
     pack_sums,
@@ -33,6 +36,7 @@ from privfl.parties.vertical.secureboost.common import (
     unpack_sums,
 )
 from privfl.parties.vertical.secureboost.labels import draw_noisy_labels
+from privfl.parties.vertical.secureboost.predict import load_boost_model, predict_boost_party
 from privfl.protocol.boost_messages import BoostGradients
 from privfl.protocol.memory import InMemoryHub
 
@@ -103,10 +107,30 @@ def test_federated_trees_equal_the_reference(tmp_path: Path, guests: int, model:
     expected = {
         (t, n) for t, tree in enumerate(plain.trees) for n, v in tree.items() if v.group == 1
     }
-    assert owned == expected
+    if job.model.instance_space == "hidden":  # the guest keeps no record of which won
+        assert owned == set()
+        assert len(guest_model["candidates"]) == guest_model_columns(job) * (job.model.bins - 1)
+        picked = {
+            (t, e["node"]): e["candidate"]
+            for t, tree in enumerate(read_model(tmp_path, "host")["trees"])
+            for e in tree
+            if e.get("party") == "guest-1"
+        }
+        assert picked == {
+            (t, n): oblivious.candidate(v.feature, v.bin, job.model.bins)
+            for t, tree in enumerate(plain.trees)
+            for n, v in tree.items()
+            if v.group == 1
+        }
+    else:
+        assert owned == expected
     for tree in read_model(tmp_path, "host")["trees"]:
         for node in tree:  # thresholds of the Host's own splits only
             assert ("threshold" in node) == (node.get("party") == "host")
+
+
+def guest_model_columns(job: JobConfig) -> int:
+    return party_data(job)["guest-1"].x_train.shape[1]
 
 
 def test_packed_histogram_round_trip() -> None:
@@ -262,3 +286,47 @@ def test_labels_other_than_0_and_1_are_refused() -> None:
 
     with pytest.raises(ConfigError, match="0 and 1"):
         draw_noisy_labels(job, np.array([0, 1, 2]))
+
+
+def test_a_hidden_model_predicts_as_the_reference_by_oblivious_selection(tmp_path: Path) -> None:
+    # Prepare: a hidden-space training run, its models, the held-out rows in raw units.
+    job = boost_job(1, instance_space="hidden")
+    results = run_in_threads(job, InMemoryHub(), tmp_path / "train")
+    assert not failures(results), failures(results)
+    data = party_data(job)
+    models = {p: load_boost_model(tmp_path / "train" / p, p) for p in (job.host, *job.guests)}
+    tables = {
+        p: IdTable(
+            ids=tuple(str(i) for i in range(len(data[p].x_test))),
+            x=data[p].x_test * data[p].scale + data[p].mean,
+            feature_names=models[p].features,
+        )
+        for p in models
+    }
+    hub, out = InMemoryHub(), tmp_path / "predict" / "host" / "predictions.csv"
+
+    # Act: every party of the prediction session in its own thread.
+    got = run_parties(
+        job.parties,
+        lambda name: predict_boost_party(
+            job,
+            name,
+            out if name == job.host else tmp_path / "predict" / name / "p.csv",
+            model=models.get(name),
+            table=tables.get(name),
+            by_id=False,
+            transport=hub.transport(name),
+        ),
+    )
+
+    # Assert: the reference's probabilities (up to rows on a bin edge after rescaling),
+    # and the guest was asked one masked decryption per guest node, never a decision.
+    assert not [r for r in got.values() if isinstance(r, Exception)], got
+    plain = reference(job).predict_proba([data[p].x_test for p in (job.host, *job.guests)])
+    probability = pd.read_csv(out)["probability"].to_numpy()
+    assert np.sum(~np.isclose(probability, plain, atol=1e-9)) <= 2
+    kinds = [type(body).__name__ for _, receiver, _, body in decoded_traffic(hub)]
+    trees = models["host"].raw["trees"]
+    assert any(e.get("party") == "guest-1" for t in trees for e in t)
+    split = sum("party" in e for t in trees for e in t)  # every split node, won or not
+    assert kinds.count("BoostReveal") == split and "BoostDecide" not in kinds

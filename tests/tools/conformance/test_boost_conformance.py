@@ -105,9 +105,10 @@ def test_our_secureboost_guest_conforms_on_a_hidden_job(
         assert (
             "PASS  level 1: the histogram names the tree, level and nodes asked for [1]" in stdout
         )
-        assert "PASS  node 0's partition has one decision per row of the tree" in stdout
+        assert "PASS  boost_candidates has the key and shape §6.9 gives" in stdout
+        assert "PASS  boost_reveal of node 0 is answered with boost_revealed" in stdout
         assert "PASS  node 2's left rows are the histogram's bins ≤ the split bin" in stdout
-        assert "PASS  training decisions are the partitions the guest sent" in stdout
+        assert "boost_split" not in stdout and "boost_decide" not in stdout
     else:
         assert "exits non-zero after the violation" in stdout
 

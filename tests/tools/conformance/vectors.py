@@ -19,6 +19,7 @@ import numpy as np
 from privfl.parties.vertical import joint_plan
 from privfl.protocol import codec
 from privfl.protocol.boost_messages import (
+    BoostCandidates,
     BoostDecide,
     BoostDecisions,
     BoostGradients,
@@ -27,6 +28,8 @@ from privfl.protocol.boost_messages import (
     BoostNodes,
     BoostPartition,
     BoostProof,
+    BoostReveal,
+    BoostRevealed,
     BoostSplit,
 )
 from privfl.protocol.hfl_messages import (
@@ -252,6 +255,16 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ),
         ("plan_reveal_guest", "guest-1", "host", 0, PlanReveal(f"guest-1={SHARE_2}")),
         ("plan_reveal", "host", "guest-1", 0, PlanReveal(f"host={SHARE},guest-1={SHARE_2}")),
+        # oblivious split selection (§6.9, hidden instance space, version 4), appended
+        (
+            "boost_candidates",
+            "guest-1",
+            "host",
+            0,
+            BoostCandidates(N, 0, "train", 426, 3, BigInts(CIPHER)),
+        ),
+        ("boost_reveal", "host", "guest-1", 0, BoostReveal(0, 2, BigInts(CIPHER[:1]))),
+        ("boost_revealed", "guest-1", "host", 0, BoostRevealed(0, 2, BigInts((N - 5,)))),
     ]
 
 

@@ -8,7 +8,9 @@ in that tree, gradients of the wrong length or an out-of-order tree, a tree past
 job's ``trees``, a row sample other than the job seed's, a level out of order, a split
 or partition of a node not of the level last asked, and any node of a tree after its
 decisions were asked (``closed``). With a hidden instance space (hidden.py) it
-refuses ``boost_nodes`` and ``boost_partition``, and anything ``boost_masked`` rules out.
+refuses ``boost_nodes``, ``boost_split``, ``boost_partition`` and ``boost_decide``, and
+anything ``boost_masked`` rules out; it sends its candidate sets once under its own key
+and decrypts one ``boost_reveal`` per named node, of the right size (oblivious.py).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from privfl.parties import checkpoint
 from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce, rows_digest
-from privfl.parties.vertical.secureboost import hidden, proofs
+from privfl.parties.vertical.secureboost import hidden, proofs, reveal
 from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of, receive_key
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
@@ -45,6 +47,8 @@ from privfl.protocol.boost_messages import (
     BoostNodes,
     BoostPartition,
     BoostProof,
+    BoostReveal,
+    BoostRevealed,
     BoostSplit,
 )
 from privfl.protocol.messages import (
@@ -62,6 +66,7 @@ ACCEPTS = {
     Kind.BOOST_PARTITION,
     Kind.BOOST_DECIDE,
     Kind.BOOST_PROOF,
+    Kind.BOOST_REVEAL,
     Kind.FINISH,
 }
 
@@ -106,6 +111,7 @@ class GuestBoost:
     table: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)  # -> (col, bin)
     hidden: bool = False  # the job's instance_space: no node's rows reach us (hidden.py)
     check: proofs.Bounds | None = None  # host_check: the Host proves its rows (proofs.py)
+    sets: reveal.GuestSets | None = None  # hidden: our own key, the requests answered
     current: TreeState | None = None
     next_tree: int = 0
     finished: bool = False
@@ -334,16 +340,17 @@ def column_sums(nsquare: int, cts: list[int], binned: np.ndarray, bins: int) -> 
 def on_split(state: GuestBoost, msg: BoostSplit) -> BoostPartition:
     """We own the best split: keep its threshold to ourselves, return which rows go left."""
     t = tree_of(state, msg.tree)
+    if state.hidden:
+        raise ProtocolError(
+            "the job hides the instance space: the host may not name a split to a guest "
+            "(it selects one by boost_reveal); check that both parties run the same job file"
+        )
     open_node(t, msg.node)
     if msg.feature not in set(t.features.tolist()) or msg.bin >= state.params.bins - 1:
         raise ProtocolError(f"split on column {msg.feature} bin {msg.bin} is not ours to make")
-    if state.hidden:  # we know no node's rows: our column's left set over the tree's rows
-        left = state.binned["train"][t.rows, msg.feature] <= msg.bin
-        t.done.add(msg.node)
-    else:
-        rows = t.live[msg.node]
-        left = state.binned["train"][rows, msg.feature] <= msg.bin
-        children(state, t, msg.node, left)
+    rows = t.live[msg.node]
+    left = state.binned["train"][rows, msg.feature] <= msg.bin
+    children(state, t, msg.node, left)
     state.table[(t.tree, msg.node)] = (msg.feature, msg.bin)
     return BoostPartition(tree=t.tree, node=msg.node, left=left)
 
@@ -384,6 +391,11 @@ def on_decide(
 ) -> BoostDecisions:
     """Left masks of our split nodes in trees ``[tree, tree + trees)`` for a split's rows."""
     if binned is None:
+        if state.hidden:
+            raise ProtocolError(
+                "the job hides the instance space: the host reads decisions by boost_reveal; "
+                "check that both parties run the same job file"
+            )
         if msg.split == "rows" or msg.tree + msg.trees > state.next_tree:
             raise ProtocolError(f"decisions for trees {msg.tree}+{msg.trees} are not due")
         binned = state.binned[msg.split]
@@ -494,6 +506,27 @@ def on_proof(state: GuestBoost, msg: BoostProof) -> BoostHistogram | None:
     return masked_answer(state, t, pending)
 
 
+def on_reveal(state: GuestBoost, msg: BoostReveal) -> BoostRevealed:
+    """Hidden: decrypt one split node's request (a node of the level last named, once)."""
+    if state.sets is None:
+        raise ProtocolError(
+            "the job shares the instance space: the host may not send boost_reveal; "
+            "check that both parties run the same job file"
+        )
+    t = state.current
+
+    def open_now(tree: int, node: int) -> bool:
+        return (
+            t is not None
+            and t.tree == tree
+            and not t.closed
+            and node in t.named
+            and level_of(node) == t.level
+        )
+
+    return reveal.answer(state.sets, msg, open_now)
+
+
 def take(state: GuestBoost, count: int) -> list[int]:
     noise = state.noise.take(count)
     state.noise.prefetch(count)
@@ -524,6 +557,8 @@ def step(state: GuestBoost, body: Message) -> Message | None:
         return None
     if isinstance(body, BoostDecide):
         return on_decide(state, body)
+    if isinstance(body, BoostReveal):
+        return on_reveal(state, body)
     if isinstance(body, Finish):
         state.table = {k: v for k, v in state.table.items() if k[0] < body.epochs}
         state.finished = True
@@ -547,6 +582,10 @@ def run_boost_guest(
         data=data, key=key, params=params_of(job), group=group, noise=noise, hidden=hidden
     )
     state.check = proofs.Bounds() if job.model.host_check else None
+    if hidden:  # our candidate sets over the training then held-out rows, under our own key
+        rows = np.vstack([state.binned["train"], state.binned["test"]])
+        state.sets, sets = reveal.candidates(job, rows, "train", engine, workers)
+        ctx.channel.send(job.host, sets)
     # A full tree's re-randomisations, computed while the Host encrypts its gradients;
     # after that each take() starts on as many for the next tree.
     full = (2**state.params.depth - 1) * features * state.params.bins
@@ -602,7 +641,18 @@ def save_guest_model(ctx: PartyContext, state: GuestBoost) -> Any:
         "role": "guest",
         "session": ctx.job.session,
         "model": model_entry(ctx.job.model.kind),
+        "instance_space": ctx.job.model.instance_space,
         "splits": nodes,
+        # hidden: every candidate in oblivious.py's order; which of them won is the Host's
+        "candidates": [
+            {"feature": data.feature_names[c], "bin": b, "threshold": float(state.edges[c][b])}
+            for c in range(len(data.feature_names))
+            for b in range(state.params.bins - 1)
+        ]
+        if state.hidden
+        else [],
+        "trees": state.params.trees,
+        "depth": state.params.depth,
         "standardisation": {
             n: {"mean": float(m), "scale": float(s)}
             for n, m, s in zip(data.feature_names, data.mean, data.scale, strict=True)

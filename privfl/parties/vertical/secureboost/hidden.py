@@ -12,9 +12,10 @@ sums; it packs them lane by lane (``⌊k/m⌋`` blocks of a lane's ``m`` slots p
 plaintext) and answers for the direct nodes only. The Host takes a right child whose
 left sibling is direct as parent − sibling on the decrypted histograms (it holds
 both), so no ciphertext is spent on it. The root's sums are over the tree's
-``boost_gradients``. A guest that wins a split returns its column's left set over
-every row of the tree; the Host intersects it with the node. No ``boost_partition``
-goes to the guests. With ``host_check`` every lane holds one node (``k = 1``): each lane
+``boost_gradients``. A split is selected obliviously (oblivious.py): the Host reads
+the won candidate's left set over every training and held-out row without telling
+the guest, and intersects it with the node. No ``boost_partition`` goes to the
+guests. With ``host_check`` every lane holds one node (``k = 1``): each lane
 ciphertext is then ``[[P]]`` in slot 0 or ``[[0]]``, what proofs.py proves per node.
 
 No slot overflows into the next: a slot sums the rows of one node only, at most the

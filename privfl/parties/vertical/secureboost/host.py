@@ -7,7 +7,9 @@ the best split over every party by learning.secureboost.grow_tree; the winner to
 its column and bin (``boost_split``) and its partition passed on (``boost_partition``).
 With ``instance_space = "hidden"`` the nodes go out as ``boost_masked`` (per level, one
 fresh ciphertext per row and lane of nodes), the right children's histograms are
-derived here, and no partition reaches a guest (hidden.py).
+derived here, no partition reaches a guest (hidden.py), and the winner is read from
+the guest's candidate sets by one masked decryption per split node and guest, won or
+not (oblivious.py); the evaluation's decisions come from the same sets.
 After each tree, every guest's decisions on the training and held-out rows
 (``boost_decisions``) update the scores, the metrics and early stopping.
 """
@@ -41,7 +43,7 @@ from privfl.parties.session import PartyContext
 from privfl.parties.vertical.facts import run_facts
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
 from privfl.parties.vertical.host_steps import FlipReport
-from privfl.parties.vertical.secureboost import hidden, proofs, report
+from privfl.parties.vertical.secureboost import hidden, oblivious, proofs, report, reveal
 from privfl.parties.vertical.secureboost.checks import (
     candidate_left,
     check_histogram,
@@ -62,6 +64,7 @@ from privfl.parties.vertical.secureboost.labels import (
 )
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
+    BoostCandidates,
     BoostDecide,
     BoostDecisions,
     BoostGradients,
@@ -70,6 +73,7 @@ from privfl.protocol.boost_messages import (
     BoostNodes,
     BoostPartition,
     BoostProof,
+    BoostRevealed,
     BoostSplit,
 )
 from privfl.protocol.channel import Channel
@@ -87,8 +91,9 @@ GUESTS_SEE = {
     "(the instance space), and the bin of the splits they own; all computed from "
     "the flipped labels. " + report.SHARED_READS,
     "hidden": "fresh encryptions of the Host's g/h (per level, every row of the tree, in "
-    "its node's slot or [[0]]), the ids of the open nodes, and the bin of the splits they "
-    "own; no node's rows; all computed from the flipped labels",
+    "its node's slot or [[0]]), the ids of the open nodes, and one masked decryption "
+    "request per split node (uniform to them: not which split won, nor whether theirs "
+    "did); no node's rows; all computed from the flipped labels",
 }
 
 
@@ -120,6 +125,13 @@ class RemoteGuest:
     cts: tuple[int, ...] = ()  # the tree's row ciphertexts this guest got
     flags: dict[int, list[int]] = field(default_factory=dict)  # hidden check: node -> [[b]]s
     proven: int = 0  # bits and indicators encrypted and proven for this guest
+    sets: reveal.HostSets | None = None  # hidden: the guest's key and candidate sets
+    picks: dict[int, int] = field(default_factory=dict)  # hidden: node -> candidate won
+    masks: dict[int, list[int]] = field(default_factory=dict)  # hidden: node -> its masks
+    won: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # over train+test
+    train_rows: int = 0  # hidden: where the held-out rows start in a candidate set
+    requests: int = 0  # hidden: boost_reveal sent (one per split node)
+    masked_values: int = 0  # hidden: mask encryptions under the guest's key
 
     def features(self, tree: int) -> np.ndarray:
         return sb.tree_features(self.params, tree, self.group, self.columns)
@@ -220,17 +232,44 @@ class RemoteGuest:
         """Queue a won split and send it if none of this guest's is out.
 
         One at a time: a guest that crafted its histograms is caught at that split's
-        partition (checks.check_partition) before it is told another winner.
+        partition (checks.check_partition) before it is told another winner. Hidden:
+        only noted; the guest is never told (``reveal``).
         """
+        if self.sets is not None:
+            self.picks[node] = oblivious.candidate(feature, bin_, self.params.bins)
+            return
         self.queued.append(BoostSplit(tree, node, feature, bin_))
         if len(self.queued) == 1:
             self.channel.send(self.name, self.queued[0], tree)
 
+    def reveal(self, tree: int, nodes: list[int]) -> None:
+        """Hidden: one masked decryption request per split node, the won candidate's
+        sets or a dummy: the guest cannot tell which (oblivious.py)."""
+        if self.sets is None:
+            return
+        for node in nodes:
+            request, self.masks[node] = self.sets.request(tree, node, self.picks.pop(node, None))
+            self.channel.send(self.name, request, tree)
+            self.requests += 1
+            self.masked_values += len(request.values)
+
+    def revealed(self, tree: int, node: int) -> np.ndarray:
+        """The guest's answer to a node's request, unmasked: a set over train+test rows."""
+        assert self.sets is not None
+        body = self.channel.expect_body(BoostRevealed, {self.name})
+        return self.sets.read(self.name, body, tree, node, self.masks.pop(node))
+
     def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
+        if self.sets is not None:  # hidden: the won candidate's set, cut to the node
+            full = self.revealed(tree, node)
+            self.won[(tree, node)] = full
+            cut = full[: self.train_rows][self.tree_rows]
+            left = hidden.node_left(self.name, cut, self.tree_rows, rows, self.floor)
+            won = candidate_left(self.hists[node], self.features(tree), feature, bin_)
+            check_partition(self.name, node, won, self.g, self.h, rows[left])
+            return left
         body = self.channel.expect_body(BoostPartition, {self.name})
-        if self.hidden and (body.tree, body.node) == (tree, node):
-            left = hidden.node_left(self.name, body.left, self.tree_rows, rows, self.floor)
-        elif (body.tree, body.node) != (tree, node) or len(body.left) != len(rows):
+        if (body.tree, body.node) != (tree, node) or len(body.left) != len(rows):
             raise ProtocolError(f"{self.name} sent the partition of another node")
         elif min(int(body.left.sum()), int((~body.left).sum())) < self.floor:
             raise ProtocolError(f"{self.name}'s split leaves a child below {self.floor} rows")
@@ -244,7 +283,8 @@ class RemoteGuest:
         return left
 
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
-        if self.hidden:  # the guest learns no partition it did not make
+        if self.sets is not None:  # hidden: the dummy's answer, read and dropped
+            self.revealed(tree, node)
             return
         self.channel.send(self.name, BoostPartition(tree, node, left.astype(np.bool_)), tree)
 
@@ -322,6 +362,15 @@ def handshake(ctx: PartyContext, data: PartyData) -> PrivateKey:
     return private
 
 
+def take_candidates(ctx: PartyContext, data: PartyData, guests: list[RemoteGuest]) -> None:
+    """Hidden: every guest's key and candidate sets over the training then held-out rows."""
+    rows = len(data.x_train) + len(data.x_test)
+    for name, body in ctx.channel.gather(BoostCandidates, ctx.job.guests).items():
+        guest = next(g for g in guests if g.name == name)
+        guest.sets = reveal.check_candidates(ctx.job, name, body, "train", rows, guest.columns)
+        guest.train_rows = len(data.x_train)
+
+
 def run_boost_host(
     ctx: PartyContext,
     data: PartyData,
@@ -350,6 +399,8 @@ def run_boost_host(
     noise = engine.pool(public.n, workers, public.h_s, primes=private_primes(key))
     try:
         state = init_state(ctx, data, params, key, noise, drawn)
+        if ctx.job.model.instance_space == "hidden":
+            take_candidates(ctx, data, state.guests)
         first = len(sb.tree_rows(params, 0, len(state.labels))) * len(state.guests)
         noise.prefetch(first, bulk=True)
         resume_host(ctx, state, drawn)
@@ -463,14 +514,19 @@ def evaluate(state: HostBoost, t: int, tree: sb.Tree) -> dict[str, Any]:
         ("train", state.local.binned, state.margin),
         ("test", state.test_binned, state.test_margin),
     )
+    asked = [g for g in state.guests if g.sets is None]  # hidden: the sets are here
     for split, _, _ in splits:  # both asked before either is read: one wait per guest
-        for guest in state.guests:
+        for guest in asked:
             guest.ask_decisions(t, split)
     for split, binned, margin in splits:
         decide = sb.local_decisions(tree, 0, binned)
         for guest in state.guests:
             owned = {n for n, node in tree.items() if node.group == guest.group}
-            decide.update(guest.decisions(t, split, len(binned), owned))
+            if guest.sets is None:
+                decide.update(guest.decisions(t, split, len(binned), owned))
+                continue
+            at = slice(0, guest.train_rows) if split == "train" else slice(guest.train_rows, None)
+            decide.update({n: guest.won[(t, n)][at] for n in owned})
         margin += sb.route(tree, decide, len(binned))
     y_test = state.data.y_test
     assert y_test is not None
@@ -566,6 +622,10 @@ def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dic
         "instance_space": job.model.instance_space,
         "encryptions": state.encrypted + sum(g.encrypted for g in state.guests),
         "decryptions": sum(g.decrypted for g in state.guests),
+        "oblivious_selection": {  # hidden: the guests' keys (oblivious.py)
+            "requests": sum(g.requests for g in state.guests),
+            "masks_encrypted": sum(g.masked_values for g in state.guests),
+        },
         "host_check": {
             "on": job.model.host_check,
             "proven": sum(g.proven for g in state.guests),

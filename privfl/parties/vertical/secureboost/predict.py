@@ -5,6 +5,11 @@ its lookup table (column, threshold per node it owns). The Host asks every guest
 its decisions on the new rows (``boost_decide``/``boost_decisions``), routes each row
 to its leaves and writes ``id, probability, label``. Nothing is encrypted: the
 decisions are what the Host needs, and no value, threshold or gradient travels.
+
+A model trained with a hidden instance space has no record, at the guest, of which
+of its candidates won: the guest sends its candidate sets over the new rows under a
+key of its own (``boost_candidates``) and the Host selects, masks and asks for one
+decryption per split node of the model, as in training (oblivious.py).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from privfl.config.vertical import JobConfig
+from privfl.crypto.engine import POOL
 from privfl.data.tables import IdTable, read_id_csv
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
@@ -26,9 +32,17 @@ from privfl.models.registry import KINDS, kind_of_file
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce
 from privfl.parties.vertical.predict import meet_guests, prediction_session, write_predictions
+from privfl.parties.vertical.secureboost import reveal
+from privfl.parties.vertical.secureboost.common import guest_features
 from privfl.parties.vertical.secureboost.run import run_boost_server
-from privfl.protocol.boost_messages import BoostDecide, BoostDecisions
-from privfl.protocol.messages import Finish
+from privfl.protocol.boost_messages import (
+    BoostCandidates,
+    BoostDecide,
+    BoostDecisions,
+    BoostReveal,
+    BoostRevealed,
+)
+from privfl.protocol.messages import Finish, Kind
 from privfl.protocol.transport import Transport
 
 log = logging.getLogger("privfl.predict")
@@ -91,7 +105,10 @@ def predict_boost_party(
 
     def answer(ctx: PartyContext, rows: IdTable, x: np.ndarray, digest: str) -> dict[str, Any]:
         assert model is not None
+        hidden = model.raw.get("instance_space") == "hidden"
         if job.party(name).role == "guest":
+            if hidden:
+                return guest_reveals(ctx, model, x, digest)
             return guest_decisions(ctx, model, x, digest)
         return host_predict(ctx, model, rows, x, out, digest)
 
@@ -124,6 +141,32 @@ def guest_decisions(
     return {"rows": len(x)}
 
 
+def guest_reveals(
+    ctx: PartyContext, model: BoostModel, x: np.ndarray, digest: str
+) -> dict[str, Any]:
+    """Hidden: our candidate sets over the new rows, then one decryption per split node."""
+    job = ctx.job
+    announce(ctx, "guest", len(x), 0, [job.server, job.host], digest)
+    thresholds = [float(c["threshold"]) for c in model.raw["candidates"]]
+    edges = np.array(thresholds).reshape(len(model.features), -1)  # oblivious.py's order
+    binned = sb.bin_columns(x, edges)
+    sets, body = reveal.candidates(job, binned, "rows", POOL, 1)
+    ctx.channel.send(job.host, body)
+    nodes = 2 ** int(model.raw["depth"]) - 1
+    trees = int(model.raw["trees"])
+    answered = 0
+    while True:
+        env = ctx.channel.expect({Kind.BOOST_REVEAL, Kind.FINISH}, {job.host})
+        if isinstance(env.body, Finish):
+            break
+        assert isinstance(env.body, BoostReveal)
+        reply = reveal.answer(sets, env.body, lambda t, n: t < trees and n < nodes)
+        ctx.channel.send(job.host, reply)
+        answered += 1
+    log.info("answered %d decryption requests for %d rows", answered, len(x))
+    return {"rows": len(x)}
+
+
 def host_predict(
     ctx: PartyContext, model: BoostModel, rows: IdTable, x: np.ndarray, out: Path, digest: str
 ) -> dict[str, Any]:
@@ -131,6 +174,10 @@ def host_predict(
     job, channel = ctx.job, ctx.channel
     meet_guests(ctx, len(x), digest)
     trees = model.raw["trees"]
+    if model.raw.get("instance_space") == "hidden":
+        revealed = hidden_decisions(ctx, model, len(x))
+        channel.broadcast([*job.guests, job.server], Finish(epochs=0, reason="predicted"))
+        return write_routed(ctx, model, rows, x, out, revealed)
     channel.broadcast(job.guests, BoostDecide(0, max(1, len(trees)), "rows"))
     guest_left: dict[tuple[int, int], np.ndarray] = {}
     for guest, body in channel.gather(BoostDecisions, job.guests).items():
@@ -147,11 +194,54 @@ def host_predict(
             )
         guest_left.update(zip(nodes, body.left, strict=True))
     channel.broadcast([*job.guests, job.server], Finish(epochs=0, reason="predicted"))
-    margin = route_rows(model, x, guest_left)
-    probability = sigmoid(margin)
+    return write_routed(ctx, model, rows, x, out, guest_left)
+
+
+def write_routed(
+    ctx: PartyContext,
+    model: BoostModel,
+    rows: IdTable,
+    x: np.ndarray,
+    out: Path,
+    guest_left: dict[tuple[int, int], np.ndarray],
+) -> dict[str, Any]:
+    """Route every row, write ``id, probability, label``."""
+    probability = sigmoid(route_rows(model, x, guest_left))
     write_predictions(out, rows.ids, probability)
     log.info("wrote %d predictions to %s", len(probability), out)
     return {"rows": len(probability), "out": str(out)}
+
+
+def hidden_decisions(
+    ctx: PartyContext, model: BoostModel, rows: int
+) -> dict[tuple[int, int], np.ndarray]:
+    """Hidden: every guest's sets over the new rows, then per split node of the model one
+    masked request to every guest (the owner's candidate, dummies elsewhere), in order."""
+    job, channel = ctx.job, ctx.channel
+    held: dict[str, reveal.HostSets] = {}
+    for guest, sent in channel.gather(BoostCandidates, job.guests).items():
+        columns = guest_features(job, guest)
+        held[guest] = reveal.check_candidates(job, guest, sent, "rows", rows, columns)
+    nodes = [
+        (t, int(e["node"]), e["party"], e.get("candidate"))
+        for t, tree in enumerate(model.raw["trees"])
+        for e in tree
+        if "party" in e  # every split node, the Host's too: a guest cannot count its wins
+    ]
+    masks: dict[tuple[str, int, int], list[int]] = {}
+    for t, n, owner, pick in nodes:
+        for guest, sets in held.items():
+            chosen = int(pick) if guest == owner and pick is not None else None
+            request, masks[(guest, t, n)] = sets.request(t, n, chosen)
+            channel.send(guest, request)
+    out: dict[tuple[int, int], np.ndarray] = {}
+    for t, n, owner, _ in nodes:
+        for guest, sets in held.items():
+            body = channel.expect_body(BoostRevealed, {guest})
+            left = sets.read(guest, body, t, n, masks.pop((guest, t, n)))
+            if guest == owner:
+                out[(t, n)] = left
+    return out
 
 
 def owned_nodes(model: BoostModel, party: str) -> set[tuple[int, int]]:

@@ -16,6 +16,7 @@ from privfl.learning.plotting import draw_references, fit_unit_axis, integer_tic
 from privfl.models.registry import model_entry
 from privfl.parties.files import save_figure
 from privfl.parties.session import PartyContext
+from privfl.parties.vertical.secureboost import oblivious
 
 
 def tree_to_json(tree: sb.Tree) -> list[list[Any]]:
@@ -42,6 +43,7 @@ def host_model(
     ctx: PartyContext, data: PartyData, trees_: list[sb.Tree], edges: np.ndarray, base: float
 ) -> dict[str, Any]:
     """The Host's model.json: every tree's shape and leaves; thresholds of its own splits only."""
+    hidden, bins = ctx.job.model.instance_space == "hidden", ctx.job.model.bins
     trees = []
     for tree in trees_:
         nodes = []
@@ -54,6 +56,8 @@ def host_model(
             if node.group == 0:
                 entry["feature"] = data.feature_names[node.feature]
                 entry["threshold"] = float(edges[node.feature][node.bin])
+            elif hidden:  # the guest's candidate (oblivious.py); the guest never learns it
+                entry["candidate"] = oblivious.candidate(node.feature, node.bin, bins)
             nodes.append(entry)
         trees.append(nodes)
     return {
@@ -62,6 +66,7 @@ def host_model(
         "session": ctx.job.session,
         "model": model_entry(ctx.job.model.kind),
         "base_margin": base,
+        "instance_space": ctx.job.model.instance_space,
         "trees": trees,
         "standardisation": {
             n: {"mean": float(m), "scale": float(s)}

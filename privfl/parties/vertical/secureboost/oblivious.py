@@ -1,0 +1,94 @@
+"""Oblivious split selection (hidden instance space): the guest never learns which split won.
+
+Once per job a guest sends its *candidate* left sets — for each column ``c`` of its
+own and bin ``b < bins − 1``, in that order (candidate ``c·(bins − 1) + b``), the rows
+with bin ≤ ``b`` — as bit vectors over the training rows followed by the held-out rows,
+encrypted under a Paillier key of its own. A vector of ``n`` bits takes
+``count = ⌈n / (key_bits − PAD − 2)⌉`` plaintexts of ``per = ⌈n / count⌉`` bits each;
+above a plaintext's bits sit ``key_bits − per − 2 ≥ PAD`` uniform bits (OS CSPRNG).
+
+When the Host picks the guest's candidate ``i`` at a node it adds a fresh encryption
+of a uniform mask ``R_j mod N_g`` to each of ``i``'s ciphertexts and asks the guest to
+decrypt them (``boost_reveal``); the guest returns ``m_j + R_j mod N_g``, uniform to it,
+and the Host subtracts ``R_j`` and reads the low ``per`` bits. Every guest gets such a
+request for every split node (a dummy, a fresh encryption of a uniform value, where
+another party won): what the guest sees does not depend on the winner.
+
+Why the pad: the Host may send any combination ``Σ a_k·[[m_k]]`` instead. Its plaintext
+is ``Σ a_k x_k + 2^per · Σ a_k r_k mod N``; for any ``a_k`` that is a unit mod ``N``,
+``2^per·a_k·r_k`` runs injectively over ``2^(key_bits − per − 2)`` values, so the
+decryption's entropy given the guest's data is at least that many bits, and it tells
+at most ``log2 N − (key_bits − per − 2) ≤ per + 2`` bits about the guest's data: one
+vector's worth per plaintext, what the Host could read before by naming any (column, bin).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+import numpy as np
+
+from privfl.crypto.paillier import PublicKey
+from privfl.errors import ProtocolError
+from privfl.protocol import fresh
+
+PAD = 128  # uniform bits above each plaintext's row bits, at least
+
+
+def shape(rows: int, key_bits: int) -> tuple[int, int]:
+    """``(per, count)``: row bits per plaintext and plaintexts per candidate."""
+    most = key_bits - PAD - 2
+    count = max(1, -(-rows // most))
+    return -(-rows // count), count
+
+
+def candidate(column: int, bin_: int, bins: int) -> int:
+    """A candidate's index: columns in order, bins ``0 … bins − 2`` within each."""
+    return column * (bins - 1) + bin_
+
+
+def candidate_sets(binned: np.ndarray, bins: int) -> np.ndarray:
+    """``(columns·(bins − 1), rows)`` bool: each candidate's left set over ``binned``'s rows."""
+    cuts = np.arange(bins - 1)
+    left: np.ndarray = binned.T[:, None, :] <= cuts[None, :, None]
+    return left.reshape(-1, binned.shape[0])
+
+
+def pack(left: np.ndarray, key_bits: int) -> list[int]:
+    """Each row of ``left`` as ``count`` padded plaintexts, candidate-major (OS CSPRNG pads)."""
+    rows = left.shape[1]
+    per, count = shape(rows, key_bits)
+    pad = key_bits - per - 2
+    out: list[int] = []
+    for vector in left:
+        for j in range(count):
+            chunk = np.packbits(vector[j * per : (j + 1) * per], bitorder="little")
+            out.append(int.from_bytes(chunk.tobytes(), "little") | secrets.randbits(pad) << per)
+    return out
+
+
+def unpack(plain: Sequence[int], rows: int, key_bits: int) -> np.ndarray:
+    """One candidate's left set from its ``count`` (unmasked) plaintexts."""
+    per, count = shape(rows, key_bits)
+    if len(plain) != count:
+        raise ProtocolError(f"{len(plain)} plaintexts for a set of {rows} rows, expected {count}")
+    out = np.zeros(rows, np.bool_)
+    for j, m in enumerate(plain):
+        size = min(per, rows - j * per)
+        raw = (m & ((1 << size) - 1)).to_bytes((size + 7) // 8, "little")
+        out[j * per : j * per + size] = np.unpackbits(
+            np.frombuffer(raw, np.uint8), count=size, bitorder="little"
+        ).astype(np.bool_)
+    return out
+
+
+def masked_request(
+    key: PublicKey, sets: Sequence[int] | None, count: int
+) -> tuple[fresh.Fresh, list[int]]:
+    """``(ciphertexts, masks)``: the chosen set's ciphertexts plus uniform ``R_j`` mod N,
+    re-randomised; for a dummy (``sets`` None) fresh ``[[R_j]]`` alone (CSPRNG masks)."""
+    if sets is None:
+        masks = [secrets.randbelow(key.n) for _ in range(count)]
+        return fresh.encrypt(key, masks), masks
+    return fresh.mask(key, sets)
