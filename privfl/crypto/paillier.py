@@ -68,7 +68,7 @@ def obfuscators_crt(n: int, p: int, q: int, count: int) -> list[int]:
     so ``γ_p^x mod p²`` for a generator ``γ_p`` and a CSPRNG ``x`` on ``[0, p−1)`` is uniform on
     it: two fixed-base powers at half-size moduli (:mod:`privfl.crypto.keyholder`), about
     a tenth of ``r**n mod n**2`` (the ``a^p mod p²`` of each CSPRNG unit ``a`` it computed
-    before took 2.5–3.5× this). Only the key holder's own processes know ``p`` and ``q``
+    before took about 2.8× this). Only the key holder's own processes know ``p`` and ``q``
     (see :func:`decrypt_with_primes`).
     """
     return keyholder.obfuscators(n, p, q, count)
