@@ -130,8 +130,9 @@ class NoisePool:
         """``noise`` False: compute workers only (the GLM Server decrypts, never encrypts)."""
         self.n = n
         self.h_s = h_s  # non-zero: DJN short-exponent obfuscators (see crypto.djn)
-        # The key holder's own pool: standard obfuscators by CRT (obfuscators_crt).
-        self.primes = None if h_s else primes
+        # The key holder's own pool: standard obfuscators by CRT whatever the job's
+        # obfuscation (obfuscators_crt: the distribution of r^n, cheaper than DJN's h_s^a).
+        self.primes = primes
         self.workers = workers or os.cpu_count() or 1
         self._ready: deque[int] = deque()
         self._pending: deque[Future[list[int]]] = deque()

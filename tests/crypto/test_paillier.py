@@ -336,19 +336,16 @@ def test_generated_key_has_requested_size(keys: tuple[PublicKey, PrivateKey]) ->
     assert priv.public_key is pub
 
 
-def test_crt_obfuscators_are_the_public_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    from privfl.crypto import paillier
+def test_crt_obfuscators_are_the_public_ones() -> None:
     from privfl.crypto.paillier import obfuscators_crt, private_primes
 
     pub, priv = generate_keypair(512)
     p, q = private_primes(priv)
     fresh = obfuscators_crt(pub.n, p, q, 3)
     assert len(set(fresh)) == 3 and priv.decrypt(fresh) == [0, 0, 0]
-    monkeypatch.setattr(paillier.secrets, "randbelow", lambda _: 12344)  # a = b = 12345
-    # CRT(a^p mod p², b^q mod q²) is r^n mod n² for the r with r^q ≡ a (mod p) and
-    # r^p ≡ b (mod q): an n-th residue like the public key's, at a quarter of the cost.
-    r_p, r_q = pow(12345, pow(q, -1, p - 1), p), pow(12345, pow(p, -1, q - 1), q)
-    r = (r_q + q * ((r_p - r_q) * pow(q, -1, p) % p)) % pub.n
-    assert obfuscators_crt(pub.n, p, q, 1) == [pow(r, pub.n, pub.n**2)]
+    # n-th residues, like r^n mod n²: their group has order φ(n) (tests/crypto/test_keyholder.py
+    # checks the generators and the known answer)
+    phi = (p - 1) * (q - 1)
+    assert all(pow(r, phi, pub.n**2) == 1 for r in fresh)
     with pytest.raises(CryptoError):
         obfuscators_crt(pub.n, p + 2, q, 1)

@@ -30,6 +30,28 @@ def test_pool_values_encrypt_correctly_in_any_batch_sizes(keypair, workers: int,
         pool.close()
 
 
+def test_key_holder_pool_draws_crt_obfuscators_in_djn_jobs_too(monkeypatch) -> None:
+    from privfl.crypto import pools
+
+    public, private = generate_keypair(512, "djn")
+    p, q = private_primes(private)
+    calls: list[int] = []
+    crt = pools.obfuscators_crt
+
+    def spy(n: int, p_: int, q_: int, count: int) -> list[int]:
+        calls.append(count)
+        return crt(n, p_, q_, count)
+
+    pool = NoisePool(public.n, 1, public.h_s, primes=(p, q))
+    monkeypatch.setattr(pools, "obfuscators_crt", spy)
+    noise = pool.take(3)
+
+    assert calls and sum(calls) >= 3  # the key holder's tables, not the public h_s^a
+    assert private.decrypt(public.encrypt_with_noise([1, 2, 3], noise)) == [1, 2, 3]
+    # a guest's pool (no primes) keeps the job's DJN obfuscators
+    assert NoisePool(public.n, 1, public.h_s).primes is None
+
+
 def test_rerandomize_with_pool_noise_keeps_plaintexts(keypair) -> None:
     public, private = keypair
     pool = NoisePool(public.n, 1)

@@ -6,8 +6,9 @@ sums directly), an inversion and a mulmod per bin of each node taken as parent m
 sibling, the Horner packing (one ``c^(2^slot)`` and a mulmod per packed bin sum but
 the last of each ciphertext), one fresh
 obfuscation per packed ciphertext (guest) and one decryption of it (Host). The Host
-holds the primes, so its standard encryptions are counted at the cost of its CRT
-obfuscators (crypto.paillier.obfuscators_crt), the guests' at the public-key cost. The floor is
+holds the primes, so its encryptions are counted at the cost of its CRT obfuscators
+(crypto.paillier.obfuscators_crt, in either obfuscation), the guests' at the public-key
+cost. The floor is
 their measured unit costs times the counts of the real run, spread over every core.
 """
 
@@ -201,7 +202,7 @@ class TreeCpu:
 def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> float:
     """Least seconds per tree the run's operation counts allow on ``cores`` cores."""
     obf = costs[f"obfuscation_{run['obfuscation']}"]
-    host_obf = costs["obfuscation_standard_host"] if run["obfuscation"] == "standard" else obf
+    host_obf = costs["obfuscation_standard_host"]  # the key holder's, in either obfuscation
     total = (
         run["encryptions"] * host_obf
         + run["guest_packed"] * obf
