@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from privfl.cli.errors import friendly_errors
+
 EXIT_UNHEALTHY = 1
 
 
@@ -18,6 +20,7 @@ EXIT_UNHEALTHY = 1
     type=click.Path(path_type=Path),
     help="The party's run folder (its --out).",
 )
+@friendly_errors
 def health(out: Path) -> None:
     """Print `waiting: …`, `training: …` or `stopped: …` for the party writing to OUT.
 
