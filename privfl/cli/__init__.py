@@ -30,6 +30,10 @@ COMMANDS = {
         "privfl.cli.audit:audit",
         "Check the parties' hash-chained audit logs; export them for a reviewer.",
     ),
+    "health": (
+        "privfl.cli.health:health",
+        "Whether a party is waiting, training or stopped (for health checks).",
+    ),
     "site": (
         "privfl.cli.governance:site",
         "What a site's governance office reads: the ε ledger per project.",
