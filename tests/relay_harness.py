@@ -13,12 +13,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from privfl.protocol.keys import KeyRing, generate_keypair, load_secret_keypair
 from privfl.protocol.relay import Relay, RelayCore
 from privfl.protocol.relayed import RELAY, RelayedTransport
 
 Keys = dict[str, tuple[bytes, bytes]]
 CONTEXT = b"session-1\0" + b"f" * 64
+NAMES = ["alice", "bob"]  # the two parties of the relay attack tests (tests/attacks/)
+SECRET = b"PATIENT-0042 diagnosis=malignant"  # what alice tells bob
 
 
 def make_keys(directory: Path, names: list[str]) -> Keys:
@@ -28,6 +32,12 @@ def make_keys(directory: Path, names: list[str]) -> Keys:
         _, secret_path = generate_keypair(directory, name)
         pairs[name] = load_secret_keypair(secret_path)
     return pairs
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    """alice's, bob's and the relay's key pairs, once per test module that imports it."""
+    return make_keys(tmp_path_factory.mktemp("keys"), NAMES)
 
 
 @contextmanager

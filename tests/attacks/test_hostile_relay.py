@@ -18,7 +18,8 @@ import time
 from typing import Any
 
 import pytest
-from relay_harness import Keys, make_keys, relayed, running_relay, wait_for
+from relay_harness import NAMES, SECRET, Keys, relayed, running_relay, wait_for
+from relay_harness import keys as keys  # a module-scoped fixture
 
 from privfl.protocol.channel import Channel
 from privfl.protocol.messages import Finish
@@ -26,14 +27,6 @@ from privfl.protocol.relay import Outgoing, RelayCore
 from privfl.protocol.relayed import RelayedTransport
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.seal import OVERHEAD, SealBroken
-
-NAMES = ["alice", "bob"]
-SECRET = b"PATIENT-0042 diagnosis=malignant"  # what alice tells bob
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
-    return make_keys(tmp_path_factory.mktemp("keys"), NAMES)
 
 
 class Hostile(RelayCore):

@@ -15,19 +15,13 @@ import time
 from typing import Any
 
 import pytest
-from relay_harness import Keys, connect_all, make_keys, relayed, running_relay
+from relay_harness import NAMES, SECRET, Keys, connect_all, relayed, running_relay
+from relay_harness import keys as keys  # a module-scoped fixture
 
 from privfl.protocol.relay import Outgoing, RelayCore
 from privfl.protocol.seal import OVERHEAD, SealBroken
 
-NAMES = ["alice", "bob"]
-SECRET = b"PATIENT-0042 diagnosis=malignant"
 FIXED = {"alice": b"A" * 16, "bob": b"B" * 16}  # the leaky arm: the same in every run
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
-    return make_keys(tmp_path_factory.mktemp("keys"), NAMES)
 
 
 class Keeps(RelayCore):
