@@ -14,11 +14,10 @@ Real sockets, real CURVE, real seals; the relay's routing policy is the attacker
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
-from relay_harness import NAMES, SECRET, Keys, relayed, running_relay, wait_for
+from relay_harness import NAMES, SECRET, Keys, alice_tells_bob, relayed, running_relay, wait_for
 from relay_harness import keys as keys  # a module-scoped fixture
 
 from privfl.protocol.channel import Channel
@@ -104,22 +103,7 @@ def exchange(core: Hostile, keys: Keys, *, sealed: bool = True, count: int = 2) 
     """alice sends ``count`` messages holding SECRET; what bob receives (or the error)."""
     with running_relay(keys, NAMES, core=core) as relay:
         a, b = pair(keys, relay, sealed=sealed)
-        got: list[Any] = []
-        deadline = time.monotonic() + 60
-        try:
-            for k in range(count):
-                a.send("bob", [b"%d" % k, SECRET])
-            while len(got) < count and time.monotonic() < deadline:
-                a.recv(0.05)  # ACKs
-                message = b.recv(0.5)
-                if message is not None:
-                    got.append(message)
-        except SealBroken as exc:
-            got.append(exc)
-        finally:
-            a.close()
-            b.close()
-        return got
+        return alice_tells_bob(a, b, count, count, polls=(0.05, 0.5))
 
 
 def test_the_relay_reads_only_ciphertext(keys: Keys) -> None:
