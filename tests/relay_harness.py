@@ -13,12 +13,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from privfl.protocol.keys import KeyRing, generate_keypair, load_secret_keypair
 from privfl.protocol.relay import Relay, RelayCore
 from privfl.protocol.relayed import RELAY, RelayedTransport
+from privfl.protocol.seal import SealBroken
 
 Keys = dict[str, tuple[bytes, bytes]]
 CONTEXT = b"session-1\0" + b"f" * 64
+NAMES = ["alice", "bob"]  # the two parties of the relay attack tests (tests/attacks/)
+SECRET = b"PATIENT-0042 diagnosis=malignant"  # what alice tells bob
 
 
 def make_keys(directory: Path, names: list[str]) -> Keys:
@@ -28,6 +33,12 @@ def make_keys(directory: Path, names: list[str]) -> Keys:
         _, secret_path = generate_keypair(directory, name)
         pairs[name] = load_secret_keypair(secret_path)
     return pairs
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    """alice's, bob's and the relay's key pairs, once per test module that imports it."""
+    return make_keys(tmp_path_factory.mktemp("keys"), NAMES)
 
 
 @contextmanager
@@ -72,3 +83,33 @@ def connect_all(transports: list[RelayedTransport]) -> None:
     wait_for(
         lambda: all([t.connected(o.name) for t in transports for o in transports if o is not t])
     )
+
+
+def alice_tells_bob(
+    a: Any, b: Any, sends: int, until: int, polls: tuple[float, float], connect: bool = False
+) -> list[Any]:
+    """alice's transport sends bob ``sends`` messages ``[k, SECRET]``; what bob's receives
+    until it holds ``until`` of them (at most 60 s), or the SealBroken that ends it.
+
+    ``polls``: how long each turn waits for alice's ACKs, then for bob's next message;
+    ``connect``: first wait until both see each other at the relay (:func:`connect_all`).
+    Both transports are closed after.
+    """
+    got: list[Any] = []
+    try:
+        if connect:
+            connect_all([a, b])
+        for k in range(sends):
+            a.send("bob", [b"%d" % k, SECRET])
+        deadline = time.monotonic() + 60
+        while len(got) < until and time.monotonic() < deadline:
+            a.recv(polls[0])  # ACKs
+            message = b.recv(polls[1])
+            if message is not None:
+                got.append(message)
+    except SealBroken as exc:
+        got.append(exc)
+    finally:
+        a.close()
+        b.close()
+    return got

@@ -49,7 +49,7 @@ COMMANDS = {
     ),
     "experiment": (
         "privfl.cli.experiment:experiment",
-        "Reproduce a seed's experiment (CSV, PNG plots, report.md).",
+        "Reproduce a source paper's experiment (CSV, PNG plots, report.md).",
     ),
 }
 

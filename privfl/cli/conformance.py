@@ -94,7 +94,7 @@ def command(
     """
     from privfl.config.vertical import load_job
     from privfl.tools.conformance.runner import run
-    from privfl.tools.conformance.session import PredictInputs
+    from privfl.tools.conformance.target import PredictInputs
 
     given = (model, data, predictions) != (None, None, None)
     inputs = PredictInputs(model, data, predictions) if given else None

@@ -1,4 +1,4 @@
-"""`privfl experiment NAME`: reproduce one seed's tables and figures."""
+"""`privfl experiment NAME`: reproduce one source paper's tables and figures."""
 
 from __future__ import annotations
 
@@ -10,18 +10,20 @@ from privfl.cli.errors import friendly_errors
 from privfl.tools.experiments.catalog import names, run_named
 from privfl.tools.experiments.registry import Settings
 
-HELP = """Reproduce a seed's experiment; write results.csv, PNG plots and report.md.
+HELP = """Reproduce a source paper's experiment; write results.csv, PNG plots and report.md.
+
+The papers are named in docs/guide.md ("The source papers").
 
 \b
 NAME is one of:
-  vfl-epsilon     seed 004 test 1: accuracy vs label-DP ε (real encrypted runs)
-  vfl-lambda      seed 004 test 2: accuracy vs λ at ε = 4
+  vfl-epsilon     label-DP report, test 1: accuracy vs label-DP ε (real encrypted runs)
+  vfl-lambda      label-DP report, test 2: accuracy vs λ at ε = 4
   vfl-flipback    flipback on/off at each ε
   vfl-models      linear, Poisson, multiclass, SecureBoost vs sklearn / xgboost
-  hfl-mechanisms  seed 000: PNPM vs Duchi vs PM vs Gaussian by clients and ε
-  hfl-nbafl       seed 001: loss vs ε, C, N, T, K
-  hfl-shuffle     seed 003: SFD-RSS vs SFD-RAS vs DP-FedAvg vs LDP-FedAvg
-  dpsgd-fsdp      seed 002: DP-SGD vs FSDP at ε = 2, 4, 8
+  hfl-mechanisms  PNPM paper: PNPM vs Duchi vs PM vs Gaussian by clients and ε
+  hfl-nbafl       NbAFL (Wei et al.): loss vs ε, C, N, T, K
+  hfl-shuffle     shuffle-model patent: SFD-RSS vs SFD-RAS vs DP-FedAvg vs LDP-FedAvg
+  dpsgd-fsdp      FSDP paper: DP-SGD vs FSDP at ε = 2, 4, 8
   all             every experiment above, one folder each
 
 \b

@@ -84,6 +84,18 @@ def predict_cmd(
     kind.load(kind.predict)(job, party, model, data_file, id_column, out)
 
 
+def party_files(
+    job: JobConfig, party: str, model: Path | None, data_file: Path | None
+) -> tuple[Path, Path] | None:
+    """A Host's or guest's ``--model`` folder and ``--data`` file (the Server takes none)."""
+    role = job.party(party).role
+    if role == "server":
+        return None
+    if model is None or data_file is None:
+        raise click.UsageError(f"{party} ({role}) needs --model DIR and --data FILE")
+    return model, data_file
+
+
 def predict_glm(
     job: JobConfig,
     party: str,
@@ -96,13 +108,11 @@ def predict_glm(
     from privfl.parties.vertical.predict import load_model, predict_party, prediction_rows
     from privfl.parties.vertical.runner import open_transport
 
-    role = job.party(party).role
     saved, table, by_id = None, None, False
-    if role != "server":
-        if model is None or data_file is None:
-            raise click.UsageError(f"{party} ({role}) needs --model DIR and --data FILE")
-        saved = load_model(model, party)
-        table, by_id = prediction_rows(job, party, saved, data_file, id_column)
+    files = party_files(job, party, model, data_file)
+    if files is not None:
+        saved = load_model(files[0], party)
+        table, by_id = prediction_rows(job, party, saved, files[1], id_column)
     result = predict_party(
         job,
         party,
@@ -112,7 +122,7 @@ def predict_glm(
         by_id=by_id,
         transport=open_transport(job, party),
     )
-    if role == "host":
+    if job.party(party).role == "host":
         click.echo(f"{party}: {result['rows']} predictions in {out}", err=True)
 
 
@@ -132,15 +142,13 @@ def predict_boost(
         predict_boost_party,
     )
 
-    role = job.party(party).role
     saved, table, by_id = None, None, False
-    if role != "server":
-        if model is None or data_file is None:
-            raise click.UsageError(f"{party} ({role}) needs --model DIR and --data FILE")
-        saved = load_boost_model(model, party)
-        table, by_id = boost_rows(job, party, saved, data_file, id_column)
+    files = party_files(job, party, model, data_file)
+    if files is not None:
+        saved = load_boost_model(files[0], party)
+        table, by_id = boost_rows(job, party, saved, files[1], id_column)
     result = predict_boost_party(
         job, party, out, model=saved, table=table, by_id=by_id, transport=open_transport(job, party)
     )
-    if role == "host":
+    if job.party(party).role == "host":
         click.echo(f"{party}: {result['rows']} predictions in {out}", err=True)

@@ -291,7 +291,7 @@ def run_local_cmd(
 ) -> None:
     """Run the Server, the Host and every Guest as separate processes on this machine.
 
-    With no options: the demo of seed 004 — sklearn's breast cancer data, Host columns
+    With no options: the label-DP report's demo — sklearn's breast cancer data, Host columns
     0-9 + label, Guest columns 10-29, a 75/25 split (seed 0), 30 epochs, 2048-bit
     Paillier keys, label ε = 8. The parties talk over CURVE-encrypted ZeroMQ on
     loopback with fresh keys. Outputs: OUT/summary.json and one folder per party. On a

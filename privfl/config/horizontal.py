@@ -24,7 +24,7 @@ CLIPPED_UPDATES = ("none", "pnpm")  # mechanisms whose clients L2-clip their upd
 
 # What `privfl hfl run-local` runs when neither a job file nor the command line chooses a
 # privacy setting: DP-SGD on every client (sample-level DP, RDP accountant), chosen by
-# measurement on the README's demo (docs/results-hfl.md, "private by default").
+# measurement on the horizontal demo (docs/results-hfl.md, "private by default").
 PRIVATE_DEFAULT = {"local_dp": "dpsgd", "local_noise": 1.0}
 PRIVACY_KEYS = ("mechanism", "local_dp", "local_noise")
 

@@ -1,6 +1,6 @@
 """A site's own CSV keyed by an id column: read with pandas, checked, split by id, standardised.
 
-Missing-value policy (stated in the README and docs/deploy.md):
+Missing-value policy (stated in docs/guide.md and docs/deploy.md):
 
 * a missing or empty **id** is an error (a row without an id cannot be matched);
 * a missing **label** is an error (the Host cannot train on a row it cannot score);

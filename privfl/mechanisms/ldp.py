@@ -1,4 +1,4 @@
-"""Local-DP randomizers on weights (README): Duchi, PM, PNPM, Gaussian, Laplace, top-k.
+"""Local-DP randomizers on weights (docs/guide.md): Duchi, PM, PNPM, Gaussian, Laplace, top-k.
 
 Every function is pure and vectorised over numpy arrays; randomness comes in as a
 ``numpy.random.Generator``. The inputs of Duchi and PM lie in ``[−1, 1]``: map

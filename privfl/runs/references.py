@@ -37,7 +37,7 @@ def glm_references(job: JobConfig) -> list[dict[str, Any]]:
 def glm_reference(job: JobConfig) -> dict[str, Any]:
     """The sklearn model a GLM's objective names, scored by the run's headline metric.
 
-    The logistic demo on breast cancer keeps sklearn's default C (the README's 0.958);
+    The logistic demo on breast cancer keeps sklearn's default C (docs/guide.md's 0.958);
     the other GLMs take the job's λ, as ``privfl experiment vfl-models`` does.
     """
     from privfl.data.views import central_baseline

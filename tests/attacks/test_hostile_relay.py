@@ -14,11 +14,11 @@ Real sockets, real CURVE, real seals; the relay's routing policy is the attacker
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
-from relay_harness import Keys, make_keys, relayed, running_relay, wait_for
+from relay_harness import NAMES, SECRET, Keys, alice_tells_bob, relayed, running_relay, wait_for
+from relay_harness import keys as keys  # a module-scoped fixture
 
 from privfl.protocol.channel import Channel
 from privfl.protocol.messages import Finish
@@ -26,14 +26,6 @@ from privfl.protocol.relay import Outgoing, RelayCore
 from privfl.protocol.relayed import RelayedTransport
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.seal import OVERHEAD, SealBroken
-
-NAMES = ["alice", "bob"]
-SECRET = b"PATIENT-0042 diagnosis=malignant"  # what alice tells bob
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
-    return make_keys(tmp_path_factory.mktemp("keys"), NAMES)
 
 
 class Hostile(RelayCore):
@@ -111,22 +103,7 @@ def exchange(core: Hostile, keys: Keys, *, sealed: bool = True, count: int = 2) 
     """alice sends ``count`` messages holding SECRET; what bob receives (or the error)."""
     with running_relay(keys, NAMES, core=core) as relay:
         a, b = pair(keys, relay, sealed=sealed)
-        got: list[Any] = []
-        deadline = time.monotonic() + 60
-        try:
-            for k in range(count):
-                a.send("bob", [b"%d" % k, SECRET])
-            while len(got) < count and time.monotonic() < deadline:
-                a.recv(0.05)  # ACKs
-                message = b.recv(0.5)
-                if message is not None:
-                    got.append(message)
-        except SealBroken as exc:
-            got.append(exc)
-        finally:
-            a.close()
-            b.close()
-        return got
+        return alice_tells_bob(a, b, count, count, polls=(0.05, 0.5))
 
 
 def test_the_relay_reads_only_ciphertext(keys: Keys) -> None:

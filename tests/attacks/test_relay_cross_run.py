@@ -11,23 +11,16 @@ kit (seals that bind only the kit, as before): 3/3 replayed frames are accepted,
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
-from relay_harness import Keys, connect_all, make_keys, relayed, running_relay
+from relay_harness import NAMES, SECRET, Keys, alice_tells_bob, relayed, running_relay
+from relay_harness import keys as keys  # a module-scoped fixture
 
 from privfl.protocol.relay import Outgoing, RelayCore
 from privfl.protocol.seal import OVERHEAD, SealBroken
 
-NAMES = ["alice", "bob"]
-SECRET = b"PATIENT-0042 diagnosis=malignant"
 FIXED = {"alice": b"A" * 16, "bob": b"B" * 16}  # the leaky arm: the same in every run
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
-    return make_keys(tmp_path_factory.mktemp("keys"), NAMES)
 
 
 class Keeps(RelayCore):
@@ -64,23 +57,7 @@ def one_run(keys: Keys, core: RelayCore, *, fixed: bool, sends: int) -> list[Any
     with running_relay(keys, NAMES, core=core) as relay:
         a = relayed(keys, "alice", ["bob"], relay, session_nonce=nonce("alice"))
         b = relayed(keys, "bob", ["alice"], relay, session_nonce=nonce("bob"))
-        got: list[Any] = []
-        try:
-            connect_all([a, b])
-            for k in range(sends):
-                a.send("bob", [b"%d" % k, SECRET])
-            deadline = time.monotonic() + 60
-            while len(got) < 3 and time.monotonic() < deadline:
-                a.recv(0.01)
-                message = b.recv(0.2)
-                if message is not None:
-                    got.append(message)
-        except SealBroken as exc:
-            got.append(exc)
-        finally:
-            a.close()
-            b.close()
-        return got
+        return alice_tells_bob(a, b, sends, 3, polls=(0.01, 0.2), connect=True)
 
 
 def replayed_into_a_later_run(keys: Keys, *, fixed: bool) -> list[Any]:

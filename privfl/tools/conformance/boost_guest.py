@@ -91,6 +91,7 @@ from privfl.tools.conformance.peer import (
     quiet,
 )
 from privfl.tools.conformance.randomness import trivial
+from privfl.tools.conformance.target import Target
 
 VIOLATIONS = ("unknown-node", "repeated-node", "small-node", "foreign-rows", "forged-proof")
 TREE = 0
@@ -366,14 +367,9 @@ class BoostGuestRun(GuestRun):
             report.check("training decisions are the partitions the guest sent", same)
 
 
-def boost_guest_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-) -> None:
+def boost_guest_script(target: Target) -> None:
     """Play the Server and the Host (key holder) against a running SecureBoost guest."""
+    job, party, ending, report, process = target.parts()
     if job.model.depth < 2:
         raise ConfigError("SecureBoost guest conformance needs a job with depth >= 2")
     run = BoostGuestRun(job, party, report)

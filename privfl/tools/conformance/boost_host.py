@@ -21,7 +21,6 @@ the Host must Abort and exit non-zero.
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import numpy as np
@@ -61,16 +60,12 @@ from privfl.tools.conformance.peer import (
     finished_cleanly,
     host_counterparts,
 )
+from privfl.tools.conformance.target import Target
 
 
-def boost_host_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-) -> None:
+def boost_host_script(target: Target) -> None:
     """Play the Server and every guest against a running SecureBoost Host (demo data)."""
+    job, party, ending, report, process = target.parts()
     data, server, guests = host_counterparts(job)
     peers = [server, *guests.values()]
     try:

@@ -18,8 +18,6 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 
 from privfl.config.vertical import JobConfig
@@ -37,8 +35,6 @@ from privfl.protocol.channel import body_as
 from privfl.protocol.messages import Kind
 from privfl.tools.conformance.peer import Peer, Report, expect, quiet
 from privfl.tools.conformance.session import (
-    NO_FILES,
-    PredictInputs,
     Scored,
     aborts,
     guest_ends,
@@ -48,6 +44,7 @@ from privfl.tools.conformance.session import (
     played,
     read_predictions,
 )
+from privfl.tools.conformance.target import PredictInputs, Target
 
 
 def boost_scored(
@@ -64,15 +61,10 @@ def boost_scored(
     return model, Scored(table, standardise_with(table, model.mean, model.scale))
 
 
-def boost_predict_guest_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-    inputs: PredictInputs = NO_FILES,
-) -> None:
+def boost_predict_guest_script(target: Target) -> None:
     """Play the Server and the Host against a SecureBoost guest's prediction session."""
+    job, party, _, report, process = target.parts()
+    inputs = target.inputs
     model, scored = boost_scored(job, party, inputs)
     with played(job, job.server, job.host) as (server, host):
         rows = None if scored is None else len(scored.x)
@@ -121,15 +113,10 @@ def _check_decisions(
     )
 
 
-def boost_predict_host_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-    inputs: PredictInputs = NO_FILES,
-) -> None:
+def boost_predict_host_script(target: Target) -> None:
     """Play the Server and every guest against a SecureBoost Host's prediction session."""
+    job, party, ending, report, process = target.parts()
+    inputs = target.inputs
     model, scored = boost_scored(job, party, inputs)
     if model is None:
         report.check("the host's --model is given (it names each guest's nodes)", False)

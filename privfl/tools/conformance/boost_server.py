@@ -10,47 +10,26 @@ whose row commitment differs from the Host's must make it abort.
 
 from __future__ import annotations
 
-import subprocess
-
-from privfl.config.vertical import JobConfig
 from privfl.protocol.messages import Finish, Hello
-from privfl.tools.conformance.peer import Report, finished_cleanly, quiet
-from privfl.tools.conformance.session import NO_FILES, PredictInputs, aborts, commitment, played
+from privfl.tools.conformance.peer import finished_cleanly, quiet
+from privfl.tools.conformance.session import aborts, commitment, played
+from privfl.tools.conformance.target import Target
 
 ROWS = 100  # the rows every played party announces
 
 
-def boost_server_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-) -> None:
+def boost_server_script(target: Target) -> None:
     """Play the Host and every guest against a SecureBoost Server's training session."""
-    _play(job, party, ending, report, process, predicting=False)
+    _play(target, predicting=False)
 
 
-def boost_predict_server_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-    inputs: PredictInputs = NO_FILES,
-) -> None:
+def boost_predict_server_script(target: Target) -> None:
     """The same against its prediction session (Hellos with ``features = 0``)."""
-    _play(job, party, ending, report, process, predicting=True)
+    _play(target, predicting=True)
 
 
-def _play(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None,
-    predicting: bool,
-) -> None:
+def _play(target: Target, predicting: bool) -> None:
+    job, party, ending, report, process = target.parts()
     with played(job, job.host, *job.guests) as peers:
         host = peers[0]
         digest = commitment(job, ROWS)

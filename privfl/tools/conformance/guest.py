@@ -73,6 +73,7 @@ from privfl.tools.conformance.peer import (
     quiet,
 )
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
+from privfl.tools.conformance.target import Target
 
 
 def demo_data(job: JobConfig, party: str) -> PartyData | None:
@@ -335,14 +336,9 @@ class GuestRun:
         self.server.channel.send(self.party, reply, epoch)
 
 
-def guest_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-) -> None:
+def guest_script(target: Target) -> None:
     """Play the Server and the Host (of one or more guests) against a running guest."""
+    job, party, ending, report, process = target.parts()
     run = GuestRun(job, party, report)
     try:
         if not run.handshake():

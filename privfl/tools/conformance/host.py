@@ -10,7 +10,6 @@ host_answers.py); every request is sized by ``k``.
 from __future__ import annotations
 
 import math
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -61,16 +60,12 @@ from privfl.tools.conformance.peer import (
     quiet,
     server_key,
 )
+from privfl.tools.conformance.target import Target
 
 
-def host_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-) -> None:
+def host_script(target: Target) -> None:
     """Play the Server and every Guest against a running host (demo-data jobs only)."""
+    job, party, ending, report, process = target.parts()
     shapes, server, guests = host_counterparts(job)
     try:
         env = expect(report, server, Kind.HELLO, party, "Hello from the host to the server")

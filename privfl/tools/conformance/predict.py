@@ -19,8 +19,6 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 
 from privfl.config.vertical import JobConfig
@@ -43,8 +41,6 @@ from privfl.protocol.messages import (
 from privfl.tools.conformance.peer import Peer, Report, expect, quiet
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
 from privfl.tools.conformance.session import (
-    NO_FILES,
-    PredictInputs,
     Scored,
     aborts,
     glm_rows,
@@ -55,17 +51,13 @@ from privfl.tools.conformance.session import (
     played,
     read_predictions,
 )
+from privfl.tools.conformance.target import PredictInputs, Target
 
 
-def predict_guest_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-    inputs: PredictInputs = NO_FILES,
-) -> None:
+def predict_guest_script(target: Target) -> None:
     """Play the Server and the Host against a guest's prediction session."""
+    job, party, _, report, process = target.parts()
+    inputs = target.inputs
     known = glm_rows(job, party, inputs)
     with played(job, job.server, job.host) as (server, host):
         private, order = checkable_key(job.key_bits, job.obfuscation)
@@ -114,15 +106,10 @@ def _check_guest_scores(
         )
 
 
-def predict_host_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-    inputs: PredictInputs = NO_FILES,
-) -> None:
+def predict_host_script(target: Target) -> None:
     """Play the Server and every guest against a Host's prediction session."""
+    job, party, ending, report, process = target.parts()
+    inputs = target.inputs
     known = glm_rows(job, party, inputs)
     with played(job, job.server, *job.guests) as peers:
         server, guests = peers[0], {peer.name: peer for peer in peers[1:]}

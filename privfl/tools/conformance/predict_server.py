@@ -10,8 +10,6 @@ the Server abort.
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 
 from privfl.config.vertical import JobConfig
@@ -25,26 +23,19 @@ from privfl.protocol.messages import Decrypted, DecryptRequest, Hello, Kind, Pub
 from privfl.tools.conformance.peer import Peer, Report, check_public_key, expect, quiet
 from privfl.tools.conformance.server import _check_decrypted
 from privfl.tools.conformance.session import (
-    NO_FILES,
-    PredictInputs,
     aborts,
     commitment,
     end_predicted,
     played,
 )
+from privfl.tools.conformance.target import Target
 
 ROWS = 40  # the new rows every played party announces
 
 
-def predict_server_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-    inputs: PredictInputs = NO_FILES,
-) -> None:
+def predict_server_script(target: Target) -> None:
     """Play the Host and every guest against a Server's prediction session."""
+    job, party, ending, report, process = target.parts()
     with played(job, job.host, *job.guests) as peers:
         host = peers[0]
         key = _hellos_and_key(job, party, report, peers)

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
 from privfl.models.registry import KINDS, ModelKind, kind_of
 from privfl.tools.conformance.boost_guest import VIOLATIONS
 from privfl.tools.conformance.peer import Report
-from privfl.tools.conformance.session import NO_FILES, PredictInputs
+from privfl.tools.conformance.target import NO_FILES, PredictInputs, Script, Target
 
-Script = Callable[[JobConfig, str, str, Report, "subprocess.Popen[bytes] | None"], None]
 ENDINGS = ("finish", "violation")
 BOOST_GUEST_ENDINGS = (*ENDINGS, *VIOLATIONS)  # which refusal a SecureBoost guest must Abort on
 SESSIONS = ("train", "predict")
@@ -73,10 +71,7 @@ def run(
         raise ConfigError(f"party {party} is a {spec.role}, not a {role}")
     kind = kind_of(job)
     script = script_for(kind, role, session)
-    if session == "predict":
-        # a prediction script also takes the party's files (tools/conformance/session.py)
-        script = functools.partial(script, inputs=inputs or NO_FILES)  # type: ignore[call-arg]
-    elif inputs is not None:
+    if session != "predict" and inputs is not None:
         raise ConfigError("--model, --data and --predictions are for --session predict")
     endings = endings_for(kind, role, session)
     if ending not in endings:
@@ -93,7 +88,7 @@ def run(
         except OSError as exc:
             raise ConfigError(f"cannot start the party under test {command[0]!r}: {exc}") from exc
     try:
-        script(job, party, ending, report, process)
+        script(Target(job, party, ending, report, process, inputs or NO_FILES))
     finally:
         if process is not None and process.poll() is None:
             process.kill()

@@ -7,7 +7,6 @@ per row, and flipback's training scores are asked for only where the kind has fl
 from __future__ import annotations
 
 import math
-import subprocess
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -47,21 +46,17 @@ from privfl.tools.conformance.peer import (
     finished_cleanly,
     quiet,
 )
+from privfl.tools.conformance.target import Target
 
 
-def server_script(
-    job: JobConfig,
-    party: str,
-    ending: str,
-    report: Report,
-    process: subprocess.Popen[bytes] | None = None,
-) -> None:
+def server_script(target: Target) -> None:
     """Play the Host and every Guest against a running server, for two epochs.
 
     Each epoch: every party's gradient (packed to the job's feature counts), the loss
     at the protocol's scale and denominator, the verdict, then the score requests the
     Server must allow — the test rows each epoch, the training rows at a flipback epoch.
     """
+    job, party, ending, report, process = target.parts()
     host = Peer(job, job.host, job.timeout_seconds)
     guests = [Peer(job, name, job.timeout_seconds) for name in job.guests]
     guest = guests[0]

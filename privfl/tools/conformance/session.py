@@ -17,7 +17,6 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -38,20 +37,9 @@ from privfl.tools.conformance.peer import (
     finished_cleanly,
 )
 from privfl.tools.conformance.randomness import Freshness
+from privfl.tools.conformance.target import PredictInputs
 
 PREDICTED = Finish(epochs=0, reason="predicted")
-
-
-@dataclass(frozen=True, slots=True)
-class PredictInputs:
-    """The files the party under test predicts with (each optional: fewer known answers)."""
-
-    model: Path | None = None
-    data: Path | None = None
-    predictions: Path | None = None  # a Host's output CSV
-
-
-NO_FILES = PredictInputs()
 
 
 @dataclass(frozen=True, slots=True)
