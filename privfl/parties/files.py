@@ -44,10 +44,12 @@ def open_private(path: Path, mode: str = "w", **kwargs: Any) -> IO[Any]:
     fd = os.open(path, flags, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)  # a file made earlier, or under another umask
-        return os.fdopen(fd, mode, **kwargs)
     except BaseException:
         os.close(fd)
         raise
+    # Not inside the try: an interrupt (Ctrl-C) that lands in fdopen after the file object
+    # took the descriptor would have it closed twice (EBADF, or another thread's new file).
+    return os.fdopen(fd, mode, **kwargs)
 
 
 def write_json(path: Path, data: Any, *, compact: bool = False, durable: bool = False) -> None:

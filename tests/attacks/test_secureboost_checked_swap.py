@@ -123,6 +123,9 @@ class SwapGuest:
             self.read[row] = int(np.mean(self.prior[others]) >= 0.5)
         return left
 
+    def reveal(self, tree: int, nodes: list[int]) -> None:
+        return None  # the tree builder's view: the winners are named by split()
+
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
         return None
 

@@ -15,7 +15,7 @@ def test_the_engine_options_are_documented() -> None:
     result = CliRunner().invoke(main, ["vfl", "guest", "--help"])
 
     assert result.exit_code == 0, result.output
-    assert "--engine [pool|ray]" in result.output and "[default: pool]" in result.output
+    assert "--engine [pool|ray|cuda]" in result.output and "[default: pool]" in result.output
     assert "--ray-address" in result.output and "--ray-private-key" in result.output
 
 

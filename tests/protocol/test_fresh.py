@@ -39,6 +39,8 @@ CIPHERTEXT_FIELDS = {
     "BoostHistogram.values",
     "BoostMasked.values",
     "BoostProof.values",  # the Host check's bit and indicator encryptions
+    "BoostCandidates.values",  # a hidden-space guest's candidate sets under its own key
+    "BoostReveal.values",  # the Host's masked request, re-randomised
 }
 
 

@@ -34,7 +34,7 @@ class SeenEngine(Engine):
         return opened
 
 
-def train(job: JobConfig, out: Path, on_ray: dict[str, int]) -> Path:
+def train(job: JobConfig, out: Path, on_ray: dict[str, int], pools: int | None = None) -> Path:
     """Every party in a thread; the ``on_ray`` parties' workers (so many) on the Ray cluster.
 
     The Host's flips and start come from a seeded generator (not private), so two runs
@@ -54,7 +54,7 @@ def train(job: JobConfig, out: Path, on_ray: dict[str, int]) -> Path:
     options[job.host]["label_rng"] = np.random.default_rng(7)
     results = run_in_threads(job, InMemoryHub(record=False), out, options=options)
     assert not failures(results), failures(results)
-    assert len(SeenEngine.opened) == len(on_ray)
+    assert len(SeenEngine.opened) == (len(on_ray) if pools is None else pools)
     assert all(isinstance(p, RayPool) for p in SeenEngine.opened)
     return out
 
@@ -105,7 +105,8 @@ def test_secureboost_on_ray_equals_the_pool_run(tmp_path: Path) -> None:
 
     # Act
     pool = train(job, tmp_path / "pool", on_ray={})
-    ray = train(job, tmp_path / "ray", on_ray={"host": 1, "guest-1": 2})
+    # the hidden-space guest opens a second pool for its own key (its candidate sets)
+    ray = train(job, tmp_path / "ray", on_ray={"host": 1, "guest-1": 2}, pools=3)
 
     # Assert: the same trees, the same guest lookup table, the same metrics.
     for name in ("host", "guest-1"):
