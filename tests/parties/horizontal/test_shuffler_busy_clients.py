@@ -50,7 +50,8 @@ def _report(hub: InMemoryHub, starts: dict[str, RoundStart], go: threading.Event
             channel.send("shuffler", seal_report(SESSION, start, i, np.ones(DIMS)), ROUND)
 
 
-def test_clients_slower_than_the_window_are_all_collected() -> None:
+def _collect(first_wait: float, clients_late: bool) -> list[bytes]:
+    """The real collect over reports that busy clients send 50 windows in, or after it closed."""
     hub = InMemoryHub(record=False)
     inbox = Channel(hub.transport("shuffler"), session=SESSION, timeout=30.0)
     starts, window = _round()
@@ -58,20 +59,18 @@ def test_clients_slower_than_the_window_are_all_collected() -> None:
     sender = threading.Thread(target=_report, args=(hub, starts, go))
     sender.start()
     timer = threading.Timer(0.5, go.set)  # the clients report 50 windows after it opened
-    timer.start()
-    arrived = shuffler.collect(inbox, list(ASKED), window, first_wait=120.0)
+    if not clients_late:
+        timer.start()
+    arrived = shuffler.collect(inbox, list(ASKED), window, first_wait=first_wait)
+    go.set()  # late clients report only after that window closed
     sender.join()
-    assert len(arrived) == 6
+    timer.cancel()
+    return arrived
+
+
+def test_clients_slower_than_the_window_are_all_collected() -> None:
+    assert len(_collect(first_wait=120.0, clients_late=False)) == 6
 
 
 def test_leaky_arm_a_window_timed_from_its_opening_closes_before_busy_clients() -> None:
-    hub = InMemoryHub(record=False)
-    inbox = Channel(hub.transport("shuffler"), session=SESSION, timeout=30.0)
-    starts, window = _round()
-    go = threading.Event()
-    sender = threading.Thread(target=_report, args=(hub, starts, go))
-    sender.start()
-    arrived = shuffler.collect(inbox, list(ASKED), window, first_wait=0.0)
-    go.set()  # the clients report only after that window closed
-    sender.join()
-    assert arrived == []
+    assert _collect(first_wait=0.0, clients_late=True) == []
