@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from helpers import run_parties
 
 from privfl.config.vertical import DEFAULT_MAX_IDS, DataConfig, JobConfig, PartySpec
 from privfl.data.tables import IdTable
@@ -89,17 +89,4 @@ def run_stage(
     contexts = {n: context_of(job, n, hub, least.get(n, 0)) for n in sites}
     if deviant is not None:
         deviant()
-    results: dict[str, Any] = {}
-
-    def party(name: str) -> None:
-        try:
-            results[name] = align(contexts[name], sites[name])
-        except Exception as exc:
-            results[name] = exc
-
-    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in sites]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return results
+    return run_parties(sites, lambda name: align(contexts[name], sites[name]), join=60)
