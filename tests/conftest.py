@@ -94,7 +94,16 @@ def ray_cluster() -> Iterator[Any]:
     one worker alone starts it.
     """
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # Ray waits a fixed 30 s for its raylet to register (ray/_private/node.py), which a
+    # loaded machine can exceed: start again, a few times, before giving up.
+    for attempt in range(1, 4):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt == 3:
+                raise
     try:
         yield ray
     finally:
