@@ -36,12 +36,12 @@ def make_kit(folder: Path, *extra: str) -> Path:
     decryption request: per-batch gradients, test scores and flipback's training scores.
     Two guests: the guest script checks the cross term against ``others``.
     """
-    options = ["--epochs", "3", "--timeout", "10", "--guests", "2", *extra]
+    options = ["--epochs", "3", "--timeout", "20", "--guests", "2", *extra]
     made = subprocess.run(
         cli("init", "vfl", "--out", str(folder), *WEAK, *options),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # a cap: the machine is shared
     )
     assert made.returncode == 0, made.stderr
     job = folder / "job.toml"
