@@ -78,6 +78,11 @@ class HflConfig:
     # noise so that every group sum carries z = ``ddp_noise`` (in units of update_clip)
     secure_aggregation: bool = False
     secagg_group: int = 4
+    # secure aggregation with a bound per client (privfl.learning.bounded): two
+    # non-colluding servers (the aggregator and the Shuffler's role) hold additive shares,
+    # refuse a client that cannot prove ‖x‖ small, and each adds Skellam noise of
+    # z = ``ddp_noise``; one report per round (no groups, ``secagg_group`` unused)
+    secagg_bounds: bool = False
     ddp_noise: float = 0.0
     trim_fraction: float = 0.1  # trimmed-mean: drop ⌊f·n⌋ reports at each end, per coordinate
     slot_seconds: float = 1.0  # t_i of the Shuffler's adaptive window
@@ -155,6 +160,11 @@ class HflConfig:
         _check(
             not self.secure_aggregation or (self.mechanism == "none" and not self.shuffler),
             "secure_aggregation sums clipped updates: set mechanism = 'none' and shuffler = false",
+        )
+        _check(
+            not self.secagg_bounds or self.secure_aggregation,
+            "secagg_bounds checks each client inside secure aggregation: set "
+            "secure_aggregation = true",
         )
         _check(
             not self.secure_aggregation or math.isfinite(self.update_clip),
