@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import random
 import secrets
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -43,6 +44,25 @@ BOUNDED_ASSUMPTIONS = (
 )
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundInput:
+    """What a secure round starts from: the clients' reports and what they were sent."""
+
+    setup: Setup
+    clients: list[int]
+    reports: list[torch.Tensor]
+    global_weights: torch.Tensor
+    round_: int
+    source: NoiseSource
+
+    def parts(
+        self,
+    ) -> tuple[Setup, list[int], list[torch.Tensor], torch.Tensor, int, NoiseSource]:
+        return (
+            self.setup, self.clients, self.reports, self.global_weights, self.round_, self.source
+        )  # fmt: skip
 
 
 def random_groups(
@@ -94,17 +114,10 @@ def secure_group_reports(
     return reports, survivors
 
 
-def secure_round(
-    setup: Setup,
-    clients: list[int],
-    reports: list[torch.Tensor],
-    global_weights: torch.Tensor,
-    round_: int,
-    source: NoiseSource,
-    accountant: skellam.SkellamAccountant,
-) -> list[torch.Tensor]:
+def secure_round(round_in: RoundInput, accountant: skellam.SkellamAccountant) -> list[torch.Tensor]:
     """The round's reports as the aggregator sees them under secure aggregation: one
     noisy mean per group; every member of a released group sum is booked."""
+    setup, clients, reports, global_weights, round_, source = round_in.parts()
     cfg = setup.config
     bound = setup.calib.update_clip
     size = cfg.secagg_group or max(1, len(clients))
@@ -126,17 +139,12 @@ def secure_round(
 
 
 def bounded_round(
-    setup: Setup,
-    clients: list[int],
-    reports: list[torch.Tensor],
-    global_weights: torch.Tensor,
-    round_: int,
-    source: NoiseSource,
-    accountant: skellam.SkellamAccountant,
+    round_in: RoundInput, accountant: skellam.SkellamAccountant
 ) -> list[torch.Tensor]:
     """The round under two-server secure aggregation with a bound per client
     (:mod:`privfl.learning.bounded`): the noisy mean of the clients that proved
     ``‖x‖`` small, as one report; the others are refused and logged, never opened."""
+    setup, clients, reports, global_weights, round_, source = round_in.parts()
     cfg, dims = setup.config, setup.dims
     limit = bounded.threshold(skellam.l2_sensitivity(dims))
     inputs = {

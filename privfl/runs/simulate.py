@@ -18,6 +18,7 @@ from privfl.learning.models import get_flat
 from privfl.learning.secure_round import (
     BOUNDED_ASSUMPTIONS,
     DISTRIBUTED_ASSUMPTIONS,
+    RoundInput,
     bounded_round,
     secure_round,
 )
@@ -53,7 +54,8 @@ def run_experiment(
         reports = engine.client_reports(setup, clients, weights, indices, round_, source)
         if config.secure_aggregation:  # the aggregator sees only (group) sums
             secure = bounded_round if config.secagg_bounds else secure_round
-            reports = secure(setup, clients, reports, weights, round_, source, accountant)
+            parts = RoundInput(setup, clients, reports, weights, round_, source)
+            reports = secure(parts, accountant)
         # with a Shuffler the aggregator cannot tell who reported: book every asked client
         reported = None if config.shuffler else clients
         new, _ = close_round(
