@@ -88,6 +88,8 @@ def well_formed(limbs: np.ndarray, dims: int) -> bool:
 
 def projection(key: int, dims: int) -> np.ndarray:
     """``R``: ``PROJECTIONS × dims`` uniform ``{−1, 0, 1}`` (as float64 for an exact GEMM)."""
+    if dims >= 2**36:  # exact float64 partial sums, and Σ z_i² far below flp.PRIME
+        raise ValueError("bounded aggregation takes updates of fewer than 2^36 weights")
     rows: np.ndarray = _generator(key).integers(-1, 2, (PROJECTIONS, dims)).astype(np.float64)
     return rows
 
