@@ -17,13 +17,15 @@ robustness and less hiding in the crowd; ``secagg_group = 0`` is one group (the 
 
 from __future__ import annotations
 
+import logging
 import random
 import secrets
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from privfl.learning import secagg
+from privfl.learning import bounded, secagg
 from privfl.learning.fedavg import Setup, noise_source
 from privfl.mechanisms import skellam
 from privfl.mechanisms.noise import NoiseSource
@@ -33,6 +35,34 @@ DISTRIBUTED_ASSUMPTIONS = (
     "(Skellam RDP, add/remove-one client); assumes the other members of its groups add "
     "their noise shares and the aggregator does not collude with them; no amplification"
 )
+
+
+BOUNDED_ASSUMPTIONS = (
+    "central ε per client at δ of the job, worst client, over every round it passed the "
+    "bound check; assumes the second server (the Shuffler's role) adds its Skellam noise "
+    "and does not collude with the aggregator; no amplification"
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundInput:
+    """What a secure round starts from: the clients' reports and what they were sent."""
+
+    setup: Setup
+    clients: list[int]
+    reports: list[torch.Tensor]
+    global_weights: torch.Tensor
+    round_: int
+    source: NoiseSource
+
+    def parts(
+        self,
+    ) -> tuple[Setup, list[int], list[torch.Tensor], torch.Tensor, int, NoiseSource]:
+        return (
+            self.setup, self.clients, self.reports, self.global_weights, self.round_, self.source
+        )  # fmt: skip
 
 
 def random_groups(
@@ -51,9 +81,10 @@ def client_input(
 ) -> np.ndarray:
     """A client's secure-aggregation input: its quantized update plus its Skellam share."""
     values = update.double().cpu().numpy()
-    quantized = skellam.quantize(values, bound, source)
+    draws = skellam.stream(source)
+    quantized = skellam.quantize(values, bound, draws)
     variance = skellam.client_variance(noise_multiplier, values.size, group)
-    noisy: np.ndarray = quantized + skellam.skellam(values.size, variance, source)
+    noisy: np.ndarray = quantized + skellam.skellam(values.size, variance, draws)
     return noisy
 
 
@@ -83,17 +114,10 @@ def secure_group_reports(
     return reports, survivors
 
 
-def secure_round(
-    setup: Setup,
-    clients: list[int],
-    reports: list[torch.Tensor],
-    global_weights: torch.Tensor,
-    round_: int,
-    source: NoiseSource,
-    accountant: skellam.SkellamAccountant,
-) -> list[torch.Tensor]:
+def secure_round(round_in: RoundInput, accountant: skellam.SkellamAccountant) -> list[torch.Tensor]:
     """The round's reports as the aggregator sees them under secure aggregation: one
     noisy mean per group; every member of a released group sum is booked."""
+    setup, clients, reports, global_weights, round_, source = round_in.parts()
     cfg = setup.config
     bound = setup.calib.update_clip
     size = cfg.secagg_group or max(1, len(clients))
@@ -112,3 +136,70 @@ def secure_round(
     for members in alive:
         accountant.book(members, len(members) * variance)
     return group_reports
+
+
+def bounded_round(
+    round_in: RoundInput, accountant: skellam.SkellamAccountant
+) -> list[torch.Tensor]:
+    """The round under two-server secure aggregation with a bound per client
+    (:mod:`privfl.learning.bounded`): the noisy mean of the clients that proved
+    ``‖x‖`` small, as one report; the others are refused and logged, never opened."""
+    setup, clients, reports, global_weights, round_, source = round_in.parts()
+    cfg, dims = setup.config, setup.dims
+    limit = bounded.threshold(skellam.l2_sensitivity(dims))
+    inputs = {
+        c: skellam.quantize(
+            (r - global_weights).double().cpu().numpy(),
+            setup.calib.update_clip,
+            skellam.stream(noise_source(cfg, source, round_, c, 5)),
+        )
+        for c, r in zip(clients, reports, strict=True)
+    }
+    shares = {c: bounded.split(x) for c, x in inputs.items()}  # sent before R exists
+    rows = bounded.projection(secrets.randbits(128), dims)  # the servers' joint coins
+    proofs = {
+        c: bounded.proof_shares(*bounded.prove_bound(x, rows, limit, False))
+        for c, x in inputs.items()
+    }
+    valid = _bounded_check(shares, proofs, rows, limit, dims)
+    refused = sorted(set(inputs) - set(valid))
+    if refused:
+        log.warning("round %d: clients %s failed the bound check; left out", round_, refused)
+    if not valid:
+        return []
+    variance = (cfg.ddp_noise * skellam.l2_sensitivity(dims)) ** 2
+    sums = []
+    for server in (0, 1):  # each server sums its shares and adds its own noise
+        summed = np.sum([shares[c][server] for c in valid], axis=0)
+        noise = noise_source(cfg, source, round_, -1 - server, 6)
+        summed[:, 0] += skellam.skellam(dims, variance, skellam.stream(noise))
+        sums.append(summed)
+    accountant.book(valid, variance)  # against the aggregator: the second server's noise
+    mean = bounded.total(*sums) * skellam.grid_step(setup.calib.update_clip) / len(valid)
+    update = torch.from_numpy(mean).to(dtype=global_weights.dtype, device=global_weights.device)
+    return [global_weights + update]
+
+
+def _bounded_check(
+    shares: dict[int, tuple[np.ndarray, np.ndarray]],
+    proofs: dict[int, tuple[bounded.Share, bounded.Share]],
+    rows: np.ndarray,
+    limit: int,
+    dims: int,
+) -> list[int]:
+    """The clients whose shares are well formed and whose proof both servers accept."""
+    formed = [c for c, pair in shares.items() if all(bounded.well_formed(s, dims) for s in pair)]
+    projected = [bounded.project(rows, [shares[c][server] for c in formed]) for server in (0, 1)]
+    coins = bounded.challenge(limit.bit_length())
+    valid = []
+    for index, c in enumerate(formed):
+        try:
+            answers = [
+                bounded.verify_share(projected[s][index], proofs[c][s], coins, limit, s == 0)
+                for s in (0, 1)
+            ]
+        except ValueError:
+            continue
+        if bounded.accept(*answers):
+            valid.append(c)
+    return valid

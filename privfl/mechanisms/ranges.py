@@ -114,7 +114,10 @@ def secure_noise_norm(config: HflConfig, bound: float, dims: int) -> float:
     if not config.secure_aggregation or not math.isfinite(bound):
         return 0.0
     step = skellam.grid_step(bound)
-    sigma = config.ddp_noise * skellam.l2_sensitivity(dims) * step / max(2, config.secagg_group)
+    # with secagg_bounds the report is a mean of at least one input carrying both servers'
+    # noise (variance 2·(z·Δ₂)²): the bound of one input, every valid client count
+    share = 2**-0.5 if config.secagg_bounds else max(2, config.secagg_group)
+    sigma = config.ddp_noise * skellam.l2_sensitivity(dims) * step / share
     return subgaussian_norm(sigma, dims) + step * math.sqrt(dims)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+from randomgen import AESCounter
 
 from privfl.mechanisms.accountants import rdp_to_epsilon
 from privfl.mechanisms.noise import NoiseSource, randomized_round
@@ -44,6 +45,17 @@ def grid_step(bound: float) -> float:
 def l2_sensitivity(dims: int) -> float:
     """``Δ₂`` of a quantized update, in grid steps: the bound plus the rounding's ``√d``."""
     return LEVELS + math.sqrt(dims)
+
+
+def stream(source: NoiseSource) -> NoiseSource:
+    """A generator for one client's many draws: AES-128-CTR keyed by 128 bits of ``source``.
+
+    The key comes from ``source``'s own stream, so a private source gives a key from the
+    OS CSPRNG and a seeded (research) source a reproducible one, on the same code path.
+    """
+    key = int.from_bytes(source.rng.bytes(16), "big")
+    rng = np.random.Generator(AESCounter(key=key))
+    return NoiseSource(rng, seeded=source.seeded, exact=source.exact)
 
 
 def quantize(update: np.ndarray, bound: float, source: NoiseSource) -> np.ndarray:

@@ -15,7 +15,13 @@ from privfl.config.horizontal import HflConfig
 from privfl.errors import PrivacyBudgetExceeded
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
-from privfl.learning.secure_round import DISTRIBUTED_ASSUMPTIONS, secure_round
+from privfl.learning.secure_round import (
+    BOUNDED_ASSUMPTIONS,
+    DISTRIBUTED_ASSUMPTIONS,
+    RoundInput,
+    bounded_round,
+    secure_round,
+)
 from privfl.mechanisms.noise import private_source
 from privfl.mechanisms.skellam import SkellamAccountant
 from privfl.parties.horizontal.outputs import Recorder, chance_level
@@ -46,8 +52,10 @@ def run_experiment(
         clients = [c for c in asked if engine.joins(config, c, round_, source)]
         indices = engine.report_indices(setup, last_update, round_)
         reports = engine.client_reports(setup, clients, weights, indices, round_, source)
-        if config.secure_aggregation:  # the aggregator sees only the group sums
-            reports = secure_round(setup, clients, reports, weights, round_, source, accountant)
+        if config.secure_aggregation:  # the aggregator sees only (group) sums
+            secure = bounded_round if config.secagg_bounds else secure_round
+            parts = RoundInput(setup, clients, reports, weights, round_, source)
+            reports = secure(parts, accountant)
         # with a Shuffler the aggregator cannot tell who reported: book every asked client
         reported = None if config.shuffler else clients
         new, _ = close_round(
@@ -58,5 +66,7 @@ def run_experiment(
     extra: dict[str, Any] = {"device": str(setup.device), "transport": "in-process"}
     if config.secure_aggregation:
         extra["epsilon_distributed"] = accountant.epsilon()
-        extra["epsilon_distributed_assumptions"] = DISTRIBUTED_ASSUMPTIONS
+        extra["epsilon_distributed_assumptions"] = (
+            BOUNDED_ASSUMPTIONS if config.secagg_bounds else DISTRIBUTED_ASSUMPTIONS
+        )
     return recorder.summary(ledger, stop_reason, extra)

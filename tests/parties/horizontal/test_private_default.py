@@ -34,6 +34,9 @@ def test_run_local_is_private_unless_a_job_file_or_an_option_chooses() -> None:
     config = build_config(None, opts)
     assert config.local_dp == PRIVATE_DEFAULT["local_dp"] == "dpsgd"
     assert config.local_noise == PRIVATE_DEFAULT["local_noise"]
+    assert config.clients == PRIVATE_DEFAULT["clients"] == 10  # fewer, larger clients
+    given = _opts(clients=30)
+    assert private_by_default(None, given) and build_config(None, given).clients == 30
     for chosen in (_opts(local_dp="none"), _opts(mechanism="pnpm"), _opts(local_noise=2.0)):
         assert not private_by_default(None, chosen)
         assert build_config(None, chosen).local_dp in ("none", None) or chosen["local_dp"]
