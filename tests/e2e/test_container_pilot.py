@@ -79,11 +79,12 @@ def lean_image() -> str:
 
 
 def test_the_relayed_pilot_trains_to_the_end_in_containers(tmp_path: Path, lean_image: str) -> None:
-    # Prepare: a 512-bit kit (test-sized keys behind their flag), label DP off; 4 epochs:
-    # pilot.sh reads listeners and health after the Host's first, while three remain.
+    # Prepare: a 512-bit kit (test-sized keys behind their flag), label DP off; 8 epochs:
+    # pilot.sh reads listeners and health after the Host's first, and `privfl health` must
+    # still find every site training (with 4, the Server had ended first at load 28).
     work = tmp_path / "pilot"
     env = os.environ | {"PILOT_TAG": f"pfl-test-{os.getpid()}"}
-    init = ["--key-bits", "512", "--allow-weak-keys", "--epochs", "4"]
+    init = ["--key-bits", "512", "--allow-weak-keys", "--epochs", "8"]
     init += ["--label-epsilon", "inf", "--timeout", "120"]
 
     # Act
