@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import tempfile
@@ -54,6 +55,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item._nodeid = item.nodeid + suffix
 
 
+# The container pilot's group (tests/e2e/test_container_pilot.py): its image build holds
+# one worker for minutes, so it starts first, beside everything else on the other worker.
+FIRST_GROUP = "containers"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup``, the scheduler that hands out ``FIRST_GROUP`` first.
+
+    pytest-xdist queues the groups by their number of tests, most first, and the tests
+    with no group after them; a group of two long tests would start late and end the run
+    on one worker alone.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FirstGroupFirst(LoadGroupScheduling):
+        def _assign_work_unit(self, node: Any) -> None:
+            if FIRST_GROUP in self.workqueue:
+                self.workqueue.move_to_end(FIRST_GROUP, last=False)
+            super()._assign_work_unit(node)
+
+    return FirstGroupFirst(config, log)
+
+
+@contextlib.contextmanager
+def _turn(item: pytest.Item) -> Iterator[None]:
+    """Hold this run's test lock: shared, or exclusive for a test marked ``serial``."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of a run
+    if run is None:
+        yield
+        return
+    fd = os.open(Path(tempfile.gettempdir()) / f"privfl-tests-{run}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        alone = item.get_closest_marker("serial") is not None
+        fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)
+        fcntl.lockf(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH, 1, 1)
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+        yield
+    finally:
+        os.close(fd)  # releases this worker's locks
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
     """A test marked ``serial`` runs while no other worker runs a test.
@@ -63,20 +107,25 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     ours. The locks span the whole protocol, so a module's shared runs made for the next
     test wait too. Every test holds byte 1 of a file of this run shared, a serial one
     exclusively; all pass byte 0 (a turnstile) first, so a waiting serial test keeps new
-    tests from starting before it.
+    tests from starting before it. A test marked ``containers`` holds it for its call
+    only (``pytest_runtest_call``): its setup builds the images (debootstrap, pip; mostly
+    downloads and unpacking, minutes on a fresh machine), other work of the machine's
+    kind that a serial test's bounds allow for, and holding the lock through it would
+    stop the other worker at its first serial test until the build ends.
     """
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of a run
-    if run is None:
+    if item.get_closest_marker("containers") is not None:
         return (yield)
-    fd = os.open(Path(tempfile.gettempdir()) / f"privfl-tests-{run}.lock", os.O_RDWR | os.O_CREAT)
-    try:
-        alone = item.get_closest_marker("serial") is not None
-        fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)
-        fcntl.lockf(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH, 1, 1)
-        fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+    with _turn(item):
         return (yield)
-    finally:
-        os.close(fd)  # releases this worker's locks
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[object]:
+    """A ``containers`` test's body holds the lock its protocol did not (above)."""
+    if item.get_closest_marker("containers") is None:
+        return (yield)
+    with _turn(item):
+        return (yield)
 
 
 @pytest.fixture(autouse=True)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Build privfl's two images from this checkout, with no registry pull:
-#   1. a Debian 12 base made by `debootstrap --variant=minbase` (python3 and venv only),
-#      its tarball cached, imported locally as localhost/privfl-base:bookworm;
+#   1. a Debian 12 base, minbase with python3 and venv only, made by mmdebstrap where it is
+#      installed (parallel downloads, no fsyncs: faster, docs/deploy.md §13) or else by
+#      debootstrap; its tarball cached, imported locally as localhost/privfl-base:bookworm;
 #   2. localhost/privfl:lean  — the vertical parties, the Server, the relay, the tools;
 #      localhost/privfl:torch — the same plus CPU torch, for the horizontal roles.
 # Usage: deploy/containers/build.sh [base|lean|torch|all]   (default: all)
-# Needs root (debootstrap), podman, and Debian's and PyPI's mirrors. Rebuilds reuse the
-# cached tarball and podman's layer cache: only a changed layer is rebuilt.
+# Needs root (mmdebstrap or debootstrap), podman, and Debian's and PyPI's mirrors. Rebuilds
+# reuse the cached tarball and podman's layer cache: only a changed layer is rebuilt.
 # Environment: PRIVFL_CONTAINER_CACHE (default ~/.cache/privfl/containers),
 # DEBIAN_MIRROR (default http://deb.debian.org/debian), TORCH_VERSION (default 2.13.0).
 set -euo pipefail
@@ -22,9 +23,9 @@ podman=(podman --runtime runc --cgroup-manager=cgroupfs)
 case "$which" in base|lean|torch|all) ;; *) echo "build.sh: unknown image '$which' (base, lean, torch or all)" >&2; exit 2 ;; esac
 mkdir -p "$cache"
 
-for tool in podman debootstrap; do
-  command -v "$tool" >/dev/null || { echo "build.sh: $tool is not installed (apt-get install podman debootstrap runc)" >&2; exit 2; }
-done
+command -v podman >/dev/null || { echo "build.sh: podman is not installed (apt-get install podman runc mmdebstrap)" >&2; exit 2; }
+bootstrap="$(command -v mmdebstrap || command -v debootstrap)" \
+  || { echo "build.sh: neither mmdebstrap nor debootstrap is installed (apt-get install mmdebstrap)" >&2; exit 2; }
 
 seconds() { date +%s; }
 started=$(seconds)
@@ -32,12 +33,23 @@ started=$(seconds)
 if ! "${podman[@]}" image exists "$base"; then
   tarball="$cache/bookworm-minbase.tar"
   if [ ! -s "$tarball" ]; then
-    echo "build.sh: debootstrap (minbase) into a fresh folder; cached as $tarball" >&2
+    tool="$(basename "$bootstrap")"
+    echo "build.sh: $tool (minbase) into a fresh folder; cached as $tarball" >&2
     rootfs="$(mktemp -d "$cache/rootfs.XXXXXX")"
     trap 'rm -rf "$rootfs"' EXIT
-    debootstrap --variant=minbase --include=python3,python3-venv bookworm "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1 \
-      || { echo "build.sh: debootstrap failed; see $cache/debootstrap.log" >&2; exit 1; }
-    # What a container never needs: apt's lists and caches, docs, man pages, locales.
+    # The same packages either way (mmdebstrap's merged-usr hook installs usr-is-merged, as
+    # debootstrap does, not usrmerge and its perl), the same sources.list for the build
+    # stage; dpkg skips its fsyncs (a throwaway folder) and the files removed below.
+    opts=()
+    [ "$tool" = mmdebstrap ] && opts=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
+      --dpkgopt=force-unsafe-io --dpkgopt='path-exclude=/usr/share/doc/*'
+      --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
+      --dpkgopt='path-exclude=/usr/share/locale/*')
+    "$bootstrap" --variant=minbase --include=python3,python3-venv ${opts[@]+"${opts[@]}"} bookworm "$rootfs" "$mirror" >"$cache/$tool.log" 2>&1 \
+      || { echo "build.sh: $tool failed; see $cache/$tool.log" >&2; exit 1; }
+    # What a container never needs: apt's lists and caches, docs, man pages, locales (and
+    # mmdebstrap's dpkg options, which were for this folder only).
+    rm -f "$rootfs/etc/dpkg/dpkg.cfg.d/99mmdebstrap"
     rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
       "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*
     tar --numeric-owner -C "$rootfs" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"

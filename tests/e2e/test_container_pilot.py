@@ -1,17 +1,18 @@
 """The relayed pilot of docs/deploy.md §2a as containers (deploy/containers/).
 
-deploy/containers/build.sh builds the lean image from this checkout (a debootstrapped
-Debian base, imported locally: no registry pull; cached, so a rebuild reuses every
-layer that did not change), and deploy/containers/pilot.sh runs the relay, the Server,
-the Host and a guest in it, each site alone on an internal podman network that only
-the relay joins. The run must train to the end; while the Host trains, `ss -ltn` in
-each site's network namespace shows no listener and `privfl health` in each site's
-container says ``training``; the model must equal the plaintext oracle for the same
-job and run (label DP off), which is what the process pilot
+deploy/containers/build.sh builds the lean image from this checkout (a Debian base made
+by mmdebstrap or debootstrap, imported locally: no registry pull; cached, so a rebuild
+reuses every layer that did not change), and deploy/containers/pilot.sh runs the relay,
+the Server, the Host and a guest in it, each site alone on an internal podman network
+that only the relay joins. The run must train to the end; while the Host trains,
+`ss -ltn` in each site's network namespace shows no listener and `privfl health` in each
+site's container says ``training``; the model must equal the plaintext oracle for the
+same job and run (label DP off), which is what the process pilot
 (tests/e2e/test_netns_relay.py) asserts of its model too.
 
-Needs Linux, root, podman, runc, debootstrap and nsenter; skipped with the reason where
-one is missing or podman cannot start a container here (.ci/run installs them).
+Needs Linux, root, podman, runc, mmdebstrap (or debootstrap) and nsenter; skipped with
+the reason where one is missing or podman cannot start a container here (.ci/run
+installs them).
 """
 
 from __future__ import annotations
@@ -34,18 +35,21 @@ BUILD = ROOT / "deploy" / "containers" / "build.sh"
 PILOT = ROOT / "deploy" / "containers" / "pilot.sh"
 PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager=cgroupfs"]
 SITES = ("server", "host", "guest-1")
-BUILD_SECONDS = 3600  # a fresh machine: debootstrap, then PyPI's wheels for the lean image
+BUILD_SECONDS = 3600  # a fresh machine: mmdebstrap, then PyPI's wheels for the lean image
 
-pytestmark = [pytest.mark.containers, pytest.mark.slow]
+# One worker builds the images for both tests, first of all (tests/conftest.py).
+pytestmark = [pytest.mark.containers, pytest.mark.slow, pytest.mark.xdist_group("containers")]
 
 
 def missing() -> str | None:
     """None when the images can be built and run here, else the reason to skip."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        return "the container pilot needs Linux and root (debootstrap, rootful podman)"
-    absent = [t for t in ("podman", "runc", "debootstrap", "nsenter") if not shutil.which(t)]
+        return "the container pilot needs Linux and root (mmdebstrap, rootful podman)"
+    absent = [t for t in ("podman", "runc", "nsenter") if not shutil.which(t)]
+    if not (shutil.which("mmdebstrap") or shutil.which("debootstrap")):
+        absent.append("mmdebstrap (or debootstrap)")
     if absent:
-        return f"not installed: {', '.join(absent)} (apt-get install podman runc debootstrap)"
+        return f"not installed: {', '.join(absent)} (apt-get install podman runc mmdebstrap)"
     return None
 
 
@@ -75,7 +79,9 @@ def lean_image() -> str:
 
 
 def test_the_relayed_pilot_trains_to_the_end_in_containers(tmp_path: Path, lean_image: str) -> None:
-    # Prepare: a 512-bit kit (test-sized keys behind their flag), label DP off.
+    # Prepare: a 512-bit kit (test-sized keys behind their flag), label DP off; 8 epochs:
+    # pilot.sh reads listeners and health after the Host's first, and `privfl health` must
+    # still find every site training (with 4, the Server had ended first at load 28).
     work = tmp_path / "pilot"
     env = os.environ | {"PILOT_TAG": f"pfl-test-{os.getpid()}"}
     init = ["--key-bits", "512", "--allow-weak-keys", "--epochs", "8"]

@@ -78,9 +78,14 @@ BUGS = {
 
 
 def make_kind_kit(folder: Path, options: list[str]) -> Path:
-    """A demo kit of the kind ``options`` choose, 512-bit keys, 3 epochs."""
+    """A demo kit of the kind ``options`` choose, 512-bit keys, 2 epochs.
+
+    Two epochs are what the guest and server scripts play; a host under test trains the
+    job's, and the host script checks its first batch and residual, and counts (every
+    epoch trained, a test request per epoch; no flipback is due before epoch 5).
+    """
     made = subprocess.run(
-        cli("init", "vfl", "--out", str(folder), *WEAK, "--epochs", "3", "--timeout", "20",
+        cli("init", "vfl", "--out", str(folder), *WEAK, "--epochs", "2", "--timeout", "20",
             *options),
         capture_output=True,
         text=True,
