@@ -82,3 +82,22 @@ def test_best_of_picks_the_least_or_the_asked_summary(monkeypatch: pytest.Monkey
     assert boost.best_of(lambda: None, 1, repeats=3) == 1.0
     monkeypatch.setattr(boost.time, "process_time", clock(ticks))
     assert boost.best_of(lambda: None, 1, repeats=3, pick=median) == 2.0
+
+
+def test_the_table_prints_the_ratio_at_the_least_costs_beside_the_judged_one() -> None:
+    from privfl.tools.bench.boost import render_boost
+
+    run = {
+        "instance_space": "shared", "obfuscation": "djn", "trees": 3,
+        "steady_tree_seconds": 2.0, "floor_tree_seconds": 1.0, "ratio_to_floor": 2.0,
+        "cpu_per_tree": 2.4, "cpu_ratio": 1.2, "cpu_ratio_at_least_costs": 1.62,
+        "encryptions": 30, "decryptions": 6, "guest_additions": 300, "auc": 0.9,
+    }  # fmt: skip
+    report = {
+        "key_bits": 1024, "cores": 2, "load_before": [3.0], "load_after": [5.0],
+        "model": {"trees": 3, "depth": 3, "bins": 32, "learning_rate": 0.3},
+        "workloads": [{"name": "breast_cancer", "reference_auc": 0.9, "runs": [run]}],
+    }  # fmt: skip
+    header, row = render_boost(report).splitlines()[1:3]
+    assert header.split()[7:11] == ["CPU", "ratio", "at", "least"]
+    assert row.split()[7:9] == ["1.20", "1.62"]
