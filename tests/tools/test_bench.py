@@ -276,3 +276,13 @@ def test_each_run_is_judged_at_the_prices_measured_around_it(
         dict.fromkeys(("powmod_r_n", "djn_obfuscation", "decrypt"), 2e-3)
     )
     assert result.as_dict()["primitives_cpu_seconds"] == result.primitives_cpu
+
+
+def test_a_primitive_is_priced_at_its_median_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privfl.tools.bench import stages
+
+    # Five rounds of two calls each take 2, 2, 20 (a neighbour's burst), 4 and 4 s.
+    ticks = iter([0, 2, 10, 12, 20, 40, 50, 54, 60, 64])
+    price = stages.per_call(lambda: None, 10, lambda: float(next(ticks)), repeats=5)
+    # Per call 1, 1, 10, 2, 2 s: the median, 2, not the burst-inflated mean (3.2).
+    assert price == pytest.approx(2.0)

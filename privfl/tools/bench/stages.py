@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -203,13 +204,22 @@ def fate_epoch(workload: Workload, bits: int, max_rows: int) -> EpochTimes | Non
 
 
 def per_call(
-    func: Callable[[], object], count: int, clock: Callable[[], float] = time.perf_counter
+    func: Callable[[], object],
+    count: int,
+    clock: Callable[[], float] = time.perf_counter,
+    repeats: int = 5,
 ) -> float:
-    """Mean seconds of one call over ``count`` calls, by ``clock`` (wall time by default)."""
-    start = clock()
-    for _ in range(count):
-        func()
-    return (clock() - start) / count
+    """Seconds of one call by ``clock`` (wall time by default): the median over ``repeats``
+    rounds of the mean over ``count // repeats`` calls each (a round that a neighbour's
+    burst slowed does not set the price)."""
+    each = max(1, count // repeats)
+    means = []
+    for _ in range(repeats):
+        start = clock()
+        for _ in range(each):
+            func()
+        means.append((clock() - start) / each)
+    return float(statistics.median(means))
 
 
 def primitives(
@@ -222,7 +232,8 @@ def primitives(
 
     ``time.process_time`` as the ``clock`` gives CPU seconds, which a busy machine does
     not inflate: the floor of the load-proof CPU ratios. About 0.1 s of work per
-    primitive at 1024 bits (0.25–0.4 s at 2048), so that one slow call does not set the price.
+    primitive at 1024 bits (0.25–0.4 s at 2048) in five rounds, priced at the median round
+    (:func:`per_call`), so that one slow call or round does not set the price.
     """
     [c] = public.encrypt([1])
     djn_key.fresh_noise(1)  # build the fixed-base table outside the timing
