@@ -174,7 +174,8 @@ def test_report_prints_cpu_ratio_next_to_every_wall_ratio() -> None:
     text = render(report)
 
     assert "standard CPU s per epoch (every party and worker) / floor CPU s: x1.10" in text
-    assert "(4.40 over 4.00, Xᵀ[[d]] 0.00 of it; without it x1.10; wall x5.00)" in text
+    assert "(4.40 over 4.00, Xᵀ[[d]], the loss's dot and packing 0.00 of it; " in text
+    assert "without them x1.10; wall x5.00)" in text
     assert "djn      CPU s per epoch (every party and worker) / floor CPU s: x2.20" in text
     assert "load average 7.50 on 2 cores after the runs: busy" in text
     assert "yes  standard within 15% of floor (judged on CPU, machine busy)" in text
@@ -216,19 +217,72 @@ def test_data_holders_get_the_engine_and_workers_the_bench_was_given() -> None:
     assert Workers(2, cuda=True).args() == ["--workers", "2", "--engine", "cuda"]
 
 
-def test_the_cpu_floor_counts_the_epochs_matvec() -> None:
+def test_the_cpu_floor_counts_the_epochs_matvec_loss_dot_and_packing() -> None:
     from privfl.crypto.paillier import generate_keypair
     from privfl.tools.bench import stages
     from privfl.tools.bench.report import cpu_floors
 
     public, _ = generate_keypair(256)
     workload = synthetic(40, 6)
-    matvec = stages.matvec_cpu(workload, public)
+    calls: list[str] = []
+    # Every arithmetic step the epoch needs besides obfuscations and decryptions is timed.
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("matvec_t", "dot"):
+            method = getattr(type(public), name)
+            patch.setattr(
+                type(public),
+                name,
+                lambda self, *a, m=method, n=name: calls.append(n) or m(self, *a),
+            )
+        patch.setattr(stages.packing, "pack", lambda k, c, p=stages.packing.pack: calls.append(
+            "pack") or p(k, c))  # fmt: skip
+        matvec = stages.matvec_cpu(workload, public)
     primitive = {"powmod_r_n": 1e-3, "djn_obfuscation": 2e-4, "decrypt": 5e-4}
     before = cpu_floors(workload, public.n, primitive)
     after = cpu_floors(workload, public.n, primitive, matvec)
 
     assert matvec > 0
+    assert sorted(calls) == ["dot", "matvec_t", "matvec_t", "pack", "pack"]
     for kind in ("standard", "djn"):
         assert after[kind] == pytest.approx(before[kind] + matvec)
         assert after[f"{kind}_without_matvec"] == pytest.approx(before[kind])
+
+
+def test_each_run_is_judged_at_the_prices_measured_around_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from privfl.crypto.paillier import generate_keypair
+    from privfl.tools.bench import report as bench_report
+    from privfl.tools.bench import runs, stages
+
+    # Prepare: primitives that cost 1 ms before the run and 3 ms after it (the load rose).
+    prices = iter([1e-3, 3e-3])
+    monkeypatch.setattr(
+        stages, "primitives", lambda *a, **k: dict.fromkeys(
+            ("powmod_r_n", "djn_obfuscation", "decrypt"), next(prices))
+    )  # fmt: skip
+    done = RunResult("djn", [3.0, 2.0], 5.0, {}, 0.9, [9.0, 4.0])
+    monkeypatch.setattr(runs, "run_parties", lambda *a, **k: done)
+    public, private = generate_keypair(256)
+    keys = (public, private, public)
+
+    # Act
+    result = bench_report._real_run(
+        synthetic(40, 6), keys, "djn", (2, 0), tmp_path, runs.Workers(2), lambda _: None
+    )
+
+    # Assert: the run's floor is priced at the mean of the two measurements.
+    assert result.primitives_cpu == pytest.approx(
+        dict.fromkeys(("powmod_r_n", "djn_obfuscation", "decrypt"), 2e-3)
+    )
+    assert result.as_dict()["primitives_cpu_seconds"] == result.primitives_cpu
+
+
+def test_a_primitive_is_priced_at_its_median_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    from privfl.tools.bench import stages
+
+    # Five rounds of two calls each take 2, 2, 20 (a neighbour's burst), 4 and 4 s.
+    ticks = iter([0, 2, 10, 12, 20, 40, 50, 54, 60, 64])
+    price = stages.per_call(lambda: None, 10, lambda: float(next(ticks)), repeats=5)
+    # Per call 1, 1, 10, 2, 2 s: the median, 2, not the burst-inflated mean (3.2).
+    assert price == pytest.approx(2.0)

@@ -72,7 +72,8 @@ def cpu_floors(
 
     The same counts as :func:`floors`, priced in CPU seconds per primitive
     (``time.process_time``): what a busy machine cannot inflate; plus ``matvec``, the
-    epoch's ``Xᵀ[[d]]`` measured inline (0: the floor of obfuscations and decryptions
+    epoch's ``Xᵀ[[d]]``, the loss's dot product and the gradients' packing measured
+    inline (:func:`stages.matvec_cpu`; 0: the floor of obfuscations and decryptions
     alone, as before, reported beside it as ``*_without_matvec``).
     """
     counts = protocol_counts(w, n)
@@ -180,7 +181,7 @@ def run_bench(
             log(w.describe())
             variants = [] if runs_only else in_process(w, keys, cores, naive_rows, log)
             real = [
-                _real_run(w, bits, obfuscation, (epochs, batch_size), out, workers, log)
+                _real_run(w, keys, obfuscation, (epochs, batch_size), out, workers, log)
                 for obfuscation in obfuscations
             ]
             data = _dataset(w, report, variants, real, keys[0].n, cores)
@@ -195,19 +196,30 @@ def run_bench(
 
 def _real_run(
     w: Workload,
-    bits: int,
+    keys: tuple[Any, Any, Any],
     obfuscation: str,
     schedule: tuple[int, int],
     out: Path,
     workers: runs.Workers,
     log: Log,
 ) -> runs.RunResult:
-    """One real run of ``schedule`` = (epochs, batch size) on ``workers``."""
+    """One real run of ``schedule`` = (epochs, batch size) on ``workers``, with the CPU price
+    of each primitive measured just before and just after it.
+
+    The run's floor is priced at the mean of the two: CPU seconds per operation move with
+    the machine's load (shared caches, the neighbours' jobs), so prices taken minutes
+    earlier, under another load, would judge the run by the wrong yardstick, in either
+    direction.
+    """
     epochs, batch_size = schedule
     where = f"on Ray at {workers.ray_address}" if workers.ray_address else "in process pools"
     log(f"privfl vfl parties as processes, {obfuscation}, {epochs} epochs on {w.name}, {where}")
     path = out / w.name / obfuscation
-    return runs.run_parties(w, bits, obfuscation, epochs, path, workers, batch_size)
+    before = stages.primitives(*keys, clock=time.process_time)
+    result = runs.run_parties(w, keys[0].bits, obfuscation, epochs, path, workers, batch_size)
+    after = stages.primitives(*keys, clock=time.process_time)
+    result.primitives_cpu = {k: (before[k] + after[k]) / 2 for k in before}
+    return result
 
 
 def _relayed_run(
@@ -240,6 +252,10 @@ def _dataset(
     matvec = stages.matvec_cpu(w, PublicKey(n))
     floor = floors(w, n, primitive, cores, report["obfuscations_per_second"][str(cores)], matvec)
     floor_cpu = cpu_floors(w, n, primitive_cpu, matvec)
+    for run in real:  # each run's own floor, priced around it (_real_run)
+        own = cpu_floors(w, n, run.primitives_cpu or primitive_cpu, matvec)
+        kind = run.obfuscation
+        floor_cpu |= {kind: own[kind], f"{kind}_without_matvec": own[f"{kind}_without_matvec"]}
     loaded = busy(max(report["load_average"][0], os.getloadavg()[0]), os.cpu_count() or 1)
     naive = variants[0].epoch if variants else None
     return {
@@ -364,7 +380,8 @@ def render(report: dict[str, Any]) -> str:
             f"  {run['obfuscation']:<8} CPU s per epoch (every party and worker) / floor CPU s: "
             f"x{data['acceptance']['cpu_over_floor'][run['obfuscation']]:.2f} "
             f"({run['steady_epoch_cpu_seconds']:.2f} over {cpu_floor[run['obfuscation']]:.2f}, "
-            f"Xᵀ[[d]] {cpu_floor.get('matvec', 0.0):.2f} of it; without it x"
+            f"Xᵀ[[d]], the loss's dot and packing {cpu_floor.get('matvec', 0.0):.2f} of it; "
+            "without them x"
             f"{run['steady_epoch_cpu_seconds'] / _without(cpu_floor, run['obfuscation']):.2f}; "
             f"wall x{run['steady_epoch_seconds'] / floor[run['obfuscation']]:.2f})"
             for run in data["runs"]

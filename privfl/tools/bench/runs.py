@@ -39,6 +39,9 @@ class RunResult:
     per_party: dict[str, dict[str, float]] = field(default_factory=dict)  # MiB, CPU s
     accuracy: float | None = None
     epoch_cpu_seconds: list[float] = field(default_factory=list)  # every process, per epoch
+    # CPU seconds per primitive, the mean of measurements just before and just after the run
+    # (report.priced_run): the floor's prices under the load the run itself had
+    primitives_cpu: dict[str, float] = field(default_factory=dict)
 
     @property
     def steady_epoch(self) -> float:
@@ -62,6 +65,7 @@ class RunResult:
             "accuracy": self.accuracy,
             "epoch_cpu_seconds": self.epoch_cpu_seconds,
             "steady_epoch_cpu_seconds": self.steady_epoch_cpu,
+            "primitives_cpu_seconds": self.primitives_cpu,
         }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -203,13 +204,22 @@ def fate_epoch(workload: Workload, bits: int, max_rows: int) -> EpochTimes | Non
 
 
 def per_call(
-    func: Callable[[], object], count: int, clock: Callable[[], float] = time.perf_counter
+    func: Callable[[], object],
+    count: int,
+    clock: Callable[[], float] = time.perf_counter,
+    repeats: int = 5,
 ) -> float:
-    """Mean seconds of one call over ``count`` calls, by ``clock`` (wall time by default)."""
-    start = clock()
-    for _ in range(count):
-        func()
-    return (clock() - start) / count
+    """Seconds of one call by ``clock`` (wall time by default): the median over ``repeats``
+    rounds of the mean over ``count // repeats`` calls each (a round that a neighbour's
+    burst slowed does not set the price)."""
+    each = max(1, count // repeats)
+    means = []
+    for _ in range(repeats):
+        start = clock()
+        for _ in range(each):
+            func()
+        means.append((clock() - start) / each)
+    return float(statistics.median(means))
 
 
 def primitives(
@@ -221,30 +231,41 @@ def primitives(
     """Seconds per primitive: the standard obfuscation powmod, a DJN one, a decryption.
 
     ``time.process_time`` as the ``clock`` gives CPU seconds, which a busy machine does
-    not inflate: the floor of the load-proof CPU ratios.
+    not inflate: the floor of the load-proof CPU ratios. About 0.1 s of work per
+    primitive at 1024 bits (0.25–0.4 s at 2048) in five rounds, priced at the median round
+    (:func:`per_call`), so that one slow call or round does not set the price.
     """
     [c] = public.encrypt([1])
     djn_key.fresh_noise(1)  # build the fixed-base table outside the timing
     return {
-        "powmod_r_n": per_call(lambda: obfuscators(public.n, 1), 20, clock),
-        "djn_obfuscation": per_call(lambda: djn_key.fresh_noise(1), 40, clock),
-        "decrypt": per_call(lambda: private.decrypt([c]), 40, clock),
+        "powmod_r_n": per_call(lambda: obfuscators(public.n, 1), 40, clock),
+        "djn_obfuscation": per_call(lambda: djn_key.fresh_noise(1), 200, clock),
+        "decrypt": per_call(lambda: private.decrypt([c]), 100, clock),
     }
 
 
 def matvec_cpu(workload: Workload, public: PublicKey) -> float:
-    """CPU seconds of one epoch's ``Xᵀ[[d]]`` (the Host's columns and bias, the guest's), inline.
+    """CPU seconds of one epoch's multi-exponentiations and packing, inline on one core.
 
     Arithmetic every epoch of the protocol needs, like the obfuscations and decryptions:
-    the floor's third term, measured on fresh ciphertexts of the workload's row count.
+    ``Xᵀ[[d]]`` (the Host's columns and bias, the guest's), the Host's loss term
+    ``Σ_i w_i·[[Z_i]]`` (one more multi-exponentiation over the rows, learning/kinds) and
+    the Horner packing of both gradients (crypto.packing) — the floor's third term,
+    measured on fresh ciphertexts of the workload's row count.
     """
     x_h = _with_bias(workload.host.x_train)
     exp_h, exp_g = to_exponents(x_h, DATA_BITS), to_exponents(workload.guest.x_train, DATA_BITS)
+    theta_h, _ = _weights(workload)
+    assert workload.host.y_train is not None
+    z_host = x_h @ theta_h
+    signed = 2.0 * workload.host.y_train - 1.0
+    loss_weights = to_exponents(2.0 * z_host - 4.0 * signed, DATA_BITS).tolist()
     # Distinct full-size ciphertexts; the multiplications cost the same whatever they encrypt.
     residual = public.encrypt_with_noise(list(range(len(x_h))), obfuscators(public.n, 1) * len(x_h))
     start = time.process_time()
-    public.matvec_t(exp_h, residual)
-    public.matvec_t(exp_g, residual)
+    for exps in (exp_h, exp_g):
+        packing.pack(public, public.matvec_t(exps, residual))
+    public.dot(residual, loss_weights)
     return time.process_time() - start
 
 
