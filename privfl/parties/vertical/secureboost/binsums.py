@@ -31,17 +31,18 @@ def column_sums(nsquare: int, cts: Sequence[int], binned: np.ndarray, bins: int)
     """
     n2, one = mpz(nsquare), mpz(1)
     values = [mpz(c) for c in cts]
+    columns = binned.T.tolist()
     out: list[int] = []
-    at, width = 0, binned.shape[1]
-    while at < width:
-        if at + 1 < width:
+    at = 0
+    while at < len(columns):
+        if at + 1 < len(columns) and len(values) > bins * bins // 2:
             cell = binned[:, at] * bins + binned[:, at + 1]
             if pays(cell, bins):
                 out += pair_sums(values, cell.tolist(), bins, n2, one)
                 at += 2
                 continue
         acc: list[Any] = [one] * bins
-        for c, b in zip(values, binned[:, at].tolist(), strict=True):
+        for c, b in zip(values, columns[at], strict=True):
             acc[b] = acc[b] * c % n2
         out.extend(int(v) for v in acc)
         at += 1
@@ -51,7 +52,8 @@ def column_sums(nsquare: int, cts: Sequence[int], binned: np.ndarray, bins: int)
 def pays(cell: np.ndarray, bins: int) -> bool:
     """Whether the pair's saving (``rows − non-empty cells`` multiplications) exceeds the
     cost of walking its ``bins²`` cells, counted as half a multiplication each."""
-    return len(cell) - len(np.unique(cell)) > bins * bins // 2
+    filled = int(np.count_nonzero(np.bincount(cell, minlength=bins * bins)))
+    return len(cell) - filled > bins * bins // 2
 
 
 def pair_sums(
