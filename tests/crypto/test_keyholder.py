@@ -72,5 +72,20 @@ def test_powers_match_powmod_for_every_exponent_length() -> None:
     p2, rows = keyholder._table(p)
     gamma = int(rows[0][1])
 
-    for x in (0, 1, 255, 256, 2**64 + 3, p - 2):
-        assert keyholder.power(p, x) == pow(gamma, x, int(p2))
+    exponents = [0, 1, 255, 256, 2**64 + 3, p - 2]
+
+    assert keyholder.powers(p, exponents) == [pow(gamma, x, int(p2)) for x in exponents]
+    assert [keyholder.power(p, x) for x in exponents] == keyholder.powers(p, exponents)
+    assert keyholder.powers(p, []) == []
+
+
+def test_a_batch_of_obfuscators_is_fresh_n_th_residues() -> None:
+    pub, priv = generate_keypair(512)
+    p, q = private_primes(priv)
+
+    batch = keyholder.obfuscators(pub.n, p, q, 40)
+
+    # two equal draws out of 40 from ~2^500 n-th residues: probability below 2^-480
+    assert len(set(batch)) == 40
+    assert priv.decrypt(batch) == [0] * 40
+    assert all(pow(r, (p - 1) * (q - 1), pub.n**2) == 1 for r in batch)

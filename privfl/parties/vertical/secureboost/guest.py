@@ -36,6 +36,7 @@ from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce, rows_digest
 from privfl.parties.vertical.secureboost import hidden, proofs, reveal
+from privfl.parties.vertical.secureboost.binsums import column_sums
 from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of, receive_key
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
@@ -322,19 +323,6 @@ def pack_split(state: GuestBoost, sums: list[int], layout: Layout, span: int = 1
 def pack_block(nsquare: int, sums: list[int], rows: int, key_bits: int, span: int) -> list[int]:
     """Worker task: one block of whole packing groups."""
     return pack_sums(sums, Layout(rows, key_bits), nsquare, span)
-
-
-def column_sums(nsquare: int, cts: list[int], binned: np.ndarray, bins: int) -> list[int]:
-    """Worker task: the bin products of a block of columns (column-major, then bin)."""
-    n2 = mpz(nsquare)
-    values = [mpz(c) for c in cts]
-    out: list[int] = []
-    for column in binned.T.tolist():
-        acc: list[Any] = [mpz(1)] * bins
-        for c, b in zip(values, column, strict=True):
-            acc[b] = acc[b] * c % n2
-        out.extend(int(v) for v in acc)
-    return out
 
 
 def on_split(state: GuestBoost, msg: BoostSplit) -> BoostPartition:
