@@ -67,6 +67,10 @@ def test_run_local_writes_every_output(tmp_path: Path, guests: int) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) >= SUMMARY_KEYS
     assert summary["guests"] == guests and summary["epochs"] == 3 and summary["key_bits"] == 512
+    # Fresh flips (ε = 8) and a fresh private start: the plaintext twin over 5,000 draws
+    # (benchmarks/assert_tails.py glm-cli-3-*; full batches, so 1 and 2 guests agree) ends
+    # at loss 0.357 median, 0.383 at most (0.5: 24 sd above the mean), accuracy median
+    # 0.944, minimum 0.895 (0.85: 8.6 sd below the mean).
     assert len(summary["loss_history"]) == 3 and summary["loss_history"][-1] < 0.5
     assert summary["accuracy"] > 0.85
     host = out / "host"
@@ -107,9 +111,13 @@ def test_without_label_dp_matches_central_logistic_regression(tmp_path: Path) ->
     summary = json.loads((out / "summary.json").read_text())
     baseline = central_baseline("breast_cancer", 0.25, 0)
     assert summary["flip"]["count"] == 0
-    # The Host's private start (learning/start.py) moves the 30-epoch model a little:
-    # 0.944-0.958 over 60 starts against sklearn's 0.958 (one test row is 0.007).
-    assert summary["accuracy"] >= baseline - 0.025, (summary["accuracy"], baseline)
+    # The Host's private start (learning/start.py) moves the 30-epoch model a little. Its
+    # plaintext twin over 20,000 starts (benchmarks/assert_tails.py glm-cli-30-inf) got
+    # 134 of the 143 test rows right 8 times, 135: 1,348, 136: 10,649, 137: 7,985, 138: 10
+    # (sklearn: 137). The bound fails at 131 or fewer: 134 was 168 times rarer than 135,
+    # and at no better a rate 131 comes once in 10^10 runs (133, the old bound 0.025 under,
+    # once in 400,000).
+    assert summary["accuracy"] >= baseline - 0.035, (summary["accuracy"], baseline)
 
 
 def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:

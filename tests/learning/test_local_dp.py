@@ -37,7 +37,10 @@ def test_private_local_training_learns_and_is_booked(method: str) -> None:
     )  # fmt: skip
     summary = run_experiment(cfg)
     plain = run_experiment(HflConfig(clients=4, rounds=3, local_epochs=1, batch_size=32, seed=1))
-    assert summary["accuracy"] > 0.3  # chance is 0.1
+    # chance is 0.1; with noise from the OS CSPRNG, 40 keyed draws of the DP-SGD arm
+    # (benchmarks/assert_tails.py hfl-local-dpsgd) scored median 0.84, minimum 0.70
+    # (0.3: 12.5 sd below the mean); FSDP's three scored 0.70-0.77
+    assert summary["accuracy"] > 0.3
     # the noisy path really ran: the test loss (a float over 450 rows) moved; accuracy
     # alone can coincide (both runs scored 0.8556 once)
     assert summary["loss_history"] != plain["loss_history"]

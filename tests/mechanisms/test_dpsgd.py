@@ -132,6 +132,9 @@ def test_private_training_learns_and_reports_its_epsilon(method: str) -> None:
     model = _model()
     cfg = PrivateTrainConfig(method=method, epsilon=8.0, epochs=3, batch_size=50, lr=0.5, rank=2)
     result = train_private(model, x[:300], y[:300], x[300:], y[300:], cfg)
+    # Noise and sample from the OS CSPRNG: over keyed draws (benchmarks/assert_tails.py
+    # train-private-*) DP-SGD scored median 0.92, minimum 0.87 of 40 (0.7: 12 sd below the
+    # mean), FSDP median 0.95, minimum 0.88 of 12 (0.7: 8.8 sd below).
     assert result["accuracy"] > 0.7
     assert result["epsilon"] == pytest.approx(8.0, abs=0.05)
     assert ("proven" in result["epsilon_source"]) == (method == "dpsgd")

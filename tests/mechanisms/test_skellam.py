@@ -14,12 +14,13 @@ from privfl.mechanisms.noise import private_source
 
 def test_shares_sum_to_the_target_variance() -> None:
     # 50 clients each add variance v/50; the sum's sample variance over 20,000
-    # coordinates is within 5 % of v (its relative sd is 1 %: 5 sd, failure < 1e-6)
+    # coordinates is within 6 % of v (its relative sd is 1 %: 6 sd, two-sided 2e-9),
+    # and its mean within 6 sd of 0 (2e-9): 4e-9 for the test, where 5 sd each was 1.1e-6
     source = private_source(exact=False)
     target = 1e6
     total = sum(skellam.skellam(20_000, target / 50, source) for _ in range(50))
-    assert abs(float(np.var(total)) / target - 1) < 0.05
-    assert total.dtype == np.int64 and abs(float(total.mean())) < 5 * math.sqrt(target / 20_000)
+    assert abs(float(np.var(total)) / target - 1) < 0.06
+    assert total.dtype == np.int64 and abs(float(total.mean())) < 6 * math.sqrt(target / 20_000)
 
 
 def test_quantization_is_unbiased_and_keeps_the_l2_bound() -> None:

@@ -165,8 +165,14 @@ def test_multiclass_sends_every_class_in_one_forward(
     data = party_data(job)
     rows = len(data[job.host].x_train)
 
-    # Act
-    hub = run(job, tmp_path)
+    # Act: the Host's start from a seeded generator (the same code as its CSPRNG draw;
+    # what is checked here is the messages' shape, not the start's privacy). From a fresh
+    # start one epoch's accuracy has a long lower tail: over 2,000 starts of the plaintext
+    # twin (benchmarks/assert_tails.py glm-wine-1-*) median 0.911, 0.1 % quantile 0.622,
+    # minimum 0.600, too near 0.5 to bound its chance below 1e-6. This seed's twin: 0.889.
+    hub = InMemoryHub()
+    results = run_resumable(job, tmp_path, label_seed=0, hub=hub)
+    assert not failures(results), failures(results)
 
     # Assert: one Forward per guest per batch, carrying rows × k scores (separable: the
     # guest's K basis values of each); the residual rows × k; per-class and macro metrics.
