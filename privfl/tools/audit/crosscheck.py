@@ -17,8 +17,9 @@ from privfl.tools.audit.chain import Line, Session
 
 RECEIVED = ("received", "refused")  # a refused message reached the receiver's log too
 SHARED = ("link", "kind", "round", "msg_id", "size")  # what both ends record of a message
-# sent to peers that may be gone already: may never be received
-BEST_EFFORT = {"abort", "audit_head"}
+# sent to peers that may be gone already: may never be received (a progress tick goes out
+# without waiting, and the last one may reach a peer that has just closed its inbox)
+BEST_EFFORT = {"abort", "audit_head", "progress"}
 STOPPED = "; or {} stopped before it arrived (its session did not end ok)"
 
 
