@@ -40,7 +40,7 @@ class RunResult:
     accuracy: float | None = None
     epoch_cpu_seconds: list[float] = field(default_factory=list)  # every process, per epoch
     # CPU seconds per primitive, the mean of measurements just before and just after the run
-    # (report.priced_run): the floor's prices under the load the run itself had
+    # (report._real_run): the floor's prices under the load the run itself had
     primitives_cpu: dict[str, float] = field(default_factory=dict)
 
     @property
