@@ -77,13 +77,7 @@ def best_of(
     CPU time, not wall time: on a shared machine other jobs stretch the wall clock
     more than the work an operation takes (though shared caches inflate CPU time too).
     """
-    means = []
-    for _ in range(repeats):
-        start = time.process_time()
-        for _ in range(count):
-            func()
-        means.append((time.process_time() - start) / count)
-    return pick(means)
+    return pick(stages.round_means(func, count, repeats, time.process_time))
 
 
 def unit_costs(

@@ -212,14 +212,20 @@ def per_call(
     """Seconds of one call by ``clock`` (wall time by default): the median over ``repeats``
     rounds of the mean over ``count // repeats`` calls each (a round that a neighbour's
     burst slowed does not set the price)."""
-    each = max(1, count // repeats)
+    return float(statistics.median(round_means(func, max(1, count // repeats), repeats, clock)))
+
+
+def round_means(
+    func: Callable[[], object], calls: int, repeats: int, clock: Callable[[], float]
+) -> list[float]:
+    """Seconds of one call by ``clock`` in each of ``repeats`` rounds of ``calls`` calls."""
     means = []
     for _ in range(repeats):
         start = clock()
-        for _ in range(each):
+        for _ in range(calls):
             func()
-        means.append((clock() - start) / each)
-    return float(statistics.median(means))
+        means.append((clock() - start) / calls)
+    return means
 
 
 def primitives(
