@@ -125,10 +125,7 @@ def costs_around(
     run's own load isolate what the parties do beyond the arithmetic, where the least
     cost of a quiet moment would count the neighbours' contention as our overhead.
     """
-    before = unit_costs(bits, rows, keys, statistics.median)
-    result = run()
-    after = unit_costs(bits, rows, keys, statistics.median)
-    return result, {k: (before[k] + after[k]) / 2 for k in before}
+    return stages.priced_around(lambda: unit_costs(bits, rows, keys, statistics.median), run)
 
 
 def reference_auc(w: Workload, params: sb.BoostParams) -> float:

@@ -215,10 +215,11 @@ def _real_run(
     where = f"on Ray at {workers.ray_address}" if workers.ray_address else "in process pools"
     log(f"privfl vfl parties as processes, {obfuscation}, {epochs} epochs on {w.name}, {where}")
     path = out / w.name / obfuscation
-    before = stages.primitives(*keys, clock=time.process_time)
-    result = runs.run_parties(w, keys[0].bits, obfuscation, epochs, path, workers, batch_size)
-    after = stages.primitives(*keys, clock=time.process_time)
-    result.primitives_cpu = {k: (before[k] + after[k]) / 2 for k in before}
+    result, prices = stages.priced_around(
+        lambda: stages.primitives(*keys, clock=time.process_time),
+        lambda: runs.run_parties(w, keys[0].bits, obfuscation, epochs, path, workers, batch_size),
+    )
+    result.primitives_cpu = prices
     return result
 
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -213,6 +213,20 @@ def per_call(
     rounds of the mean over ``count // repeats`` calls each (a round that a neighbour's
     burst slowed does not set the price)."""
     return float(statistics.median(round_means(func, max(1, count // repeats), repeats, clock)))
+
+
+R = TypeVar("R")
+
+
+def priced_around(
+    measure: Callable[[], dict[str, float]], run: Callable[[], R]
+) -> tuple[R, dict[str, float]]:
+    """``run()`` and the prices it is judged at: ``measure()`` just before and just after
+    it, averaged (prices move with the machine's load; the run's own load sets them)."""
+    before = measure()
+    result = run()
+    after = measure()
+    return result, {k: (before[k] + after[k]) / 2 for k in before}
 
 
 def round_means(
