@@ -74,14 +74,14 @@ def client_share(
     While the share's table fits, both come from one AES-256-CTR keystream keyed with 256
     bits of ``source``: per coordinate one word for the rounding (its top 53 bits as a
     uniform in [0, 1), numpy's ``random()`` formula) and one for the noise. AES-NI through
-    ``cryptography`` writes the 2·d words in about a fifth of the CPU of randomgen's
-    AESCounter, whose generator alone costs as much to set up.
+    ``cryptography`` writes the 2·d words in about a third of the CPU randomgen's
+    AESCounter takes for them and its set-up (88 against about 265 µs at d = 19,210).
     """
     values = np.asarray(update, dtype=np.float64)
     if not skellam_table.fits(variance):
         draws = stream(source)
-        quantized: np.ndarray = quantize(values, bound, draws)
-        return quantized + skellam(values.size, variance, draws)
+        wide: np.ndarray = quantize(values, bound, draws) + skellam(values.size, variance, draws)
+        return wide
     key = source.rng.bytes(32)
     encryptor = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
     words = np.frombuffer(encryptor.update(bytes(16 * values.size)), dtype="<u8")
