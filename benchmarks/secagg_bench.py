@@ -31,6 +31,19 @@ def train(setup: engine.Setup, clients: list[int], weights: torch.Tensor) -> tor
     return engine.train_clients(setup, clients, weights, 1, private_source(exact=False))
 
 
+def workload(
+    clients: int, rows: int, epochs: int, dropout: float
+) -> tuple[engine.Setup, torch.Tensor, list[int], set[int]]:
+    """The bench's setup (digits' MLP, z = 1, one group), its start, the clients, the dropped."""
+    config = HflConfig(
+        clients=clients, client_rows=rows, local_epochs=epochs, mechanism="none",
+        secure_aggregation=True, secagg_group=0, ddp_noise=1.0,
+    )  # fmt: skip
+    setup = engine.make_setup(config)
+    dropped = set(range(0, clients, round(1 / dropout))) if dropout else set()
+    return setup, get_flat(setup.model), list(range(clients)), dropped
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1000)
@@ -40,16 +53,9 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=10_000, help="clients of the unmasking run")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    config = HflConfig(
-        clients=args.clients, client_rows=args.rows, local_epochs=args.epochs, mechanism="none",
-        secure_aggregation=True, secagg_group=0, ddp_noise=1.0,
-    )  # fmt: skip
-    setup = engine.make_setup(config)
-    weights = get_flat(setup.model)
-    clients = list(range(args.clients))
+    setup, weights, clients, dropped = workload(args.clients, args.rows, args.epochs, args.dropout)
     bound = setup.calib.update_clip
     source = private_source(exact=False)
-    dropped = set(range(0, args.clients, round(1 / args.dropout))) if args.dropout else set()
 
     start = time.process_time()
     updates = train(setup, clients, weights) - weights

@@ -30,13 +30,13 @@ def split(secret: int, threshold: int, points: Sequence[int]) -> list[int]:
         raise ValueError("the threshold must lie in 1..the number of share holders")
     if len(set(points)) != len(points) or not all(0 < x < PRIME for x in points):
         raise ValueError("share points must be distinct and nonzero")
-    coefficients = [secret] + [secrets.randbelow(PRIME) for _ in range(threshold - 1)]
+    coefficients = [secrets.randbelow(PRIME) for _ in range(threshold - 1)] + [secret]
     shares = []
     for x in points:
         value = 0
-        for c in reversed(coefficients):  # Horner
-            value = (value * x + c) % PRIME
-        shares.append(value)
+        for c in coefficients:  # Horner, highest degree first; one reduction per share
+            value = value * x + c  # the points are small: t steps add t·log₂(x) bits
+        shares.append(value % PRIME)
     return shares
 
 

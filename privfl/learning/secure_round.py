@@ -81,11 +81,8 @@ def client_input(
 ) -> np.ndarray:
     """A client's secure-aggregation input: its quantized update plus its Skellam share."""
     values = update.double().cpu().numpy()
-    draws = skellam.stream(source)
-    quantized = skellam.quantize(values, bound, draws)
     variance = skellam.client_variance(noise_multiplier, values.size, group)
-    noisy: np.ndarray = quantized + skellam.skellam(values.size, variance, draws)
-    return noisy
+    return skellam.client_share(values, bound, variance, source)
 
 
 def secure_group_reports(

@@ -68,9 +68,14 @@ def randomized_round(x: np.ndarray, grid: float, rng: np.random.Generator) -> np
 
     Any value in ``[−R, R]`` with ``R/grid`` an integer stays within ``[−R/grid, R/grid]``.
     """
+    return round_by(x, grid, rng.random(np.shape(x)))
+
+
+def round_by(x: np.ndarray, grid: float, uniforms: np.ndarray) -> np.ndarray:
+    """:func:`randomized_round` with its uniforms in ``[0, 1)`` given, one per value."""
     y = np.asarray(x, dtype=np.float64) / grid
     low = np.floor(y)
-    up = rng.random(y.shape) < (y - low)
+    up = uniforms < (y - low)
     return (low + up).astype(np.int64)
 
 

@@ -4,11 +4,12 @@ Each client rounds its clipped update ``Δ`` (``‖Δ‖₂ ≤ B``) to the inte
 ``B / LEVELS`` (unbiased randomized rounding, so each coordinate moves by less than one
 step) and adds symmetric Skellam noise ``Poisson(v/2) − Poisson(v/2)`` (variance ``v``)
 drawn from its own CSPRNG (:class:`~privfl.mechanisms.noise.NoiseSource`, ChaCha20 keyed
-from :mod:`secrets`; numpy's Poisson sampler on that stream). A sum of independent
-Skellams is Skellam, so a securely summed group of ``m`` clients releases its integer sum
-plus exactly ``Sk`` of variance ``m·v``: central DP for every member while the others
-add their shares honestly (Agarwal, Kairouz, Liu, NeurIPS 2021, "The Skellam Mechanism
-for Differentially Private Federated Learning").
+from :mod:`secrets`, expanded by AES-CTR: :func:`client_share`), by inversion over a
+table of its exact pmf (numpy's Poisson sampler for the widest ones). A sum of
+independent Skellams is Skellam, so a securely summed group of ``m`` clients releases
+its integer sum plus exactly ``Sk`` of variance ``m·v``: central DP for every member
+while the others add their shares honestly (Agarwal, Kairouz, Liu, NeurIPS 2021, "The
+Skellam Mechanism for Differentially Private Federated Learning").
 
 Accounting: a client's quantized update has L2 sensitivity ``Δ₂ = LEVELS + √d`` (the
 grid bound plus the rounding) and L1 sensitivity ``Δ₁ = √d·Δ₂``; one release of a sum
@@ -28,10 +29,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from randomgen import AESCounter
 
+from privfl.mechanisms import skellam_table
 from privfl.mechanisms.accountants import rdp_to_epsilon
-from privfl.mechanisms.noise import NoiseSource, randomized_round
+from privfl.mechanisms.noise import NoiseSource, randomized_round, round_by
 
 LEVELS = 2**16  # grid steps in the L2 bound B: rounding error √d steps ≪ B
 ORDERS = tuple(range(2, 64)) + tuple(range(64, 513, 16))  # integer α only (the theorem's)
@@ -63,15 +66,49 @@ def quantize(update: np.ndarray, bound: float, source: NoiseSource) -> np.ndarra
     return randomized_round(update, grid_step(bound), source.rng)
 
 
+def client_share(
+    update: np.ndarray, bound: float, variance: float, source: NoiseSource
+) -> np.ndarray:
+    """A client's update, quantized as :func:`quantize`, plus its :func:`skellam` share.
+
+    While the share's table fits, both come from one AES-256-CTR keystream keyed with 256
+    bits of ``source``: per coordinate one word for the rounding (its top 53 bits as a
+    uniform in [0, 1), numpy's ``random()`` formula) and one for the noise. AES-NI through
+    ``cryptography`` writes the 2·d words in about a third of the CPU randomgen's
+    AESCounter takes for them and its set-up (88 against about 265 µs at d = 19,210).
+    """
+    values = np.asarray(update, dtype=np.float64)
+    if not skellam_table.fits(variance):
+        draws = stream(source)
+        wide: np.ndarray = quantize(values, bound, draws) + skellam(values.size, variance, draws)
+        return wide
+    key = source.rng.bytes(32)
+    encryptor = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
+    words = np.frombuffer(encryptor.update(bytes(16 * values.size)), dtype="<u8")
+    uniforms = (words[: values.size] >> np.uint64(11)) * 2.0**-53
+    noisy: np.ndarray = round_by(values, grid_step(bound), uniforms) + skellam_table.lookup(
+        skellam_table.table(variance), words[values.size :]
+    )
+    return noisy
+
+
 def client_variance(noise_multiplier: float, dims: int, group: int) -> float:
     """One client's Skellam variance so that ``group`` shares sum to ``(z·Δ₂)²``."""
     return (noise_multiplier * l2_sensitivity(dims)) ** 2 / group
 
 
 def skellam(size: int, variance: float, source: NoiseSource) -> np.ndarray:
-    """Symmetric Skellam noise of ``variance`` per coordinate (zeros when variance is 0)."""
+    """Symmetric Skellam noise of ``variance`` per coordinate (zeros when variance is 0).
+
+    By inversion over the exact pmf's table (:mod:`~privfl.mechanisms.skellam_table`)
+    while it is small (σ up to about 10,900: at z = 1, a client's share in a group of 37
+    or more),
+    else as the difference of two of numpy's Poisson draws (four times the CPU).
+    """
     if variance <= 0:
         return np.zeros(size, dtype=np.int64)
+    if skellam_table.fits(variance):
+        return skellam_table.draw(skellam_table.table(variance), size, source.rng)
     rng = source.rng
     half = variance / 2
     noise: np.ndarray = rng.poisson(half, size).astype(np.int64) - rng.poisson(half, size)

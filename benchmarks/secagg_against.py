@@ -1,0 +1,120 @@
+"""The secure round's extra CPU under another commit's code and this checkout's, same updates.
+
+Trains the clients once (as ``secagg_bench.py``: digits' MLP, batched, one thread), times
+that plaintext round, then feeds the same updates, in turn and ``--repeats`` times, to
+``--against``'s ``privfl/learning/secagg.py`` and ``privfl/mechanisms/skellam.py``
+(read with ``git show``, loaded beside this checkout's) and to this checkout's secure
+round: quantizing, Skellam share (z = 1), SecAgg+ with ``--dropout`` of the clients
+vanishing after sharing their keys. Every unmasked sum is checked exact. On a loaded
+machine only the figures of one run compare.
+
+    python benchmarks/secagg_against.py --against main --clients 1000 --rows 256 --epochs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import torch
+from secagg_bench import workload  # this folder is the script's first import path
+
+from privfl.learning import fedavg as engine
+from privfl.learning import secagg
+from privfl.learning.secure_round import client_input
+from privfl.mechanisms.noise import NoiseSource, private_source
+
+Share = Callable[[torch.Tensor, float, float, int, NoiseSource], np.ndarray]
+
+
+def load_at(commit: str, path: str, name: str, folder: Path) -> ModuleType:
+    """``path`` as it is at ``commit``, imported as module ``name``."""
+    text = subprocess.run(
+        ["git", "show", f"{commit}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
+    file = folder / f"{name}.py"
+    file.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+def old_share(skellam: ModuleType) -> Share:
+    """The older ``secure_round.client_input``: quantize, then the Skellam share."""
+
+    def share(
+        update: torch.Tensor, bound: float, z: float, group: int, source: NoiseSource
+    ) -> np.ndarray:
+        values = update.double().cpu().numpy()
+        draws = skellam.stream(source)
+        variance = skellam.client_variance(z, values.size, group)
+        noisy: np.ndarray = skellam.quantize(values, bound, draws)
+        noisy += skellam.skellam(values.size, variance, draws)
+        return noisy
+
+    return share
+
+
+def extra_cpu(
+    share: Share, rounds: ModuleType, updates: torch.Tensor, bound: float, dropped: set[int]
+) -> dict[str, float]:
+    """CPU seconds of the secure round's work beyond training, by stage."""
+    clients = range(len(updates))
+    source = private_source(exact=False)
+    start = time.process_time()
+    inputs = {c: share(updates[c], bound, 1.0, len(updates), source) for c in clients}
+    cpu = {"noise": time.process_time() - start}
+    total, alive = rounds.run_round(inputs, b"bench", dropped, cpu)
+    cpu["extra"] = time.process_time() - start
+    assert np.array_equal(total, sum(inputs[c] for c in alive))  # exact, in the integers
+    return cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", default="main", help="the commit to compare with")
+    parser.add_argument("--clients", type=int, default=1000)
+    parser.add_argument("--rows", type=int, default=256)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as folder:
+        skellam = load_at(args.against, "privfl/mechanisms/skellam.py", "old_skellam", Path(folder))
+        rounds = load_at(args.against, "privfl/learning/secagg.py", "old_secagg", Path(folder))
+    setup, weights, clients, dropped = workload(args.clients, args.rows, args.epochs, args.dropout)
+    start = time.process_time()
+    trained = engine.train_clients(setup, clients, weights, 1, private_source(exact=False))
+    updates = trained - weights
+    updates[[c for c in clients if c not in dropped]].sum(dim=0)
+    plain = time.process_time() - start
+    print(f"plaintext round {plain:.2f} CPU s (training and sum)", flush=True)
+    variants: dict[str, tuple[Share, ModuleType]] = {
+        args.against: (old_share(skellam), rounds),
+        "this checkout": (client_input, secagg),
+    }
+    for _ in range(args.repeats):
+        for name, (share, module) in variants.items():
+            cpu = extra_cpu(share, module, updates, setup.calib.update_clip, dropped)
+            print(
+                f"{name}: quantizing and noise {cpu['noise']:.2f}, SecAgg+ clients "
+                f"{cpu['clients_and_routing']:.2f}, unmasking {cpu['unmasking']:.2f}, extra "
+                f"{cpu['extra']:.2f} CPU s: {(plain + cpu['extra']) / plain:.2f}x",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
