@@ -166,7 +166,7 @@ def uniform_digits(bound: int, count: int) -> np.ndarray:
     kept: list[np.ndarray] = []
     need = count
     while need > 0:
-        draw = need + need // 2 + 8  # more than half are kept: bound ≥ 2^(bits − 1)
+        draw = need + need // 2 + 8  # half or more are kept (bound ≥ 2^(bits − 1)); else again
         raw = np.frombuffer(os.urandom(draw * width), np.uint8).reshape(draw, width).copy()
         raw[:, -1] &= top
         kept.append(raw[_below(raw, limit)][:need])

@@ -46,8 +46,9 @@ def _default(obj: object) -> msgpack.ExtType:
         data = np.ascontiguousarray(obj).tobytes()
         return msgpack.ExtType(_EXT_NDARRAY, msgpack.packb([obj.dtype.str, list(obj.shape), data]))
     if isinstance(obj, BigInts):
-        width = max(1, (max([v.bit_length() for v in obj.values], default=0) + 7) // 8)
-        blob = b"".join([v.to_bytes(width, "big") for v in obj.values])
+        width = max((v.bit_length() + 7) // 8 for v in obj.values) if obj.values else 1
+        width = max(width, 1)
+        blob = b"".join(v.to_bytes(width, "big") for v in obj.values)
         return msgpack.ExtType(_EXT_BIGINTS, width.to_bytes(4, "big") + blob)
     if isinstance(obj, int):  # only ints outside int64 reach here
         size = (obj.bit_length() + 8) // 8
@@ -68,9 +69,8 @@ def _ext_hook(code: int, data: bytes) -> object:
         blob = data[4:]
         if len(data) < 4 or not 1 <= width <= MAX_INT_BYTES or len(blob) % width:
             raise ProtocolError("malformed big-integer vector")
-        view = memoryview(blob)
         return BigInts(
-            tuple([int.from_bytes(view[i : i + width], "big") for i in range(0, len(blob), width)])
+            tuple(int.from_bytes(blob[i : i + width], "big") for i in range(0, len(blob), width))
         )
     if code == _EXT_BIGINT:
         if len(data) > MAX_INT_BYTES + 1:  # signed: a full-width value needs a sign byte
