@@ -29,6 +29,7 @@ without ``p`` can test membership of (its order is unknown to them).
 from __future__ import annotations
 
 import functools
+import os
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -123,24 +124,64 @@ def power(p: int, x: int) -> Any:
 
 
 def powers(p: int, xs: Sequence[int]) -> list[Any]:
-    """``γ_p^x mod p²`` for each ``0 <= x < p`` of ``xs``: :func:`power`, a batch at a time.
+    """``γ_p^x mod p²`` for each ``0 <= x < p`` of ``xs``: :func:`power`, a batch at a time."""
+    width = len(_table(p)[1])
+    raw = b"".join(x.to_bytes(width, "little") for x in xs)
+    return digit_powers(p, np.frombuffer(raw, np.uint8).reshape(len(xs), width))
+
+
+def digit_powers(p: int, digits: np.ndarray) -> list[Any]:
+    """``γ_p^x mod p²`` for each row of ``digits``: an exponent's little-endian bytes.
 
     Why a batch: the products go row by row of the table over every exponent at once, one
     list comprehension per byte position, instead of a Python loop per exponent: the same
-    multiplications (one per byte) in fewer Python steps, 0.75× the CPU in chunks of 128
-    on a moderately loaded machine, 0.98× in the pool's chunks of 32 under a heavy load
-    (docs/performance.md, "Hidden instance space").
+    multiplications (one per byte) in fewer Python steps (docs/performance.md, "Hidden
+    instance space"). A zero byte multiplies by ``rows[i][0] = 1``: one product in 256
+    more than needed, and no test per product.
     """
     p2, rows = _table(p)
-    if not xs:
+    if not len(digits):
         return []
-    width = len(rows)
-    raw = b"".join(x.to_bytes(width, "little") for x in xs)
-    digits = np.frombuffer(raw, np.uint8).reshape(len(xs), width).T.tolist()
-    acc = [rows[0][d] for d in digits[0]]
-    for row, column in zip(rows[1:], digits[1:], strict=True):
-        acc = [a * row[d] % p2 if d else a for a, d in zip(acc, column, strict=True)]
+    columns = digits.T.tolist()
+    acc = [rows[0][d] for d in columns[0]]
+    for row, column in zip(rows[1:], columns[1:], strict=True):
+        acc = [a * row[d] % p2 for a, d in zip(acc, column, strict=True)]
     return acc
+
+
+def uniform_digits(bound: int, count: int) -> np.ndarray:
+    """``count`` exponents uniform on ``[0, bound)`` from the OS CSPRNG, as ``(count, width)``
+    little-endian bytes, ``width`` those of ``bound`` (the table's rows when ``bound = p − 1``).
+
+    ``secrets.randbelow``'s rule, a batch at a time: ``bound.bit_length()`` uniform bits,
+    drawn again while ``≥ bound`` (rejection keeps the draw uniform); one ``os.urandom``
+    per round instead of a call per exponent, and the bytes go to the table unconverted.
+    """
+    if bound < 1:
+        raise ValueError("the bound must be positive")
+    bits = bound.bit_length()
+    width = -(-bits // 8)
+    top = (1 << (bits - 8 * (width - 1))) - 1  # the top byte's bits below the bound's length
+    limit = np.frombuffer(bound.to_bytes(width, "big"), np.uint8)
+    kept: list[np.ndarray] = []
+    need = count
+    while need > 0:
+        draw = need + need // 2 + 8  # half or more are kept (bound ≥ 2^(bits − 1)); else again
+        raw = np.frombuffer(os.urandom(draw * width), np.uint8).reshape(draw, width).copy()
+        raw[:, -1] &= top
+        kept.append(raw[_below(raw, limit)][:need])
+        need -= len(kept[-1])
+    return np.concatenate(kept) if kept else np.zeros((0, width), np.uint8)
+
+
+def _below(raw: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Which rows of little-endian ``raw`` are below the big-endian ``limit`` of their width:
+    compared at the most significant byte where they differ."""
+    big = raw[:, ::-1]
+    differ = big != limit
+    first = differ.argmax(axis=1)
+    smaller: np.ndarray = differ.any(axis=1) & (big[np.arange(len(big)), first] < limit[first])
+    return smaller
 
 
 def obfuscators(n: int, p: int, q: int, count: int) -> list[int]:
@@ -149,6 +190,6 @@ def obfuscators(n: int, p: int, q: int, count: int) -> list[int]:
     if p2 * q2 != mpz(n) * n:
         raise CryptoError("p * q does not match the public modulus; the key pair is corrupt")
     q2_inv = powmod(q2, -1, p2)
-    a = powers(p, [secrets.randbelow(p - 1) for _ in range(count)])
-    b = powers(q, [secrets.randbelow(q - 1) for _ in range(count)])
+    a = digit_powers(p, uniform_digits(p - 1, count))
+    b = digit_powers(q, uniform_digits(q - 1, count))
     return [int(v + q2 * ((u - v) * q2_inv % p2)) for u, v in zip(a, b, strict=True)]

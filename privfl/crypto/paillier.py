@@ -253,7 +253,12 @@ class PublicKey:
             raise ValueError(f"{len(plain)} plaintexts but {len(noise)} obfuscators")
         self._check_plain(plain)
         n, n2 = self._n, self._n2
-        return [int((1 + n * m) * _mpz(r) % n2) for m, r in zip(plain, noise, strict=True)]
+        # (1 + n·m)·r ≡ r + n·(m·r mod n) (mod n²): a product with n² and a division by
+        # n² fewer, and an encryption of 0 is its obfuscator (half of a hidden level's rows)
+        return [
+            int((r + n * (m * _mpz(r) % n)) % n2) if m else int(r)
+            for m, r in zip(plain, noise, strict=True)
+        ]
 
     def add(self, a: Sequence[int], b: Sequence[int]) -> list[int]:
         """Elementwise homomorphic addition: decrypts to ``a_i + b_i mod n``."""

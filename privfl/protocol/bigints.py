@@ -14,7 +14,7 @@ class BigInts:
     values: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        if any(v < 0 for v in self.values):
+        if self.values and min(self.values) < 0:
             raise ProtocolError("BigInts holds non-negative integers only")
 
     def __len__(self) -> int:

@@ -80,7 +80,7 @@ class Fresh(BigInts):
 
 
 def _mint(values: Sequence[int]) -> Fresh:
-    return Fresh(tuple(int(v) for v in values), mint=_MINT)
+    return Fresh(tuple(map(int, values)), mint=_MINT)
 
 
 def encrypt(key: PublicKey, plain: Sequence[int], noise: Sequence[int] | None = None) -> Fresh:

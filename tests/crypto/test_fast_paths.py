@@ -170,3 +170,19 @@ def test_packed_scores_of_several_guests_sum_slot_by_slot(
     # Assert: 13 rows in 3 ciphertexts; the sum equals numpy's.
     assert len(total) == 3
     np.testing.assert_allclose(decode(plain, VALUE_BITS, n), sum(scores), atol=1e-8)
+
+
+def test_encryption_with_noise_is_the_textbook_product(
+    djn_keys: tuple[PublicKey, PrivateKey],
+) -> None:
+    # Prepare: plaintexts at the edges of [0, n) and random ones, one obfuscator each.
+    public, _ = djn_keys
+    n, n2 = public.n, public.n**2
+    plain = [0, 1, n - 1] + [secrets.randbelow(n) for _ in range(20)]
+    noise = [int(r) for r in public.fresh_noise(len(plain))]
+
+    cipher = public.encrypt_with_noise(plain, noise)
+
+    # (1 + n·m)·r mod n², as Paillier defines it; an encryption of 0 is its obfuscator
+    assert cipher == [(1 + n * m) * r % n2 for m, r in zip(plain, noise, strict=True)]
+    assert cipher[0] == noise[0]

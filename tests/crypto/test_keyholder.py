@@ -51,7 +51,10 @@ def test_obfuscators_are_the_fixed_base_powers_of_generators(
     n2 = pub.n**2
     # the tables (and their CSPRNG generators) first: a constant draw may be no primitive root
     (p2, rows_p), (q2, rows_q) = keyholder._table(p), keyholder._table(q)
-    monkeypatch.setattr(keyholder.secrets, "randbelow", lambda _: 123_456_789)
+    width = len(rows_p)
+    assert len(rows_q) == width  # both primes' exponents: the same bytes, 123,456,789 each
+    draw = (123_456_789).to_bytes(width, "little")
+    monkeypatch.setattr(keyholder.os, "urandom", lambda size: draw * (size // width))
     [r] = keyholder.obfuscators(pub.n, p, q, 1)
 
     gamma_p, gamma_q = int(rows_p[0][1]), int(rows_q[0][1])
@@ -89,3 +92,33 @@ def test_a_batch_of_obfuscators_is_fresh_n_th_residues() -> None:
     assert len(set(batch)) == 40
     assert priv.decrypt(batch) == [0] * 40
     assert all(pow(r, (p - 1) * (q - 1), pub.n**2) == 1 for r in batch)
+
+
+@pytest.mark.parametrize("bound", [1, 2, 255, 256, 257, 2**64, 2**64 + 1, 3 * 2**61 + 7])
+def test_uniform_digits_are_the_bytes_of_draws_below_the_bound(bound: int) -> None:
+    digits = keyholder.uniform_digits(bound, 20_000)
+
+    values = [int.from_bytes(row.tobytes(), "little") for row in digits]
+    assert digits.shape == (20_000, -(-bound.bit_length() // 8))
+    assert all(0 <= v < bound for v in values)
+    # every value of a small range is drawn: one is missed with probability
+    # (1 − 1/257)^20,000 < 10^-33, any of the 257 below 10^-30
+    if bound <= 257:
+        assert set(values) == set(range(bound))
+    # above, the top half of the range is reached (each draw lands there with probability
+    # 1/3 at least, so all miss it below 10^-3000): the top byte is not cut short
+    else:
+        assert max(values) >= bound // 2
+
+
+def test_uniform_digits_reject_exactly_the_draws_at_or_above_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bound = 300  # 9 bits: draws of two bytes, the top one cut to its lowest bit
+    stream = [299, 300, 511, 0, 256, 65535]  # 65,535 is cut to 511 and rejected as well
+    raw = b"".join(v.to_bytes(2, "little") for v in stream)
+    monkeypatch.setattr(keyholder.os, "urandom", lambda size: (raw * size)[:size])
+
+    digits = keyholder.uniform_digits(bound, 3)
+
+    assert [int.from_bytes(row.tobytes(), "little") for row in digits] == [299, 0, 256]
