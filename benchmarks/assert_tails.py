@@ -109,7 +109,8 @@ def cli_job(guests: int, epochs: int, epsilon: float = 8.0) -> JobConfig:
 def cases() -> dict[str, Case]:
     """Every measured assert, by name."""
     out: dict[str, Case] = {
-        # tests/e2e/test_cli.py::test_run_local_writes_every_output (1 and 2 guests)
+        # tests/e2e/test_cli.py::test_run_local_writes_every_output (its 2-guest run; its
+        # 1-guest case reads the run without label DP, glm-cli-30-inf)
         "glm-cli-3-1guest": ("accuracy", 0.85, glm_twin(cli_job(1, 3), "accuracy")),
         "glm-cli-3-loss": ("-last_loss", -0.5, glm_twin(cli_job(1, 3), "-last_loss")),
         "glm-cli-3-2guests": ("accuracy", 0.85, glm_twin(cli_job(2, 3), "accuracy")),

@@ -1,6 +1,7 @@
 """A guest that is busy encrypting for SECONDS before its first forward pass of epoch 1.
 
-Tests only: ``python tests/e2e/busy_guest.py SECONDS vfl guest --job ...``. The stall is
+Tests only: ``python tests/e2e/busy_guest.py SECONDS GATE vfl guest --job ...``, started
+through gated.py's gate (GATE: its folder) like its peers. The stall is
 real work holding the interpreter (Paillier encryptions, as a large batch would
 need), so only libzmq's own I/O thread is left to answer the peers' heartbeats. It
 ticks its progress (privfl/pulse.py) once per tenth of a second of work, as the
@@ -14,9 +15,10 @@ import os
 import sys
 import time
 
+from gated import run
+
 import privfl.parties.vertical.guest as guest
 from privfl import pulse
-from privfl.cli import main
 from privfl.protocol.messages import Batch, Forward
 
 PIECE_SECONDS = 0.1
@@ -42,5 +44,4 @@ def stall_before_epoch_1(seconds: float, *, ticking: bool) -> None:
 
 if __name__ == "__main__":
     stall_before_epoch_1(float(sys.argv[1]), ticking=os.environ.get("PRIVFL_TEST_MUTE") != "1")
-    sys.argv = [sys.argv[0], *sys.argv[2:]]
-    main()
+    run(sys.argv[2:])

@@ -1,9 +1,11 @@
 """Dead, frozen and busy parties, and Aborts in the handshake: real processes over CURVE ZeroMQ.
 
-The job's ``timeout_seconds`` is 600 throughout: a killed party (its connections
-close) or a frozen one (SIGSTOP: its connections stay open, the ZMTP heartbeat
-times out) must be named by every other party within 15 s all the same, while a
-party that is only busy must be waited for.
+The job's ``timeout_seconds`` is 600 (the product's liveness defaults otherwise): a
+killed party (its connections close) or a frozen one (SIGSTOP: its connections stay
+open, the ZMTP heartbeat times out) must be named by every other party within 15 s all
+the same, while a party that is only busy must be waited for. The step three times the
+timeout runs under a 10 s one, its parties let go together once their interpreters
+have started (gated.py).
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from gated import open_gate
 from processes import STARTED, WEAK, privfl, spawn
 
 LONG_TIMEOUT = "600"
 PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
-BUSY_GUEST = Path(__file__).with_name("busy_guest.py")
+BUSY_GUEST = str(Path(__file__).with_name("busy_guest.py"))
+GATED = str(Path(__file__).with_name("gated.py"))
+ONE_WORKER = ["--workers", "1"]  # no worker pools to start: Paillier work inline
 
 
 def make_kit(tmp_path: Path, epochs: int, timeout: str = LONG_TIMEOUT) -> Path:
@@ -104,9 +109,8 @@ def test_a_guest_busy_for_30_s_is_waited_for_not_declared_dead(tmp_path: Path) -
     # Prepare: a guest that encrypts for 30 s before epoch 1: six heartbeat timeouts, twice
     # the 15 s in which a dead or frozen party is named, so only a live-but-busy peer passes.
     busy = 30.0
-    job = make_kit(tmp_path, epochs=3)
-    procs = start(tmp_path, job, only={"server", "host"})
-    procs["guest-1"] = start_busy_guest(tmp_path, job, busy, {"PRIVFL_TEST_MUTE": "1"})
+    job = make_kit(tmp_path, epochs=2)
+    procs = start_with_busy_guest(tmp_path, job, busy, ticking=False)
     began = time.monotonic()
 
     # Act
@@ -121,45 +125,52 @@ def test_a_guest_busy_for_30_s_is_waited_for_not_declared_dead(tmp_path: Path) -
     assert "waiting for forward from guest-1" in waits
 
 
-def start_busy_guest(
-    tmp_path: Path, job: Path, busy: float, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    """guest-1, busy encrypting for ``busy`` s before epoch 1 (busy_guest.py)."""
-    with (tmp_path / "guest-1.log").open("wb") as log:
-        guest = subprocess.Popen(
-            [
-                sys.executable,
-                str(BUSY_GUEST),
-                str(busy),
-                *party_args(job, "guest", "guest-1", tmp_path / "runs"),
-            ],
-            stdout=log,
-            stderr=log,
-            env={**os.environ, **(env or {})},
-        )
-    STARTED.append(guest)
-    return guest
+def start_with_busy_guest(
+    tmp_path: Path, job: Path, busy: float, *, ticking: bool
+) -> dict[str, subprocess.Popen[bytes]]:
+    """The Server, the Host and guest-1, busy encrypting for ``busy`` s before epoch 1
+    (busy_guest.py; ``ticking``: with progress); returns once all three have imported their
+    modules and been let go together (gated.py), computing inline (``--workers 1``)."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    procs = {}
+    for role, name in PARTIES:
+        script = [BUSY_GUEST, str(busy)] if name == "guest-1" else [GATED]
+        args = [*party_args(job, role, name, tmp_path / "runs"), "--no-progress", *ONE_WORKER]
+        mute = {} if ticking or name != "guest-1" else {"PRIVFL_TEST_MUTE": "1"}
+        with (tmp_path / f"{name}.log").open("wb") as log:
+            procs[name] = subprocess.Popen(
+                [sys.executable, *script, str(gate), *args],
+                stdout=log,
+                stderr=log,
+                env={**os.environ, **mute},
+            )
+        STARTED.append(procs[name])
+    open_gate(gate, procs)
+    return procs
 
 
-BUSY_TIMEOUT = 30  # the job's timeout_seconds (start-up under load takes a good part of it)
+# The job's timeout_seconds. The parties' interpreters start before the gate opens, so
+# only the first contacts and epoch 0 (a second or two, with progress) run under it.
+BUSY_TIMEOUT = 10
 
 
 @pytest.mark.parametrize("ticking", [True, False], ids=["progress", "mute"])
 def test_a_step_three_times_the_timeout_finishes_while_its_progress_advances(
     tmp_path: Path, ticking: bool
 ) -> None:
-    # Prepare: a 30 s timeout; the guest's first step of epoch 1 takes 90 s of encryptions.
+    # Prepare: a 10 s timeout; the guest's first step of epoch 1 takes 30 s of encryptions.
     # Its arm "mute" ticks nothing (heartbeats only): the waits must end there, after the
     # timeout, saying it was no progress, not silence.
     busy = 3.0 * BUSY_TIMEOUT
     job = make_kit(tmp_path, epochs=2, timeout=str(BUSY_TIMEOUT))
-    procs = start(tmp_path, job, only={"server", "host"})
-    env = {} if ticking else {"PRIVFL_TEST_MUTE": "1"}
-    procs["guest-1"] = start_busy_guest(tmp_path, job, busy, env)
+    procs = start_with_busy_guest(tmp_path, job, busy, ticking=ticking)
     began = time.monotonic()
 
-    # Act
-    codes = {name: p.wait(timeout=busy + 120) for name, p in procs.items()}
+    # Act: the mute guest would hear the Abort only after its stall; the others' codes
+    # and lines are the claim, so it is not waited for (the test's teardown kills it).
+    waited = procs if ticking else {n: p for n, p in procs.items() if n != "guest-1"}
+    codes = {name: p.wait(timeout=busy + 120) for name, p in waited.items()}
 
     # Assert
     host_log = (tmp_path / "runs" / "host" / "party.log").read_text()

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import subprocess
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,35 +21,72 @@ from sklearn.model_selection import train_test_split
 
 from privfl.config.vertical import load_job
 
+SHARED = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "1"]
+SHARED += ["--bins", "8", "--instance-space", "shared", *WEAK, "--no-progress"]
+# The default (hidden) instance space at the tree settings whose AUC tail was measured.
+HIDDEN = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "3"]
+HIDDEN += ["--bins", "16", *WEAK, "--no-progress"]
+# Each run below is made once and read by the tests that only inspect its outputs.
+RUNS = pytest.mark.xdist_group("secureboost_cli_runs")
 
-def boost_kit(tmp_path: Path, trees: int = 2) -> Path:
+
+@dataclass(frozen=True)
+class Run:
+    """A finished ``privfl vfl run-local``: its folder, its console and its summary."""
+
+    out: Path
+    result: subprocess.CompletedProcess[str]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return dict(json.loads((self.out / "summary.json").read_text()))
+
+
+def run_local(out: Path, args: list[str]) -> Run:
+    result = privfl(*args, "--out", str(out), timeout=600)  # a cap: the machine is shared
+    assert result.returncode == 0, result.stderr
+    return Run(out, result)
+
+
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Two trees of depth 1 in a shared instance space (the cheaper mode)."""
+    return run_local(tmp_path_factory.mktemp("shared") / "run", SHARED)
+
+
+@pytest.fixture(scope="module")
+def hidden_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Two trees of depth 3, the instance space and label DP left at their defaults."""
+    return run_local(tmp_path_factory.mktemp("hidden") / "run", HIDDEN)
+
+
+def test_init_writes_the_tree_settings(tmp_path: Path) -> None:
     kit = tmp_path / "kit"
     made = privfl(
         "init", "vfl", "--out", str(kit), *WEAK,
-        "--model", "secureboost", "--trees", str(trees), "--depth", "3", "--bins", "16",
+        "--model", "secureboost", "--trees", "2", "--depth", "3", "--bins", "16",
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
-    job = kit / "job.toml"
-    data = tomllib.loads(job.read_text())
-    assert data["model"]["trees"] == trees and data["model"]["bins"] == 16
+    data = tomllib.loads((kit / "job.toml").read_text())
+    assert data["model"]["trees"] == 2 and data["model"]["bins"] == 16
     assert "training" not in data and "label_dp" in data  # trees read no [training]
-    return job
 
 
-def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(tmp_path: Path) -> None:
+@RUNS
+def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(
+    shared_run: Run, tmp_path: Path
+) -> None:
+    # Prepare: a copy of a finished run's folder (the shared run's own stays as it was).
     out = tmp_path / "run"
-    args = ["vfl", "run-local", "--model", "secureboost", "--trees", "3", "--depth", "2"]
-    # three runs: the cheaper shared mode (the default hidden one has its own test below)
-    args += ["--bins", "8", "--instance-space", "shared", *WEAK, "--out", str(out)]
-    args += ["--no-progress"]
+    shutil.copytree(shared_run.out, out)
 
-    first = privfl(*args)
-    again = privfl(*args)
-    replaced = privfl(*args, "--overwrite")
+    # Act
+    again = privfl(*SHARED, "--out", str(out))
+    replaced = privfl(*SHARED, "--out", str(out), "--overwrite", timeout=600)
 
-    assert first.returncode == 0, first.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["model"]["trees"] == 3 and summary["model"]["depth"] == 2
+    # Assert
+    first = shared_run.summary
+    assert first["model"]["trees"] == 2 and first["model"]["depth"] == 1
     assert again.returncode == 1 and "Traceback" not in again.stderr
     assert (
         again.stderr.strip()
@@ -55,22 +96,18 @@ def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(tmp_path: Path
         )
     )
     assert replaced.returncode == 0, replaced.stderr
-    metrics = (out / "host" / "metrics.jsonl").read_text().splitlines()
-    assert len(metrics) == summary["trees"]  # one record per tree of the new run only
-
-
-def test_run_local_hides_the_instance_space_and_flips_at_epsilon_2_by_default(
-    tmp_path: Path,
-) -> None:
-    out = tmp_path / "run"
-    args = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "2"]
-    args += ["--bins", "8", *WEAK, "--out", str(out)]
-
-    result = privfl(*args, "--no-progress", timeout=600)  # a cap: the machine is shared
-
-    assert result.returncode == 0, result.stderr
-    assert "instance_space = shared" not in result.stderr
     summary = json.loads((out / "summary.json").read_text())
+    metrics = (out / "host" / "metrics.jsonl").read_text().splitlines()
+    assert len(metrics) == summary["trees"] == 2  # one record per tree of the new run only
+
+
+@RUNS
+def test_run_local_hides_the_instance_space_and_flips_at_epsilon_2_by_default(
+    hidden_run: Run,
+) -> None:
+    out, result = hidden_run.out, hidden_run.result
+    assert "instance_space = shared" not in result.stderr
+    summary = hidden_run.summary
     assert summary["instance_space"] == "hidden"
     assert "no node's rows" in summary["privacy"]["guests_see"]
     assert summary["label_epsilon"] == 2.0 and summary["label_draws"] == 1
@@ -91,23 +128,18 @@ def test_run_local_hides_the_instance_space_and_flips_at_epsilon_2_by_default(
     assert bad.returncode == 2 and "'secret' is not one of 'shared', 'hidden'" in bad.stderr
 
 
+@RUNS
 def test_a_shared_instance_space_is_run_only_when_asked_and_says_what_it_gives_away(
-    tmp_path: Path,
+    shared_run: Run,
 ) -> None:
-    out = tmp_path / "run"
-    args = ["vfl", "run-local", "--model", "secureboost", "--trees", "1", "--depth", "1"]
-    args += ["--bins", "8", "--instance-space", "shared", *WEAK, "--out", str(out)]
-
-    result = privfl(*args, "--no-progress", timeout=600)  # a cap: the machine is shared
-
-    assert result.returncode == 0, result.stderr
+    result = shared_run.result
     warning = [line for line in result.stderr.splitlines() if "instance_space = shared" in line]
     assert len(warning) == 1 and "0.96 of the training labels at ε = 2" in warning[0]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = shared_run.summary
     assert summary["instance_space"] == "shared"
     assert "0.90 from a guest's own columns" in summary["privacy"]["guests_see"]
     assert "shared: a guest of a shared instance space" in result.stdout
-    job = tomllib.loads((out / "kit" / "job.toml").read_text())
+    job = tomllib.loads((shared_run.out / "kit" / "job.toml").read_text())
     assert job["model"]["instance_space"] == "shared"
 
 
@@ -116,15 +148,10 @@ def test_tree_options_on_a_glm_are_a_usage_error() -> None:
     assert result.returncode == 2 and "add --model secureboost" in result.stderr
 
 
-def test_run_local_then_predict(tmp_path: Path) -> None:
-    job = boost_kit(tmp_path)
-    out = tmp_path / "run"
-    result = privfl(
-        "vfl", "run-local", "--job", str(job), "--out", str(out), "--no-progress", timeout=600
-    )  # a cap: the machine is shared
-    assert result.returncode == 0, result.stderr
+@RUNS
+def test_run_local_then_predict(hidden_run: Run, tmp_path: Path) -> None:
+    out, result, summary = hidden_run.out, hidden_run.result, hidden_run.summary
     assert "joint AUC" in result.stdout and "gain share by party" in result.stdout
-    summary = json.loads((out / "summary.json").read_text())
     assert summary["model"]["kind"] == "secureboost" and summary["model"]["trees"] == 2
     # Two trees on labels under fresh ε = 2 flips: the held-out AUC moves with the draw
     # (4,000 draws of the plain twin: median 0.984, lowest 0.913), so the bound here is
