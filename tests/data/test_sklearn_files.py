@@ -1,0 +1,70 @@
+"""The demo tables and the split without sklearn equal sklearn's own, value for value."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn import datasets
+from sklearn.model_selection import train_test_split
+
+from privfl.data import sklearn_files
+from privfl.data.views import split_rows
+from privfl.errors import ConfigError
+
+LOADERS = {
+    "breast_cancer": datasets.load_breast_cancer,
+    "wine": datasets.load_wine,
+    "digits": datasets.load_digits,
+}
+
+
+@pytest.mark.parametrize("dataset", sorted(LOADERS))
+def test_each_shipped_table_is_sklearns(dataset: str) -> None:
+    bunch = LOADERS[dataset]()
+
+    found = sklearn_files.read(dataset)
+
+    assert found is not None
+    x, names, target = found
+    assert x.dtype == bunch.data.dtype and np.array_equal(x, bunch.data)
+    assert names == tuple(str(n) for n in bunch.feature_names)
+    assert np.array_equal(target, bunch.target)
+
+
+def test_another_table_is_left_to_sklearn() -> None:
+    assert sklearn_files.read("diabetes") is None
+
+
+@pytest.mark.parametrize("rows", [2, 3, 10, 143, 569, 1797])
+@pytest.mark.parametrize("test_size", [0.1, 0.25, 0.5, 0.75, 0.9])
+@pytest.mark.parametrize("seed", [0, 1, 12345])
+def test_the_split_is_train_test_split(rows: int, test_size: float, seed: int) -> None:
+    index = np.arange(rows)
+    try:
+        want = train_test_split(index, test_size=test_size, random_state=seed)
+    except ValueError:  # an empty training set: refused alike
+        with pytest.raises(ConfigError, match="cannot be split"):
+            split_rows(rows, test_size, seed)
+        return
+
+    got = split_rows(rows, test_size, seed)
+
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+
+
+def test_a_demo_party_loads_and_splits_without_importing_sklearn() -> None:
+    code = (
+        "import sys\n"
+        "from privfl.data.views import demo_table, split_view\n"
+        "for name, columns in (('breast_cancer', (0, 1)), ('digits', (5,)), ('wine', (2,))):\n"
+        "    split_view(demo_table(name, columns, True), 0.25, 0)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))\n"
+    )
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
