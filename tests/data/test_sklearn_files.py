@@ -1,4 +1,4 @@
-"""The demo tables and the split without sklearn equal sklearn's own, value for value."""
+"""The demo tables and the splits without sklearn equal sklearn's own, value for value."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sklearn import datasets
 from sklearn.model_selection import train_test_split
 
 from privfl.data import sklearn_files
+from privfl.data.images import stratified_split
 from privfl.data.views import split_rows
 from privfl.errors import ConfigError
 
@@ -62,6 +63,49 @@ def test_a_demo_party_loads_and_splits_without_importing_sklearn() -> None:
         "for name, columns in (('breast_cancer', (0, 1)), ('digits', (5,)), ('wine', (2,))):\n"
         "    split_view(demo_table(name, columns, True), 0.25, 0)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))\n"
+    )
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("dataset", "test_size", "seed"),
+    [
+        ("digits", 0.25, 0),
+        ("digits", 0.25, 7),
+        ("digits", 0.1, 3),
+        ("wine", 0.3, 1),
+        ("breast_cancer", 0.5, 2),
+        ("wine", 0.9, 0),
+    ],
+)
+def test_the_stratified_split_is_train_test_splits(
+    dataset: str, test_size: float, seed: int
+) -> None:
+    labels = LOADERS[dataset]().target
+    index = np.arange(len(labels))
+    want = train_test_split(index, test_size=test_size, random_state=seed, stratify=labels)
+
+    got = stratified_split(labels, test_size, seed)
+
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+
+
+def test_a_stratified_split_with_a_class_of_one_row_is_refused() -> None:
+    with pytest.raises(ConfigError, match="cannot be split"):
+        stratified_split(np.array([0, 0, 0, 1, 1, 1, 2]), 0.25, 0)
+
+
+def test_a_horizontal_party_loads_digits_without_sklearn_or_scipy_stats() -> None:
+    code = (
+        "import sys\n"
+        "from privfl.parties.horizontal import aggregator, client\n"
+        "from privfl.data.images import load_dataset\n"
+        "load_dataset('digits')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('sklearn', 'scipy.stats'))))\n"
     )
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
