@@ -56,21 +56,6 @@ def test_the_split_is_train_test_split(rows: int, test_size: float, seed: int) -
     assert [g.tolist() for g in got] == [w.tolist() for w in want]
 
 
-def test_a_demo_party_loads_and_splits_without_importing_sklearn() -> None:
-    code = (
-        "import sys\n"
-        "from privfl.data.views import demo_table, split_view\n"
-        "for name, columns in (('breast_cancer', (0, 1)), ('digits', (5,)), ('wine', (2,))):\n"
-        "    split_view(demo_table(name, columns, True), 0.25, 0)\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy')))\n"
-    )
-
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
-
-
 @pytest.mark.parametrize(
     ("dataset", "test_size", "seed"),
     [
@@ -99,16 +84,33 @@ def test_a_stratified_split_with_a_class_of_one_row_is_refused() -> None:
         stratified_split(np.array([0, 0, 0, 1, 1, 1, 2]), 0.25, 0)
 
 
-def test_a_horizontal_party_loads_digits_without_sklearn_or_scipy_stats() -> None:
-    code = (
-        "import sys\n"
+# What a party process runs to load and split its rows, and the modules it must not import:
+# the vertical demo needs neither sklearn nor scipy; a horizontal party (torch, the
+# accountants' scipy.special) loads digits without sklearn or scipy.stats.
+PARTY_LOADS = {
+    "vertical": (
+        "from privfl.data.views import demo_table, split_view\n"
+        "for name, columns in (('breast_cancer', (0, 1)), ('digits', (5,)), ('wine', (2,))):\n"
+        "    split_view(demo_table(name, columns, True), 0.25, 0)\n",
+        ("sklearn", "scipy"),
+    ),
+    "horizontal": (
         "from privfl.parties.horizontal import aggregator, client\n"
         "from privfl.data.images import load_dataset\n"
-        "load_dataset('digits')\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('sklearn', 'scipy.stats'))))\n"
-    )
+        "load_dataset('digits')\n",
+        ("sklearn", "scipy.stats"),
+    ),
+}
 
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+@pytest.mark.parametrize("mode", sorted(PARTY_LOADS))
+def test_a_party_loads_and_splits_its_rows_without_importing_sklearn(mode: str) -> None:
+    code, heavy = PARTY_LOADS[mode]
+    report = f"import sys\nprint(sorted(m for m in sys.modules if m.startswith({heavy!r})))\n"
+
+    done = subprocess.run(
+        [sys.executable, "-c", code + report], capture_output=True, text=True, timeout=120
+    )
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
