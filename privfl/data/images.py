@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
+from privfl.data import sklearn_files
 from privfl.errors import ConfigError
 
 IDX_FILES = {
@@ -38,13 +38,11 @@ class Dataset:
 def load_dataset(name: str, data_dir: str = "", test_size: float = 0.25, seed: int = 0) -> Dataset:
     """Load a dataset by name; the file-based ones read from ``data_dir``."""
     if name == "digits":
-        bunch = load_digits()
-        x = (bunch.data / 16.0).astype(np.float32)
-        y = bunch.target.astype(np.int64)
-        x_tr, x_te, y_tr, y_te = train_test_split(
-            x, y, test_size=test_size, random_state=seed, stratify=y
-        )
-        return Dataset(x_tr, y_tr, x_te, y_te, 10)
+        pixels, target = _digits()
+        x = (pixels / 16.0).astype(np.float32)
+        y = target.astype(np.int64)
+        train, test = stratified_split(y, test_size, seed)
+        return Dataset(x[train], y[train], x[test], y[test], 10)
     if not data_dir:
         raise ConfigError(f"dataset {name} is read from files: pass --data-dir DIR")
     folder = Path(data_dir)
@@ -55,6 +53,61 @@ def load_dataset(name: str, data_dir: str = "", test_size: float = 0.25, seed: i
     x_tr, y_tr = _read_cifar(folder, CIFAR_TRAIN)
     x_te, y_te = _read_cifar(folder, CIFAR_TEST)
     return Dataset(x_tr, y_tr, x_te, y_te, 10)
+
+
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    """sklearn's digits (pixels 0–16, labels), from its file when it is where sklearn keeps it."""
+    shipped = sklearn_files.read("digits")
+    if shipped is not None:
+        return shipped[0], shipped[2]
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    return np.asarray(bunch.data), np.asarray(bunch.target)
+
+
+def _approximate_mode(counts: np.ndarray, draws: int, rng: np.random.RandomState) -> np.ndarray:
+    """sklearn's ``utils.extmath._approximate_mode``: per class, its share of ``draws``
+    rounded down, the rest to the largest remainders (ties broken by ``rng``)."""
+    continuous = counts / counts.sum() * draws
+    floored = np.floor(continuous)
+    need = int(draws - floored.sum())
+    remainder = continuous - floored
+    for value in np.sort(np.unique(remainder))[::-1] if need > 0 else ():
+        (tied,) = np.where(remainder == value)
+        chosen = rng.choice(tied, size=min(len(tied), need), replace=False)
+        floored[chosen] += 1
+        need -= len(chosen)
+        if need == 0:
+            break
+    return np.asarray(floored, dtype=np.int64)
+
+
+def stratified_split(
+    labels: np.ndarray, test_size: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Training and test positions: ``train_test_split(…, stratify=labels)``'s rule in numpy
+    (``StratifiedShuffleSplit``; tests/data/test_sklearn_files.py checks it against sklearn).
+
+    A client host that imported sklearn for it would spend about 3 CPU seconds starting.
+    """
+    rows = len(labels)
+    n_test = math.ceil(test_size * rows)
+    n_train = rows - n_test
+    _, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    if not 0 < n_test < rows or counts.min() < 2 or min(n_train, n_test) < len(counts):
+        raise ConfigError(f"{rows} rows of {len(counts)} classes cannot be split at {test_size}")
+    by_class = np.split(np.argsort(inverse, kind="stable"), np.cumsum(counts)[:-1])
+    rng = np.random.RandomState(seed)
+    in_train = _approximate_mode(counts, n_train, rng)
+    in_test = _approximate_mode(counts - in_train, n_test, rng)
+    train: list[int] = []
+    test: list[int] = []
+    for members, a, b in zip(by_class, in_train, in_test, strict=True):
+        shuffled = members.take(rng.permutation(len(members)), mode="clip")
+        train.extend(shuffled[:a])
+        test.extend(shuffled[a : a + b])
+    return rng.permutation(train), rng.permutation(test)
 
 
 def _open(folder: Path, stem: str) -> bytes:

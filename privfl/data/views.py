@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from privfl.config.vertical import DATASET_TASK, DATASETS
+from privfl.data import sklearn_files
 from privfl.data.alignment import positions
 from privfl.errors import ConfigError
 from privfl.models.registry import kind_named
@@ -87,6 +89,10 @@ def bundled(dataset: str) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.n
         raise ConfigError(f"unknown dataset {dataset!r}; bundled: {', '.join(DATASETS)}")
     if dataset == "counts":
         return count_table()
+    shipped = sklearn_files.read(dataset)  # sklearn's files, without importing sklearn
+    if shipped is not None:
+        x, names, target = shipped
+        return x, names, _labels(dataset, target), None
     from sklearn import datasets  # the demo only: CSV sites never load sklearn
 
     loader = {
@@ -97,11 +103,14 @@ def bundled(dataset: str) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.n
     }[dataset]
     bunch = loader()
     names = tuple(str(n) for n in bunch.feature_names)
+    return bunch.data.astype(np.float64), names, _labels(dataset, bunch.target), None
+
+
+def _labels(dataset: str, target: np.ndarray) -> np.ndarray:
+    """A bundled table's labels: floats for a regression task, integers otherwise."""
     if kind_named(DATASET_TASK[dataset]).label_type == "real":
-        y = bunch.target.astype(np.float64)
-    else:
-        y = bunch.target.astype(np.int64)
-    return bunch.data.astype(np.float64), names, y, None
+        return target.astype(np.float64)
+    return target.astype(np.int64)
 
 
 def count_table(
@@ -208,12 +217,25 @@ def _numeric_csv(reader: Iterator[list[str]], path: Path) -> tuple[list[str], np
     return header, np.concatenate(blocks)
 
 
+def split_rows(rows: int, test_size: float, split_seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Training and test row positions: sklearn's ``train_test_split`` rule, without sklearn.
+
+    ``ceil(test_size · rows)`` test rows, the first of a ``RandomState(split_seed)``
+    permutation, the rest training rows (``ShuffleSplit``; tests/data/test_sklearn_files.py
+    checks it against sklearn). Importing sklearn would cost a party ~2.5 CPU seconds.
+    """
+    test = math.ceil(test_size * rows)
+    if not 0 < test < rows:
+        raise ConfigError(
+            f"{rows} rows cannot be split into training and test rows at test_size {test_size}"
+        )
+    permutation = np.random.RandomState(split_seed).permutation(rows)
+    return permutation[test:], permutation[:test]
+
+
 def split_view(table: Table, test_size: float, split_seed: int) -> PartyData:
     """Apply the agreed split (same rule at every party) and standardise on training rows."""
-    index = np.arange(table.x.shape[0])
-    from sklearn.model_selection import train_test_split
-
-    train_idx, test_idx = train_test_split(index, test_size=test_size, random_state=split_seed)
+    train_idx, test_idx = split_rows(table.x.shape[0], test_size, split_seed)
     x_train, x_test = table.x[train_idx], table.x[test_idx]
     mean = x_train.mean(axis=0)
     scale = x_train.std(axis=0)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 # Opacus' default RDP orders.
 DEFAULT_ORDERS: tuple[float, ...] = tuple(
@@ -218,6 +218,8 @@ def _clone_divergence_terms(
     Clone counts outside the central range carry at most ``tail`` mass, returned to
     be added to δ (an upper bound: a divergence never exceeds 1).
     """
+    from scipy import stats  # ~2 CPU s to import: only the shuffle bound needs it
+
     p_clone = math.exp(-epsilon0)
     alpha = math.exp(epsilon0) / (math.exp(epsilon0) + 1)
     clones = stats.binom(n - 1, p_clone)

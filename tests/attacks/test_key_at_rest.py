@@ -4,7 +4,8 @@ failure, not with resume, not after SIGKILL.
 The attacker is whoever later reads the Server's output folder (a backup, a stolen
 disk) and holds the Host's ciphertexts. The tests capture the key the real Server
 generates and search every file it wrote for its primes, in decimal, hex and bytes.
-A resumed session runs under a fresh key and still ends with the same model.
+A resumed session runs under a fresh key (that it still ends with the model of the
+uninterrupted run is tests/parties/test_resume.py's claim, for the same failures).
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ from processes import spawn
 
 from privfl.crypto.paillier import PrivateKey, PublicKey, private_primes
 from privfl.parties import checkpoint
-from privfl.parties.vertical import joint_plan
 from privfl.parties.vertical import server as server_module
 
-# The Host's flips seeded (not private) so a resumed run can be compared with the
-# uninterrupted one; a resumed Host reloads its flipped labels anyway.
+# The Host's flips seeded (not private), as in tests/parties/test_resume.py; a resumed
+# Host reloads its flipped labels anyway.
 LABEL_SEED = 7
 
 
@@ -75,26 +75,20 @@ def test_no_key_on_disk_after_a_failure_and_a_resume(
     keys: list[PrivateKey],
     victim: str,
     after: int,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Constant plan shares (not private), like the seeded flips: both runs share one plan.
-    monkeypatch.setattr(joint_plan, "contribution", lambda: bytes(32))
     job = memory_job(epochs=4, epsilon=2.0, flipback_every=2, batch_size=150, tolerance=0.0)
-    reference = run_resumable(job, tmp_path / "reference", label_seed=LABEL_SEED)
-    assert not [r for r in reference.values() if isinstance(r, BaseException)], reference
 
     crashed = run_resumable(job, tmp_path / "run", die=(victim, after), label_seed=LABEL_SEED)
     assert isinstance(crashed[victim], Crash), crashed
     assert list((tmp_path / "run" / "server" / checkpoint.FOLDER).glob("epoch-*")), "no checkpoint"
-    assert leaked(tmp_path / "run", keys[1]) == []  # mid-run state, left by the failure
+    assert leaked(tmp_path / "run", keys[0]) == []  # mid-run state, left by the failure
 
     resumed = run_resumable(job, tmp_path / "run", resume=True, label_seed=LABEL_SEED)
 
     assert not [r for r in resumed.values() if isinstance(r, BaseException)], resumed
-    assert keys[2].public_key.n != keys[1].public_key.n  # a fresh key for the resumed run
+    assert len(keys) == 2 and keys[1].public_key.n != keys[0].public_key.n  # a fresh key
     assert all(leaked(tmp_path, key) == [] for key in keys)
-    for name in job.guests:  # and the same model as without the failure
-        assert read_model(tmp_path / "run", name) == read_model(tmp_path / "reference", name)
+    assert all(read_model(tmp_path / "run", name)["weights"] for name in job.guests)  # it ended
 
 
 def test_a_key_file_left_by_an_older_version_is_removed(

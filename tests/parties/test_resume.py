@@ -136,7 +136,7 @@ def test_checkpoint_files_are_private(uninterrupted: tuple[JobConfig, Path]) -> 
 @pytest.mark.slow
 def test_sigkilled_host_resumes_through_the_cli_to_the_same_model(tmp_path: Path) -> None:
     kit = tmp_path / "kit"
-    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "6", "--timeout", "15")
+    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "4", "--timeout", "15")
     assert made.returncode == 0, made.stderr
     job_path = kit / "job.toml"
     settings = tomllib.loads(job_path.read_text())
@@ -154,8 +154,8 @@ def test_sigkilled_host_resumes_through_the_cli_to_the_same_model(tmp_path: Path
 
     interrupted = start(tmp_path / "b")
     metrics = tmp_path / "b" / "host" / "metrics.jsonl"
-    deadline = time.monotonic() + 60
-    while not (metrics.exists() and metrics.read_text().count("\n") >= 3):
+    deadline = time.monotonic() + 180  # a bound for a loaded machine, not a sleep
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):  # 2 of 4 epochs
         assert time.monotonic() < deadline
         time.sleep(0.05)
     os.kill(interrupted["host"].pid, signal.SIGKILL)

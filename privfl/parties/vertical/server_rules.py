@@ -23,12 +23,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from privfl.config.vertical import JobConfig
 from privfl.crypto.encoding import LOSS_BITS as LOSS_BITS
 from privfl.crypto.encoding import loss_denominator
 from privfl.crypto.packing import packed_length
+from privfl.data.views import split_rows
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning.glm import glm_of, outputs_of
 from privfl.learning.taylor import batch_sizes
@@ -113,11 +112,9 @@ def check_features(job: JobConfig, hellos: dict[str, Hello]) -> None:
 
 def split_sizes(rows: int, test_size: float, seed: int) -> tuple[int, int]:
     """Training and test rows of the agreed split (the rule of ``data.views.split_view``)."""
-    from sklearn.model_selection import train_test_split
-
     try:
-        train, test = train_test_split(np.arange(rows), test_size=test_size, random_state=seed)
-    except ValueError as exc:
+        train, test = split_rows(rows, test_size, seed)
+    except ConfigError as exc:
         raise Refused(f"{rows} rows cannot be split into training and test rows") from exc
     return len(train), len(test)
 
