@@ -32,7 +32,8 @@ from privfl.protocol.messages import (
 
 QUIET_SECONDS = 1.0  # how long a refused message must stay unanswered
 ACK_SECONDS = 1.5  # a live party ACKs within milliseconds of receiving a message
-AFTER_FINISH_SECONDS = 2.0  # how long a finished party must stay silent (no Abort)
+AFTER_FINISH_SECONDS = 2.0  # how long a finished party must stay silent (no Abort), or exit
+LAST_READ_SECONDS = 0.25  # an exited party's last messages are already on our side of TCP
 EXIT_SECONDS = 15.0  # how long a finished party may take to close its inbox and exit (at least)
 
 
@@ -130,11 +131,14 @@ def finished_cleanly(
     aborted = next((peer.aborted for peer in peers if peer.aborted), "")
     deadline = time.monotonic() + AFTER_FINISH_SECONDS
     while not aborted and time.monotonic() < deadline:
+        # A party we started that has exited can send nothing more: reading what it sent
+        # before it exited ends the watch.
+        exited = process is not None and process.poll() is not None
         for peer in peers:
-            try:
-                peer.channel._receive(0.02)
-            except PeerAborted as exc:
-                aborted = str(exc)
+            wait = LAST_READ_SECONDS / len(peers) if exited else 0.02
+            aborted = aborted or _abort_among(peer, wait, exited)
+        if exited:
+            break
     report.check(f"{party} sends no Abort after finish", not aborted, aborted)
     # A busy machine slows a party's last writes: the job's own timeout, if longer.
     grace = max([EXIT_SECONDS, *(peer.channel.timeout for peer in peers)])
@@ -147,6 +151,17 @@ def finished_cleanly(
     if process is not None:
         code = exit_code(process, grace)
         report.check(f"{party} exits 0 after finish", code == 0, f"exit status {code}")
+
+
+def _abort_among(peer: Peer, seconds: float, every: bool) -> str:
+    """The Abort among the next message (``every``: all, each within ``seconds``) from
+    ``peer``'s party, or ""."""
+    try:
+        while peer.channel._receive(seconds) is not None and every:
+            pass
+    except PeerAborted as exc:
+        return str(exc)
+    return ""
 
 
 def inbox_closes(endpoint: str, seconds: float) -> bool:

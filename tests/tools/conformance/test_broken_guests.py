@@ -38,12 +38,17 @@ def fails(kit: Path, tmp_path: Path, bug: str) -> str:
     return result.stdout
 
 
+@pytest.fixture(scope="module")
+def abort_after_finish(kit: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One session of the guest that aborts and exits 1 after finish: two checks fail."""
+    return fails(kit, tmp_path_factory.mktemp("abort-after-finish"), "abort-after-finish")
+
+
 @pytest.mark.parametrize(
     ("bug", "caught_by"),
     [
         ("sum-squares-scale", "FAIL  epoch 1: forward.sum_squares is Σz² at scale 2^48"),
         ("no-acks", "FAIL  guest-1 acknowledges every message it receives"),
-        ("abort-after-finish", "FAIL  guest-1 sends no Abort after finish"),
         ("cross-term-of-residual", "FAIL  epoch 1: cross_term is Σ z·others at scale 2^48"),
         ("reused-noise", "FAIL  no obfuscator is used twice"),
         ("no-rerandomise", "FAIL  every ciphertext has a non-trivial obfuscator"),
@@ -59,12 +64,12 @@ def test_the_kit_catches_a_broken_guest(
     assert caught_by in stdout, stdout
 
 
-def test_the_kit_catches_an_exit_status_of_1_after_finish(kit: Path, tmp_path: Path) -> None:
-    # Act
-    stdout = fails(kit, tmp_path, "abort-after-finish")
+def test_the_kit_catches_an_abort_after_finish(abort_after_finish: str) -> None:
+    assert "FAIL  guest-1 sends no Abort after finish" in abort_after_finish, abort_after_finish
 
-    # Assert
-    assert "FAIL  guest-1 exits 0 after finish: exit status 1" in stdout
+
+def test_the_kit_catches_an_exit_status_of_1_after_finish(abort_after_finish: str) -> None:
+    assert "FAIL  guest-1 exits 0 after finish: exit status 1" in abort_after_finish
 
 
 def test_the_kit_catches_standard_obfuscators_in_a_djn_session(

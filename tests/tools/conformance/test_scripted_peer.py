@@ -105,8 +105,10 @@ def check(
     )
 
 
-def conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> None:
-    """Run the scripted peer against our party; both must end as ``ending`` says."""
+def conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> str:
+    """Run the scripted peer against our party; both must end as ``ending`` says.
+
+    Returns the kit's report (its stdout)."""
     out = tmp_path / party
     checker = check(kit, out, role, party, ending, cli("vfl"))
     output = checker.stdout + checker.stderr
@@ -121,6 +123,7 @@ def conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> N
     else:
         assert f"PASS  {party} exits non-zero after the violation" in checker.stdout
         assert "privfl: error:" in output and "Traceback" not in output
+    return checker.stdout
 
 
 def test_conformance_refuses_a_role_mismatch(kit: Path) -> None:
@@ -140,9 +143,9 @@ def test_our_guest_conforms_in_a_one_guest_job(tmp_path: Path) -> None:
     one_guest = make_kit(tmp_path / "kit", "--guests", "1")
 
     # Act / assert: every check passes, and the cross-term check is not among them.
-    conforms(one_guest, tmp_path, "guest", "guest-1", "finish")
-    checker = check(one_guest, tmp_path / "again", "guest", "guest-1", "finish", cli("vfl"))
-    assert "cross_term" not in checker.stdout and "FAIL" not in checker.stdout
+    stdout = conforms(one_guest, tmp_path, "guest", "guest-1", "finish")
+    assert "cross_term" not in stdout and "FAIL" not in stdout
+    assert "PASS  epoch 1: forward scores are X[batch.indices]·θ₁" in stdout
 
 
 def test_a_role_its_kind_has_no_script_for_is_refused_in_one_line() -> None:
