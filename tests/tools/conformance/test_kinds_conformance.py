@@ -8,12 +8,11 @@ catch (``broken_guest.py``). Real processes, CURVE sockets, 512-bit keys.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_scripted_peer import WEAK, check, cli
+from test_scripted_peer import check, cli, init
 
 # One worker makes the kits for every test here (--dist loadgroup, tests/conftest.py).
 pytestmark = pytest.mark.xdist_group("kinds_conformance")
@@ -84,15 +83,7 @@ def make_kind_kit(folder: Path, options: list[str]) -> Path:
     job's, and the host script checks its first batch and residual, and counts (every
     epoch trained, a test request per epoch; no flipback is due before epoch 5).
     """
-    made = subprocess.run(
-        cli("init", "vfl", "--out", str(folder), *WEAK, "--epochs", "2", "--timeout", "20",
-            *options),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
-    job = folder / "job.toml"
+    job = init(folder, "--epochs", "2", "--timeout", "20", *options)
     if "poisson" in options:  # label DP off: the host script then knows its labels
         text = job.read_text()
         job.write_text(text.replace("epsilon = 8.0", "epsilon = inf", 1))

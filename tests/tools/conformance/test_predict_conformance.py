@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_scripted_peer import WEAK, cli
+from test_scripted_peer import cli, init
 
 # One worker makes the kits for every test here (--dist loadgroup, tests/conftest.py).
 pytestmark = pytest.mark.xdist_group("predict_conformance")
@@ -45,14 +45,7 @@ def write_model(folder: Path, party: str, body: dict[str, Any], features: list[s
 
 
 def make_kit(folder: Path, *options: str) -> Path:
-    made = subprocess.run(
-        cli("init", "vfl", "--out", str(folder), *WEAK, "--timeout", "60", *options),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert made.returncode == 0, made.stderr
-    return folder / "job.toml"
+    return init(folder, "--timeout", "60", *options)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from privfl.cli import main
 from privfl.errors import ConfigError
 from privfl.models.registry import KINDS
 from privfl.tools.conformance.runner import ROLES, script_for
@@ -28,6 +30,14 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "privfl", *args]
 
 
+def init(folder: Path, *options: str) -> Path:
+    """``privfl init vfl`` with 512-bit keys, in this process (no interpreter to start); the
+    kit's job file."""
+    made = CliRunner().invoke(main, ["init", "vfl", "--out", str(folder), *WEAK, *options])
+    assert made.exit_code == 0, made.output
+    return folder / "job.toml"
+
+
 def make_kit(folder: Path, *extra: str) -> Path:
     """A demo kit with two guests, 512-bit keys, 3 epochs, mini-batches and a flipback.
 
@@ -36,15 +46,7 @@ def make_kit(folder: Path, *extra: str) -> Path:
     decryption request: per-batch gradients, test scores and flipback's training scores.
     Two guests: the guest script checks the cross term against ``others``.
     """
-    options = ["--epochs", "3", "--timeout", "20", "--guests", "2", *extra]
-    made = subprocess.run(
-        cli("init", "vfl", "--out", str(folder), *WEAK, *options),
-        capture_output=True,
-        text=True,
-        timeout=300,  # a cap: the machine is shared
-    )
-    assert made.returncode == 0, made.stderr
-    job = folder / "job.toml"
+    job = init(folder, "--epochs", "3", "--timeout", "20", "--guests", "2", *extra)
     text = job.read_text()
     if "secureboost" in extra:  # trees' kits carry no [training] table
         return job
