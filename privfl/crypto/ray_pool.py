@@ -125,7 +125,7 @@ class RayPool(NoisePool):
     def _actor(self, node: str) -> Any:
         """The worker actor class, pinned to ``node``.
 
-        Pinned hard: with soft affinity Ray put both workers on the head in 2 of 6 runs of
+        Pinned hard: with soft affinity Ray put both workers on the head in 3 of 6 runs of
         the two-node test while the other node was alive (a cluster used as one machine,
         silently). A node lost mid-run now ends the run with Ray's error; a resumed run
         places its workers on the nodes alive then (:func:`placements`).
