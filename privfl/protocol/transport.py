@@ -390,6 +390,7 @@ class ZmqTransport(_Dealers):
         self._known = frozenset(peers) | frozenset(keys.peers if keys else ())
         self._watch: HandshakeWatch | None = None
         self._peer_keys = dict(keys.peers) if keys else {}
+        self._refused = 0  # messages refused by routing id; logged as the link layer's are
         self._inbox: zmq.Socket[bytes] | None = None
         try:
             self._inbox = self._sockets.router(endpoint, max_frame=max_frame)
@@ -438,11 +439,15 @@ class ZmqTransport(_Dealers):
             reason = "the routing id does not match the authenticated key"
         else:
             return sender, [part.bytes for part in parts[1:]]
+        self._refused += 1
+        if self._refused > 20 and self._refused % 1000:  # a flood: the first 20, then 1 in 1,000
+            return None
         user = frame_property(parts[0], "User-Id") if self._curve else None
         key = self._peer_keys.get(user) if user else None
         log.warning(
-            "%s: refused a message from %s (key %s of %s) claiming to be %r: %s",
+            "%s: refused a message (%d so far) from %s (key %s of %s) claiming to be %r: %s",
             self.name,
+            self._refused,
             frame_property(parts[0], "Peer-Address") or "?",
             fingerprint(key) if key else "-",
             user or "nobody authenticated",
