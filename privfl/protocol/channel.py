@@ -44,7 +44,7 @@ from privfl.protocol.messages import (
     Progress,
     kind_of,
 )
-from privfl.protocol.transport import Transport
+from privfl.protocol.transport import Transport, should_log
 from privfl.protocol.waits import (
     UnconnectedNotices,
     check_unproven,
@@ -537,11 +537,6 @@ def describe(peer: str, body: Progress) -> str:
     """``guest-1: encrypting scores 212/426`` (the counts left out while there is no total)."""
     counts = f" {body.done}/{body.total}" if body.total else ""
     return f"{peer}: {body.step}{counts}"
-
-
-def should_log(count: int) -> bool:
-    """Log the first 20 refusals from a peer, then every 1000th."""
-    return count <= 20 or count % 1000 == 0
 
 
 def _header_or_none(frames: list[bytes]) -> Header | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from privfl.errors import PeerUnavailable, ProtocolError
-from privfl.protocol.transport import Closeable, Transport, ZmqTransport
+from privfl.protocol.transport import Closeable, Transport, ZmqTransport, should_log
 
 log = logging.getLogger("privfl.protocol.reliable")
 
@@ -267,7 +267,7 @@ class ReliableTransport(Closeable):
             return self._on_data(peer, inc, seq, index, count, frames[1])
         except ProtocolError as exc:
             self._refused += 1
-            if self._refused <= 20 or self._refused % 1000 == 0:
+            if should_log(self._refused):
                 log.warning(
                     "%s: refused link frames from %s (%d so far): %s",
                     self.name,

@@ -57,6 +57,12 @@ from privfl.protocol.zap import (
 
 log = logging.getLogger(__name__)
 
+
+def should_log(count: int) -> bool:
+    """Log the first 20 refusals from a peer, then every 1000th."""
+    return count <= 20 or count % 1000 == 0
+
+
 HEARTBEAT_IVL_MS = 1000
 HEARTBEAT_TIMEOUT_MS = 5000
 SEND_POLL_MS = 250  # how often a waiting send checks whether its peer is lost
@@ -390,7 +396,7 @@ class ZmqTransport(_Dealers):
         self._known = frozenset(peers) | frozenset(keys.peers if keys else ())
         self._watch: HandshakeWatch | None = None
         self._peer_keys = dict(keys.peers) if keys else {}
-        self._refused = 0  # messages refused by routing id; logged as the link layer's are
+        self._refused = 0  # messages refused by routing id (logged as :func:`should_log` says)
         self._inbox: zmq.Socket[bytes] | None = None
         try:
             self._inbox = self._sockets.router(endpoint, max_frame=max_frame)
@@ -440,7 +446,7 @@ class ZmqTransport(_Dealers):
         else:
             return sender, [part.bytes for part in parts[1:]]
         self._refused += 1
-        if self._refused > 20 and self._refused % 1000:  # a flood: the first 20, then 1 in 1,000
+        if not should_log(self._refused):  # a flood must not become a flood of log lines
             return None
         user = frame_property(parts[0], "User-Id") if self._curve else None
         key = self._peer_keys.get(user) if user else None
