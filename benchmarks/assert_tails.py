@@ -123,6 +123,13 @@ def cases() -> dict[str, Case]:
             0.85,
             glm_twin(cli_job(2, 3, math.inf), "accuracy", sites_data(2, 15)),
         ),
+        # ... and its prediction on the ids below P00150 (mostly training rows), by the
+        # saved models' standardisation
+        "glm-sites-2guests-3-predict": (
+            "accuracy",
+            0.75,
+            glm_twin(cli_job(2, 3, math.inf), "accuracy", sites_data(2, 15, "P00150")),
+        ),
         "glm-netns-1guest-2": (
             "accuracy",
             0.85,
@@ -225,13 +232,16 @@ def train_private_draw(method: str) -> Callable[[int], float]:
     return draw
 
 
-def sites_data(guests: int, missing: int) -> dict[str, PartyData]:
-    """tests/sites.make_sites's files, on the ids every site holds (what the PSI leaves)."""
+def sites_data(guests: int, missing: int, below: str = "") -> dict[str, PartyData]:
+    """tests/sites.make_sites's files, on the ids every site holds (what the PSI leaves).
+    With ``below``, the test rows are the shared ids below it instead (test_sites'
+    prediction), scaled with the training rows' statistics as a saved model is."""
+    import dataclasses
     import sys
     import tempfile
     from pathlib import Path
 
-    from privfl.data.tables import read_id_csv, split_and_standardise
+    from privfl.data.tables import read_id_csv, split_and_standardise, standardise_with
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from sites import make_sites
@@ -245,6 +255,11 @@ def sites_data(guests: int, missing: int) -> dict[str, PartyData]:
             keep = [i for i, x in enumerate(table.ids) if x in made.shared]
             ordered = sorted(keep, key=lambda i: table.ids[i])
             views[name] = split_and_standardise(table.take(ordered), 0.25, 0)
+            if below:
+                at = {x: i for i, x in enumerate(table.ids)}
+                rows = table.take([at[x] for x in sorted(made.shared) if x < below])
+                x_test = standardise_with(rows, views[name].mean, views[name].scale)
+                views[name] = dataclasses.replace(views[name], x_test=x_test, y_test=rows.y)
     return views
 
 

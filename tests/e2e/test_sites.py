@@ -17,9 +17,10 @@ from processes import WEAK, privfl, spawn
 from sites import Sites, make_sites
 
 from privfl.config.vertical import TrainingConfig
-from privfl.data.tables import read_id_csv, split_and_standardise
+from privfl.data.tables import read_id_csv, split_and_standardise, standardise_with
 from privfl.learning.glm import glm_named, reference_train
 from privfl.learning.taylor import sigmoid
+from privfl.parties.vertical.predict import load_model
 
 LOGISTIC = glm_named("logistic")
 
@@ -173,8 +174,22 @@ def test_two_guests_train_and_predict_with_their_own_files(tmp_path: Path) -> No
     assert list(out.columns) == ["id", "probability", "label"]
     assert set(out["id"]) == scoring and len(out) == len(scoring)
     truth = pd.read_csv(sites.files["host"], dtype={"patient_id": str}).set_index("patient_id")
+    # The probabilities are the saved models' own, in the clear: each site's weights on its
+    # rows, scaled with its training statistics (a draw-free check of the joint prediction).
+    eta = np.zeros(len(out))
+    for name, path in new.items():
+        model = load_model(runs / name, name)
+        table = read_id_csv(path, "patient_id", "diagnosis" if name == "host" else None)
+        at = {x: i for i, x in enumerate(table.ids)}
+        rows = table.take([at[x] for x in out["id"]])
+        eta += standardise_with(rows, model.mean, model.scale) @ model.weights
+        eta += 0.0 if model.bias is None else float(np.asarray(model.bias).ravel()[0])
+    assert np.abs(out["probability"].to_numpy() - sigmoid(eta)).max() < 1e-4
+    # These 103 rows are mostly training rows of the private run: the plaintext twin over
+    # 20,000 fresh starts (benchmarks/assert_tails.py glm-sites-2guests-3-predict) gives
+    # median 0.893, minimum 0.816, sd 0.016; 0.75 is 8.6 sd below the mean.
     accuracy = (out["label"].to_numpy() == truth.loc[out["id"], "diagnosis"].to_numpy()).mean()
-    assert accuracy > 0.85 and out["probability"].between(0, 1).all()
+    assert accuracy > 0.75 and out["probability"].between(0, 1).all()
     assert not (pred / "guest-1" / "p.csv").exists()  # only the Host writes predictions
     for site in sites.files:
         leaked = [i for i in foreign_ids(sites, site) if i in text_of(runs / site)]
