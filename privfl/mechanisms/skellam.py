@@ -125,19 +125,52 @@ def skellam_rdp(variance: float, dims: int, order: int) -> float:
     return order * d2**2 / (2 * variance) + tail
 
 
+def share_distance(variance: float, dims: int) -> float:
+    """A bound on the total variation between one client's ``dims``-coordinate share of
+    ``variance`` and the exact Skellam: ``dims`` times the table's per-draw bound
+    (:func:`~privfl.mechanisms.skellam_table.distance`; independent draws add up). 0 for
+    shares too wide for a table: numpy's Poisson sampler has no bound to book."""
+    if variance <= 0 or not skellam_table.fits(variance):
+        return 0.0
+    return dims * skellam_table.distance(variance)
+
+
 @dataclass
 class SkellamAccountant:
-    """Per-client RDP of the group sums it took part in; ε at ``delta`` for the worst client."""
+    """Per-client RDP of the group sums it took part in; ε at ``delta`` for the worst client,
+    and the δ that ε holds at once the samplers' distance is booked (:meth:`delta_booked`)."""
 
     dims: int
     delta: float
     rdp: dict[int, np.ndarray] = field(default_factory=lambda: defaultdict(_zeros))
+    distance: dict[int, float] = field(default_factory=lambda: defaultdict(float))
 
-    def book(self, members: Iterable[int], variance: float) -> None:
-        """A group sum with Skellam ``variance`` was released: every member spends it."""
+    def book(self, members: Iterable[int], variance: float, distance: float = 0.0) -> None:
+        """A group sum with Skellam ``variance`` was released: every member spends it.
+        ``distance`` bounds the total variation of the release's noise from the exact
+        Skellam (the sum of its shares' :func:`share_distance`)."""
         step = np.array([skellam_rdp(variance, self.dims, a) for a in ORDERS])
         for client in members:
             self.rdp[client] = self.rdp[client] + step
+            self.distance[client] += distance
+
+    def delta_booked(self, client: int | None = None) -> float:
+        """δ of the ε :meth:`epsilon` reports, with the samplers' distance added.
+
+        A mechanism within total variation ``η`` of an (ε, δ)-DP one is
+        (ε, δ + (1 + e^ε)·η)-DP (for any event, each side moves by at most ``η``); ``η``
+        is the client's releases' distances summed (over the whole run, the outputs of
+        the sampled run are within their sum of the exact run's). The worst client by
+        default; at most 1.
+        """
+        clients = list(self.rdp) if client is None else [client]
+        worst = self.delta
+        for c in clients:
+            eta = self.distance.get(c, 0.0)
+            if eta > 0:
+                epsilon = rdp_to_epsilon(self.rdp[c], ORDERS, self.delta)[0]
+                worst = max(worst, self.delta + (1 + math.exp(min(epsilon, 700.0))) * eta)
+        return min(worst, 1.0)
 
     def epsilon(self, client: int | None = None) -> float:
         """ε of ``client`` (default: the worst client so far; 0 before any release)."""
