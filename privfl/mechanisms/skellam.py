@@ -27,6 +27,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -34,7 +35,7 @@ from randomgen import AESCounter
 
 from privfl.mechanisms import skellam_table
 from privfl.mechanisms.accountants import rdp_to_epsilon
-from privfl.mechanisms.noise import NoiseSource, randomized_round, round_by
+from privfl.mechanisms.noise import NoiseSource, randomized_round
 
 LEVELS = 2**16  # grid steps in the L2 bound B: rounding error √d steps ≪ B
 ORDERS = tuple(range(2, 64)) + tuple(range(64, 513, 16))  # integer α only (the theorem's)
@@ -82,14 +83,25 @@ def client_share(
         draws = stream(source)
         wide: np.ndarray = quantize(values, bound, draws) + skellam(values.size, variance, draws)
         return wide
-    key = source.rng.bytes(32)
-    encryptor = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
-    words = np.frombuffer(encryptor.update(bytes(16 * values.size)), dtype="<u8")
-    uniforms = (words[: values.size] >> np.uint64(11)) * 2.0**-53
-    noisy: np.ndarray = round_by(values, grid_step(bound), uniforms) + skellam_table.lookup(
-        skellam_table.table(variance), words[values.size :]
-    )
+    size = values.size
+    words = np.empty(2 * size + 2, dtype=np.uint64)  # update_into wants a block − 1 to spare
+    encryptor = Cipher(algorithms.AES(source.rng.bytes(32)), modes.CTR(bytes(16))).encryptor()
+    encryptor.update_into(_plaintext(16 * size), words.view(np.uint8))
+    # randomized rounding as noise.round_by, in place: u·2^−53 < f exactly when u < f·2^53
+    scaled = values / grid_step(bound)
+    low = np.floor(scaled)
+    scaled -= low
+    scaled *= 2.0**53
+    low += (words[:size] >> np.uint64(11)) < scaled
+    noisy: np.ndarray = low.astype(np.int64)
+    noisy += skellam_table.lookup(skellam_table.table(variance), words[size : 2 * size])
     return noisy
+
+
+@lru_cache(maxsize=4)
+def _plaintext(length: int) -> bytes:
+    """The plaintext of a keystream: zeros, one read-only buffer per length."""
+    return bytes(length)
 
 
 def client_variance(noise_multiplier: float, dims: int, group: int) -> float:

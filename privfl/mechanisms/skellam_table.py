@@ -165,13 +165,18 @@ def draw(tab: SkellamTable, size: int, rng: np.random.Generator) -> np.ndarray:
 
 def lookup(tab: SkellamTable, words: np.ndarray) -> np.ndarray:
     """The values whose cumulative intervals hold the uint64 ``words``."""
-    entry = tab.guide[(words >> tab.shift).view(np.int64)]
+    scratch = words >> tab.shift  # each word's guide bucket, then its low bits
+    entry = np.take(tab.guide, scratch.view(np.int64))  # np.take: faster than a[...] here
     low = _ALL_ONES >> np.uint64(64 - int(tab.shift))
-    index = (entry >> tab.shift) + ((words & low) >= (entry & low))
+    np.bitwise_and(words, low, out=scratch)
+    index = entry >> tab.shift
+    entry &= low  # the bucket's gate
+    index += scratch >= entry
     search = np.flatnonzero(index > tab.bounds.size)
     if search.size:
         index[search] = np.searchsorted(tab.bounds, words[search], side="right")
-    result: np.ndarray = index.view(np.int64) + tab.offset
+    result: np.ndarray = index.view(np.int64)
+    result += tab.offset
     return result
 
 

@@ -158,3 +158,21 @@ def test_a_table_off_by_2_to_the_minus_40_books_at_least_that(
     # moved 2^−40 from the honest table, which is within honest_distance of the pmf
     assert skellam_table.distance.__wrapped__(50.0) >= 2.0**-40 - honest_distance
     assert honest_distance < 1e-14
+
+
+def test_a_clients_share_is_numpys_rounding_plus_the_binary_search_on_its_keystream() -> None:
+    # known answer: the same seeded key, its AES-256-CTR keystream taken apart by hand
+    # (uniforms by numpy's random() formula, noise by a plain binary search)
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    from privfl.mechanisms.noise import round_by, seeded_source
+
+    update = np.random.default_rng(2).normal(size=5000) * 1e-3
+    share = skellam.client_share(update, 1.0, BENCH_VARIANCE, seeded_source(4, 5, 6))
+    key = seeded_source(4, 5, 6).rng.bytes(32)
+    stream = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
+    words = np.frombuffer(stream.update(bytes(16 * update.size)), dtype="<u8")
+    uniforms = (words[: update.size] >> np.uint64(11)) * 2.0**-53
+    tab = skellam_table.table(BENCH_VARIANCE)
+    noise = np.searchsorted(tab.bounds, words[update.size :], side="right") + tab.offset
+    assert np.array_equal(share, round_by(update, skellam.grid_step(1.0), uniforms) + noise)
