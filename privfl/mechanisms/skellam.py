@@ -86,7 +86,7 @@ def client_share(
     size = values.size
     words = np.empty(2 * size + 2, dtype=np.uint64)  # update_into wants a block − 1 to spare
     encryptor = Cipher(algorithms.AES(source.rng.bytes(32)), modes.CTR(bytes(16))).encryptor()
-    encryptor.update_into(_plaintext(16 * size), words.view(np.uint8))
+    encryptor.update_into(_plaintext(16 * size), words.view(np.uint8).data)
     # randomized rounding as noise.round_by, in place: u·2^−53 < f exactly when u < f·2^53
     scaled = values / grid_step(bound)
     low = np.floor(scaled)
