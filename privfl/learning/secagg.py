@@ -34,6 +34,7 @@ import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
@@ -89,13 +90,19 @@ class Keystreams:
     """
 
     def __init__(self, dims: int) -> None:
-        self.zeros = bytes(4 * dims)
+        self.zeros = _zeros(4 * dims)
         self.buffer = bytearray(4 * dims + 15)  # update_into wants a block − 1 to spare
         self.words: np.ndarray = np.frombuffer(self.buffer, dtype="<u4", count=dims)
 
     def __call__(self, key: bytes) -> np.ndarray:
         Cipher(algorithms.AES(key), _CTR).encryptor().update_into(self.zeros, self.buffer)
         return self.words
+
+
+@lru_cache(maxsize=4)
+def _zeros(length: int) -> bytes:
+    """A keystream's plaintext: one read-only buffer of zeros per length, for every client."""
+    return bytes(length)
 
 
 def prg(key: bytes, dims: int) -> np.ndarray:
