@@ -164,7 +164,8 @@ class ClientState:
     neighbours: dict[int, Advertise] = field(default_factory=dict)
     threshold: int = 0
     held: dict[int, tuple[int, int]] = field(default_factory=dict)  # sender → (seed, key) shares
-    seal_keys: dict[int, bytes] = field(default_factory=dict)  # agreed once per neighbour
+    # one AEAD per neighbour, agreed once: it seals this client's shares and opens theirs
+    seal_boxes: dict[int, ChaCha20Poly1305] = field(default_factory=dict)
     stage: int = 1
 
     def advance(self, expected: int) -> None:
@@ -197,7 +198,7 @@ def share_keys(
     for (j, adv), b_share, s_share in zip(
         state.neighbours.items(), seed_shares, key_shares, strict=True
     ):
-        box = ChaCha20Poly1305(_share_key(state, adv))
+        box = _seal_box(state, adv)
         plain = shamir.to_bytes(b_share) + shamir.to_bytes(s_share)
         sealed.append(
             SealedShares(state.me, j, box.encrypt(_nonce(state.me), plain, _ad(state, state.me, j)))
@@ -213,7 +214,7 @@ def masked_input(state: ClientState, shares: Iterable[SealedShares], x: np.ndarr
         if adv is None or msg.receiver != state.me or msg.sender in state.held:
             raise SecAggAborted(f"client {state.me}: shares from a non-neighbour or twice")
         try:
-            plain = ChaCha20Poly1305(_share_key(state, adv)).decrypt(
+            plain = _seal_box(state, adv).decrypt(
                 _nonce(msg.sender), msg.ciphertext, _ad(state, msg.sender, state.me)
             )
         except InvalidTag as exc:
@@ -259,12 +260,12 @@ def _pair_secret(key: X25519PrivateKey, public: bytes) -> bytes:
     return key.exchange(X25519PublicKey.from_public_bytes(public))
 
 
-def _share_key(state: ClientState, adv: Advertise) -> bytes:
-    if adv.client not in state.seal_keys:
+def _seal_box(state: ClientState, adv: Advertise) -> ChaCha20Poly1305:
+    if adv.client not in state.seal_boxes:
         secret = state.c_key.exchange(X25519PublicKey.from_public_bytes(adv.c_public))
         context = pair_context(state.context, state.me, adv.client)
-        state.seal_keys[adv.client] = derive(secret, b"share seal", context)
-    return state.seal_keys[adv.client]
+        state.seal_boxes[adv.client] = ChaCha20Poly1305(derive(secret, b"share seal", context))
+    return state.seal_boxes[adv.client]
 
 
 def _nonce(sender: int) -> bytes:
