@@ -109,7 +109,7 @@ def distance(variance: float) -> float:
     recurrence at 128 bits, plus ``ρ``, the relative error ``P̃`` may carry where a count
     is kept (each MPFR step rounds once per operation; the start's ``e^{−(K²−k²)/v}``),
     plus three times the Chernoff bound on ``P(|X| > k)`` beyond the kept outcomes (their
-    mass, and what it moves in the normalisation). About 60 ms per variance.
+    mass, and what it moves in the normalisation). About 70 ms at the bench's share.
     """
     tab = table(variance)
     counts = np.diff(tab.bounds, prepend=np.uint64(0), append=_ALL_ONES)
