@@ -1,12 +1,14 @@
 """The secure round's extra CPU under another commit's code and this checkout's, same updates.
 
-Trains the clients once (as ``secagg_bench.py``: digits' MLP, batched, one thread), times
-that plaintext round, then feeds the same updates, in turn and ``--repeats`` times, to
-``--against``'s ``privfl/learning/secagg.py`` and ``privfl/mechanisms/skellam.py``
-(read with ``git show``, loaded beside this checkout's) and to this checkout's secure
-round: quantizing, Skellam share (z = 1), SecAgg+ with ``--dropout`` of the clients
-vanishing after sharing their keys. Every unmasked sum is checked exact. On a loaded
-machine only the figures of one run compare.
+Trains the clients (as ``secagg_bench.py``: digits' MLP, batched, one thread), times that
+plaintext round, then feeds its updates, in turn, to
+``--against``'s ``privfl/learning/secagg.py``, ``privfl/mechanisms/skellam.py``,
+``privfl/mechanisms/skellam_table.py`` and ``privfl/crypto/shamir.py`` (read with
+``git show``, loaded beside this checkout's) and to this checkout's secure round:
+quantizing, Skellam share (z = 1), SecAgg+ with ``--dropout`` of the clients vanishing
+after sharing their keys; ``--repeats`` times, each with its own plaintext round, and
+the ratios' median and range at the end. Every unmasked sum is checked exact. On a
+loaded machine only the figures of one run compare.
 
     python benchmarks/secagg_against.py --against main --clients 1000 --rows 256 --epochs 5
 """
@@ -35,11 +37,14 @@ from privfl.mechanisms.noise import NoiseSource, private_source
 Share = Callable[[torch.Tensor, float, float, int, NoiseSource], np.ndarray]
 
 
-def load_at(commit: str, path: str, name: str, folder: Path) -> ModuleType:
-    """``path`` as it is at ``commit``, imported as module ``name``."""
+def load_at(commit: str, path: str, name: str, folder: Path, imports: dict[str, str]) -> ModuleType:
+    """``path`` as it is at ``commit``, imported as module ``name``; each import line in
+    ``imports`` is replaced by its value (to use the other modules loaded from ``commit``)."""
     text = subprocess.run(
         ["git", "show", f"{commit}:{path}"], check=True, capture_output=True, text=True
     ).stdout
+    for line, replacement in imports.items():
+        text = text.replace(line, replacement)
     file = folder / f"{name}.py"
     file.write_text(text)
     spec = importlib.util.spec_from_file_location(name, file)
@@ -50,15 +55,35 @@ def load_at(commit: str, path: str, name: str, folder: Path) -> ModuleType:
     return module
 
 
+def load_round(commit: str, folder: Path) -> tuple[ModuleType, ModuleType]:
+    """``commit``'s Skellam share and SecAgg+ modules, over its own Shamir and table."""
+    # registered in sys.modules by these names, which the two below import
+    load_at(commit, "privfl/crypto/shamir.py", "old_shamir", folder, {})
+    load_at(commit, "privfl/mechanisms/skellam_table.py", "old_table", folder, {})
+    skellam = load_at(
+        commit, "privfl/mechanisms/skellam.py", "old_skellam", folder,
+        {"from privfl.mechanisms import skellam_table": "import old_table as skellam_table"},
+    )  # fmt: skip
+    rounds = load_at(
+        commit, "privfl/learning/secagg.py", "old_secagg", folder,
+        {"from privfl.crypto import shamir": "import old_shamir as shamir"},
+    )  # fmt: skip
+    return skellam, rounds
+
+
 def old_share(skellam: ModuleType) -> Share:
-    """The older ``secure_round.client_input``: quantize, then the Skellam share."""
+    """The other commit's ``secure_round.client_input``: its ``client_share`` where it has
+    one, else quantizing then the Skellam share (the code before the table)."""
 
     def share(
         update: torch.Tensor, bound: float, z: float, group: int, source: NoiseSource
     ) -> np.ndarray:
         values = update.double().cpu().numpy()
-        draws = skellam.stream(source)
         variance = skellam.client_variance(z, values.size, group)
+        if hasattr(skellam, "client_share"):
+            shared: np.ndarray = skellam.client_share(values, bound, variance, source)
+            return shared
+        draws = skellam.stream(source)
         noisy: np.ndarray = skellam.quantize(values, bound, draws)
         noisy += skellam.skellam(values.size, variance, draws)
         return noisy
@@ -92,28 +117,34 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as folder:
-        skellam = load_at(args.against, "privfl/mechanisms/skellam.py", "old_skellam", Path(folder))
-        rounds = load_at(args.against, "privfl/learning/secagg.py", "old_secagg", Path(folder))
+        skellam, rounds = load_round(args.against, Path(folder))
     setup, weights, clients, dropped = workload(args.clients, args.rows, args.epochs, args.dropout)
-    start = time.process_time()
-    trained = engine.train_clients(setup, clients, weights, 1, private_source(exact=False))
-    updates = trained - weights
-    updates[[c for c in clients if c not in dropped]].sum(dim=0)
-    plain = time.process_time() - start
-    print(f"plaintext round {plain:.2f} CPU s (training and sum)", flush=True)
     variants: dict[str, tuple[Share, ModuleType]] = {
         args.against: (old_share(skellam), rounds),
         "this checkout": (client_input, secagg),
     }
-    for _ in range(args.repeats):
+    ratios: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.repeats):  # the plaintext round again each time: the load moves
+        start = time.process_time()
+        trained = engine.train_clients(setup, clients, weights, 1, private_source(exact=False))
+        updates = trained - weights
+        updates[[c for c in clients if c not in dropped]].sum(dim=0)
+        plain = time.process_time() - start
+        print(f"plaintext round {plain:.2f} CPU s (training and sum)", flush=True)
         for name, (share, module) in variants.items():
             cpu = extra_cpu(share, module, updates, setup.calib.update_clip, dropped)
+            ratios[name].append((plain + cpu["extra"]) / plain)
             print(
                 f"{name}: quantizing and noise {cpu['noise']:.2f}, SecAgg+ clients "
                 f"{cpu['clients_and_routing']:.2f}, unmasking {cpu['unmasking']:.2f}, extra "
-                f"{cpu['extra']:.2f} CPU s: {(plain + cpu['extra']) / plain:.2f}x",
+                f"{cpu['extra']:.2f} CPU s: {ratios[name][-1]:.2f}x",
                 flush=True,
             )
+    for name, values in ratios.items():
+        print(
+            f"{name}: (plaintext + extra) / plaintext, median {np.median(values):.2f}x, "
+            f"range {min(values):.2f}x to {max(values):.2f}x over {len(values)} repeats"
+        )
 
 
 if __name__ == "__main__":

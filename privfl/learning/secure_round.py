@@ -31,14 +31,16 @@ from privfl.mechanisms import skellam
 from privfl.mechanisms.noise import NoiseSource
 
 DISTRIBUTED_ASSUMPTIONS = (
-    "central ε per client at δ of the job, worst client, over every group sum it was in "
+    "central ε per client at δ of the job plus the noise sampler's distance "
+    "(delta_distributed), worst client, over every group sum it was in "
     "(Skellam RDP, add/remove-one client); assumes the other members of its groups add "
     "their noise shares and the aggregator does not collude with them; no amplification"
 )
 
 
 BOUNDED_ASSUMPTIONS = (
-    "central ε per client at δ of the job, worst client, over every round it passed the "
+    "central ε per client at δ of the job plus the noise sampler's distance "
+    "(delta_distributed), worst client, over every round it passed the "
     "bound check; assumes the second server (the Shuffler's role) adds its Skellam noise "
     "and does not collude with the aggregator; no amplification"
 )
@@ -130,8 +132,9 @@ def secure_round(round_in: RoundInput, accountant: skellam.SkellamAccountant) ->
     context = f"privfl-hfl|seed {cfg.seed}|round {round_}".encode()
     group_reports, alive = secure_group_reports(inputs, groups, global_weights, bound, context)
     variance = skellam.client_variance(cfg.ddp_noise, setup.dims, size)
+    share_tv = skellam.share_distance(variance, setup.dims)  # the table sampler's, per share
     for members in alive:
-        accountant.book(members, len(members) * variance)
+        accountant.book(members, len(members) * variance, len(members) * share_tv)
     return group_reports
 
 
@@ -171,7 +174,8 @@ def bounded_round(
         noise = noise_source(cfg, source, round_, -1 - server, 6)
         summed[:, 0] += skellam.skellam(dims, variance, skellam.stream(noise))
         sums.append(summed)
-    accountant.book(valid, variance)  # against the aggregator: the second server's noise
+    # against the aggregator: the second server's noise (one share of the whole variance)
+    accountant.book(valid, variance, skellam.share_distance(variance, dims))
     mean = bounded.total(*sums) * skellam.grid_step(setup.calib.update_clip) / len(valid)
     update = torch.from_numpy(mean).to(dtype=global_weights.dtype, device=global_weights.device)
     return [global_weights + update]

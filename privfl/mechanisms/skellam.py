@@ -27,6 +27,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -34,7 +35,7 @@ from randomgen import AESCounter
 
 from privfl.mechanisms import skellam_table
 from privfl.mechanisms.accountants import rdp_to_epsilon
-from privfl.mechanisms.noise import NoiseSource, randomized_round, round_by
+from privfl.mechanisms.noise import NoiseSource, randomized_round
 
 LEVELS = 2**16  # grid steps in the L2 bound B: rounding error √d steps ≪ B
 ORDERS = tuple(range(2, 64)) + tuple(range(64, 513, 16))  # integer α only (the theorem's)
@@ -82,14 +83,25 @@ def client_share(
         draws = stream(source)
         wide: np.ndarray = quantize(values, bound, draws) + skellam(values.size, variance, draws)
         return wide
-    key = source.rng.bytes(32)
-    encryptor = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
-    words = np.frombuffer(encryptor.update(bytes(16 * values.size)), dtype="<u8")
-    uniforms = (words[: values.size] >> np.uint64(11)) * 2.0**-53
-    noisy: np.ndarray = round_by(values, grid_step(bound), uniforms) + skellam_table.lookup(
-        skellam_table.table(variance), words[values.size :]
-    )
+    size = values.size
+    words = np.empty(2 * size + 2, dtype=np.uint64)  # update_into wants a block − 1 to spare
+    encryptor = Cipher(algorithms.AES(source.rng.bytes(32)), modes.CTR(bytes(16))).encryptor()
+    encryptor.update_into(_plaintext(16 * size), words.view(np.uint8).data)
+    # randomized rounding as noise.round_by, in place: u·2^−53 < f exactly when u < f·2^53
+    scaled = values / grid_step(bound)
+    low = np.floor(scaled)
+    scaled -= low
+    scaled *= 2.0**53
+    low += (words[:size] >> np.uint64(11)) < scaled
+    noisy: np.ndarray = low.astype(np.int64)
+    noisy += skellam_table.lookup(skellam_table.table(variance), words[size : 2 * size])
     return noisy
+
+
+@lru_cache(maxsize=4)
+def _plaintext(length: int) -> bytes:
+    """The plaintext of a keystream: zeros, one read-only buffer per length."""
+    return bytes(length)
 
 
 def client_variance(noise_multiplier: float, dims: int, group: int) -> float:
@@ -125,19 +137,52 @@ def skellam_rdp(variance: float, dims: int, order: int) -> float:
     return order * d2**2 / (2 * variance) + tail
 
 
+def share_distance(variance: float, dims: int) -> float:
+    """A bound on the total variation between one client's ``dims``-coordinate share of
+    ``variance`` and the exact Skellam: ``dims`` times the table's per-draw bound
+    (:func:`~privfl.mechanisms.skellam_table.distance`; independent draws add up). 0 for
+    shares too wide for a table: numpy's Poisson sampler has no bound to book."""
+    if variance <= 0 or not skellam_table.fits(variance):
+        return 0.0
+    return dims * skellam_table.distance(variance)
+
+
 @dataclass
 class SkellamAccountant:
-    """Per-client RDP of the group sums it took part in; ε at ``delta`` for the worst client."""
+    """Per-client RDP of the group sums it took part in; ε at ``delta`` for the worst client,
+    and the δ that ε holds at once the samplers' distance is booked (:meth:`delta_booked`)."""
 
     dims: int
     delta: float
     rdp: dict[int, np.ndarray] = field(default_factory=lambda: defaultdict(_zeros))
+    distance: dict[int, float] = field(default_factory=lambda: defaultdict(float))
 
-    def book(self, members: Iterable[int], variance: float) -> None:
-        """A group sum with Skellam ``variance`` was released: every member spends it."""
+    def book(self, members: Iterable[int], variance: float, distance: float = 0.0) -> None:
+        """A group sum with Skellam ``variance`` was released: every member spends it.
+        ``distance`` bounds the total variation of the release's noise from the exact
+        Skellam (the sum of its shares' :func:`share_distance`)."""
         step = np.array([skellam_rdp(variance, self.dims, a) for a in ORDERS])
         for client in members:
             self.rdp[client] = self.rdp[client] + step
+            self.distance[client] += distance
+
+    def delta_booked(self, client: int | None = None) -> float:
+        """δ of the ε :meth:`epsilon` reports, with the samplers' distance added.
+
+        A mechanism within total variation ``η`` of an (ε, δ)-DP one is
+        (ε, δ + (1 + e^ε)·η)-DP (for any event, each side moves by at most ``η``); ``η``
+        is the client's releases' distances summed (over the whole run, the outputs of
+        the sampled run are within their sum of the exact run's). The worst client by
+        default; at most 1.
+        """
+        clients = list(self.rdp) if client is None else [client]
+        worst = self.delta
+        for c in clients:
+            eta = self.distance.get(c, 0.0)
+            if eta > 0:
+                epsilon = rdp_to_epsilon(self.rdp[c], ORDERS, self.delta)[0]
+                worst = max(worst, self.delta + (1 + math.exp(min(epsilon, 700.0))) * eta)
+        return min(worst, 1.0)
 
     def epsilon(self, client: int | None = None) -> float:
         """ε of ``client`` (default: the worst client so far; 0 before any release)."""

@@ -66,6 +66,7 @@ def run_experiment(
     extra: dict[str, Any] = {"device": str(setup.device), "transport": "in-process"}
     if config.secure_aggregation:
         extra["epsilon_distributed"] = accountant.epsilon()
+        extra["delta_distributed"] = accountant.delta_booked()
         extra["epsilon_distributed_assumptions"] = (
             BOUNDED_ASSUMPTIONS if config.secagg_bounds else DISTRIBUTED_ASSUMPTIONS
         )

@@ -65,3 +65,15 @@ def test_any_subset_of_threshold_shares_rebuilds_the_secret(
     shares = list(zip(points, shamir.split(secret, threshold, points), strict=True))
     chosen = data.draw(st.permutations(shares))[:threshold]
     assert shamir.combine(chosen) == secret
+
+
+def test_coefficients_are_field_elements_even_when_the_bytes_are_all_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 66 bytes of ones masked to 521 bits is PRIME itself: outside the field, drawn again
+    monkeypatch.setattr(shamir.secrets, "token_bytes", lambda n: b"\xff" * n)
+    values = shamir._uniform(3)
+    assert len(values) == 3 and all(0 <= v < shamir.PRIME for v in values)
+    monkeypatch.undo()
+    fresh = shamir._uniform(64)  # 64 draws of 521 bits: a repeat has probability < 2^-509
+    assert len(set(fresh)) == 64 and max(fresh).bit_length() > 500

@@ -106,13 +106,21 @@ def test_a_thousand_clients_with_a_tenth_dropping_sum_to_plaintext_plus_the_nois
     assert 1 / 3 < spread < 3
 
 
-def test_the_key_derivation_is_rfc_5869_hkdf() -> None:
+def test_the_key_derivation_is_sp_800_56c_one_step() -> None:
     from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    from cryptography.hazmat.primitives.kdf.concatkdf import ConcatKDFHash
 
-    secret, purpose, context = b"\x07" * 32, b"pair mask", b"session|round 3"
-    reference = HKDF(hashes.SHA256(), 32, salt=None, info=purpose + b"|" + context)
-    assert secagg.derive(secret, purpose, context) == reference.derive(secret)
+    for secret in (b"\x07" * 32, b"\x09" * secagg.SEED_BYTES):
+        purpose, context = b"pair mask", b"session|round 3"
+        reference = ConcatKDFHash(hashes.SHA256(), 32, otherinfo=purpose + b"|" + context)
+        assert secagg.derive(secret, purpose, context) == reference.derive(secret)
+    # the purpose and the context both change the key
+    assert secagg.derive(b"\x07" * 32, b"self mask", b"c") != secagg.derive(
+        b"\x07" * 32, b"pair mask", b"c"
+    )
+    assert secagg.derive(b"\x07" * 32, b"pair mask", b"c") != secagg.derive(
+        b"\x07" * 32, b"pair mask", b"d"
+    )
 
 
 def test_a_noisy_secure_run_books_its_distributed_epsilon() -> None:

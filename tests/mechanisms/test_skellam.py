@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from privfl.mechanisms import skellam
+from privfl.mechanisms import skellam, skellam_table
 from privfl.mechanisms.accountants import rdp_gaussian_epsilon, rdp_to_epsilon
 from privfl.mechanisms.noise import private_source
 
@@ -64,3 +64,54 @@ def test_no_noise_books_infinity_and_no_release_books_nothing() -> None:
     assert accountant.epsilon() == 0.0
     accountant.book([3], 0.0)
     assert math.isinf(accountant.epsilon())
+
+
+def test_the_booked_delta_adds_the_samplers_distance() -> None:
+    # prepare: two releases at z = 1 to a group of 1,000 drawing from the table (the
+    # bench's shares), one more to client 7 alone, one without a distance to client 5,000
+    dims, group = 19_210, 1000
+    share = skellam.client_variance(1.0, dims, group)
+    per_share = skellam.share_distance(share, dims)
+    accountant = skellam.SkellamAccountant(dims, delta=1e-5)
+    for _ in range(2):
+        accountant.book(range(group), group * share, group * per_share)
+    accountant.book([7], group * share, group * per_share)
+    accountant.book([5000], group * share)
+    # assert: the distance is the table's bound times the coordinates (about 2e-11 a
+    # share), booked per client as δ + (1 + e^ε)·η over its releases; 0 for a wide share
+    assert per_share == dims * skellam_table.distance(share)
+    assert 1e-13 < per_share < 1e-9
+    eps_0, eps_7 = accountant.epsilon(0), accountant.epsilon(7)
+    assert accountant.delta_booked(0) == pytest.approx(
+        1e-5 + (1 + math.exp(eps_0)) * 2 * group * per_share, rel=1e-12
+    )
+    assert accountant.delta_booked(5000) == 1e-5
+    assert accountant.delta_booked() == accountant.delta_booked(7) > accountant.delta_booked(0)
+    assert eps_7 > eps_0
+    assert skellam.share_distance(skellam.client_variance(1.0, dims, 4), dims) == 0.0
+
+
+def test_a_secure_round_books_its_members_distance() -> None:
+    # one group of 40 clients at z = 0.5 (shares of σ ≈ 5,200: from the table)
+    import torch
+
+    from privfl.config.horizontal import HflConfig
+    from privfl.learning import fedavg as engine
+    from privfl.learning.models import get_flat
+    from privfl.learning.secure_round import RoundInput, secure_round
+
+    config = HflConfig(
+        clients=40, mechanism="none", secure_aggregation=True, secagg_group=0, ddp_noise=0.5
+    )
+    setup = engine.make_setup(config)
+    weights = get_flat(setup.model)
+    reports = [weights + 1e-4 * torch.randn_like(weights) for _ in range(40)]
+    accountant = skellam.SkellamAccountant(setup.dims, delta=1e-5)
+    parts = RoundInput(setup, list(range(40)), reports, weights, 1, private_source(False))
+    secure_round(parts, accountant)
+    share = skellam.client_variance(0.5, setup.dims, 40)
+    eta = 40 * setup.dims * skellam_table.distance(share)
+    assert accountant.delta_booked() == pytest.approx(
+        1e-5 + (1 + math.exp(accountant.epsilon())) * eta, rel=1e-12
+    )
+    assert accountant.delta_booked() > 1e-5

@@ -128,3 +128,51 @@ def test_a_wide_clients_share_takes_the_poisson_path_with_its_variance() -> None
     variance = skellam.client_variance(1.0, 19_210, 4)
     share = skellam.client_share(np.zeros(200_000), 1.0, variance, private_source())
     assert abs(float(np.var(share)) / variance - 1) < 0.03
+
+
+def test_the_booked_distance_bounds_the_exact_total_variation() -> None:
+    # known answer at v = 50: ½·Σ|count·2^−64 − P(k)| against the 60-digit Bessel series,
+    # outcomes beyond ±80 (11σ, no counts, below 1e-28 together) left out of the sum
+    tab = skellam_table.table(50.0)
+    cumulative = [0, *(int(b) for b in tab.bounds), 2**64]
+    counts = {tab.offset + i: cumulative[i + 1] - cumulative[i] for i in range(tab.bounds.size + 1)}
+    half = [_bessel_pmf(k, 50) for k in range(81)]
+    exact = {k: half[abs(k)] for k in range(-80, 81)}
+    scale = Decimal(2) ** -64
+    tv = sum(abs(counts.get(k, 0) * scale - p) for k, p in exact.items()) / 2
+    bound = skellam_table.distance(50.0)
+    assert float(tv) <= bound < 1e-14
+    assert sum(counts.values()) == 2**64
+
+
+def test_a_table_off_by_2_to_the_minus_40_books_at_least_that(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # leaky arm: a table that moves 2^−40 of probability from the mode to its neighbour
+    # is booked as that far (the distance is computed from the table, not a constant)
+    honest, honest_distance = skellam_table.table(50.0), skellam_table.distance(50.0)
+    bounds = honest.bounds.copy()
+    bounds[-honest.offset - 1] += np.uint64(2**24)  # the mode's lower edge moves up
+    moved = skellam_table._guided(bounds, honest.offset, honest.left_out)
+    monkeypatch.setattr(skellam_table, "table", lambda variance: moved)
+    # moved 2^−40 from the honest table, which is within honest_distance of the pmf
+    assert skellam_table.distance.__wrapped__(50.0) >= 2.0**-40 - honest_distance
+    assert honest_distance < 1e-14
+
+
+def test_a_clients_share_is_numpys_rounding_plus_the_binary_search_on_its_keystream() -> None:
+    # known answer: the same seeded key, its AES-256-CTR keystream taken apart by hand
+    # (uniforms by numpy's random() formula, noise by a plain binary search)
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    from privfl.mechanisms.noise import round_by, seeded_source
+
+    update = np.random.default_rng(2).normal(size=5000) * 1e-3
+    share = skellam.client_share(update, 1.0, BENCH_VARIANCE, seeded_source(4, 5, 6))
+    key = seeded_source(4, 5, 6).rng.bytes(32)
+    stream = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
+    words = np.frombuffer(stream.update(bytes(16 * update.size)), dtype="<u8")
+    uniforms = (words[: update.size] >> np.uint64(11)) * 2.0**-53
+    tab = skellam_table.table(BENCH_VARIANCE)
+    noise = np.searchsorted(tab.bounds, words[update.size :], side="right") + tab.offset
+    assert np.array_equal(share, round_by(update, skellam.grid_step(1.0), uniforms) + noise)

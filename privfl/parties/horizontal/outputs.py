@@ -57,9 +57,11 @@ def privacy_title(config: HflConfig, snapshot: dict[str, Any]) -> str:
             f"{config.local_dp}, ε = {_eps(snapshot['epsilon_local_sample_level'])} per row"
         )
     if config.secure_aggregation and "epsilon_distributed" in snapshot:
+        booked = float(snapshot.get("delta_distributed", config.delta))
+        at = f" at δ = {booked:.3g} (the job's plus the sampler's)" if booked > config.delta else ""
         parts.append(
             f"secure aggregation, Skellam z = {config.ddp_noise:g}, central ε = "
-            f"{_eps(snapshot['epsilon_distributed'])} per client"
+            f"{_eps(snapshot['epsilon_distributed'])} per client{at}"
         )
     if not parts:
         return "no privacy (ε = ∞)"
