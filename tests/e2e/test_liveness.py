@@ -46,11 +46,15 @@ def party_args(job: Path, role: str, name: str, runs: Path) -> list[str]:
 def start(
     tmp_path: Path, job: Path, only: set[str] | None = None
 ) -> dict[str, subprocess.Popen[bytes]]:
-    """Start the parties (all, or those in ``only``), each logging to ``<name>.log``."""
+    """Start the parties (all, or those in ``only``), each logging to ``<name>.log``,
+    computing inline (``--workers 1``: what a party's connections do is the claim)."""
     runs = tmp_path / "runs"
     return {
         name: spawn(
-            *party_args(job, role, name, runs), "--no-progress", log=tmp_path / f"{name}.log"
+            *party_args(job, role, name, runs),
+            "--no-progress",
+            *ONE_WORKER,
+            log=tmp_path / f"{name}.log",
         )
         for role, name in PARTIES
         if only is None or name in only
