@@ -17,9 +17,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
     if any(item.get_closest_marker("containers") for item in session.items):
         start_build()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    end_build(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
+    end_build(stop=stopped)

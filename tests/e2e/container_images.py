@@ -89,12 +89,13 @@ def wait_for_build() -> str:
     return log
 
 
-def end_build(interrupted: bool) -> None:
+def end_build(stop: bool) -> None:
     """At the end of this process's session: wait for the build it started (another
-    worker may still need it), or stop it if the run was interrupted."""
+    worker may still need it), or stop it (``stop``: the run was interrupted or told to
+    stop early)."""
     process = _started.pop("lean", None)
     if process is None:
         return
-    if interrupted and process.poll() is None:
+    if stop and process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=BUILD_SECONDS)
