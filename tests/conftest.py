@@ -55,29 +55,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item._nodeid = item.nodeid + suffix
 
 
-# The container pilot's group (tests/e2e/test_container_pilot.py): its image build holds
-# one worker for minutes, so it starts first, beside everything else on the other worker.
-FIRST_GROUP = "containers"
+# The container pilot's group (tests/e2e/test_container_pilot.py): its images are built in
+# the background from collection on (tests/e2e/container_images.py), so its tests go last,
+# when the build has had the rest of the run to finish.
+LAST_GROUP = "containers"
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under ``--dist loadgroup``, the scheduler that hands out ``FIRST_GROUP`` first.
+    """Under ``--dist loadgroup``, the scheduler that hands out ``LAST_GROUP`` last.
 
     pytest-xdist queues the groups by their number of tests, most first, and the tests
-    with no group after them; a group of two long tests would start late and end the run
-    on one worker alone.
+    with no group after them.
     """
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
 
-    class FirstGroupFirst(LoadGroupScheduling):
+    class LastGroupLast(LoadGroupScheduling):
         def _assign_work_unit(self, node: Any) -> None:
-            if FIRST_GROUP in self.workqueue:
-                self.workqueue.move_to_end(FIRST_GROUP, last=False)
+            if LAST_GROUP in self.workqueue and len(self.workqueue) > 1:
+                self.workqueue.move_to_end(LAST_GROUP, last=True)
             super()._assign_work_unit(node)
 
-    return FirstGroupFirst(config, log)
+    return LastGroupLast(config, log)
 
 
 @contextlib.contextmanager
@@ -108,10 +108,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     test wait too. Every test holds byte 1 of a file of this run shared, a serial one
     exclusively; all pass byte 0 (a turnstile) first, so a waiting serial test keeps new
     tests from starting before it. A test marked ``containers`` holds it for its call
-    only (``pytest_runtest_call``): its setup builds the images (debootstrap, pip; mostly
-    downloads and unpacking, minutes on a fresh machine), other work of the machine's
-    kind that a serial test's bounds allow for, and holding the lock through it would
-    stop the other worker at its first serial test until the build ends.
+    only (``pytest_runtest_call``): its setup waits for the images' build (mmdebstrap,
+    pip; mostly downloads and unpacking, minutes on a fresh machine, started in the
+    background at collection), other work of the machine's kind that a serial test's
+    bounds allow for, and holding the lock through it would stop the other worker at
+    its first serial test until the build ends.
     """
     if item.get_closest_marker("containers") is not None:
         return (yield)

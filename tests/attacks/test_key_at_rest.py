@@ -11,6 +11,7 @@ uninterrupted run is tests/parties/test_resume.py's claim, for the same failures
 from __future__ import annotations
 
 import os
+import queue
 import re
 import signal
 import time
@@ -23,6 +24,8 @@ from processes import spawn
 from privfl.crypto.paillier import PrivateKey, PublicKey, private_primes
 from privfl.parties import checkpoint
 from privfl.parties.vertical import server as server_module
+from privfl.protocol.liveness import DEFAULT_GRACE_SECONDS
+from privfl.protocol.memory import InMemoryHub, InMemoryTransport
 
 # The Host's flips seeded (not private), as in tests/parties/test_resume.py; a resumed
 # Host reloads its flipped labels anyway.
@@ -42,6 +45,38 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> list[PrivateKey]:
 
     monkeypatch.setattr(server_module, "generate_keypair", spy)
     return made
+
+
+class ClosingHub(InMemoryHub):
+    """A hub on which a party whose transport closed is lost to the others after the
+    liveness grace, as a crashed process's closed connections are over ZeroMQ: the
+    parties left behind by the injected failure stop within seconds, not after the job's
+    timeout of silence."""
+
+    def __init__(self) -> None:
+        super().__init__(record=False)
+        self.closed_at: dict[str, float] = {}
+
+    def transport(self, name: str) -> InMemoryTransport:
+        return WatchingTransport(self, name, super().transport(name))
+
+    def _detach(self, name: str, inbox: queue.Queue[tuple[str, list[bytes]]]) -> None:
+        super()._detach(name, inbox)
+        self.closed_at.setdefault(name, time.monotonic())
+
+
+class WatchingTransport(InMemoryTransport):
+    """An in-memory transport with the ZeroMQ one's ``lost_peers``."""
+
+    def __init__(self, hub: ClosingHub, name: str, inner: InMemoryTransport) -> None:
+        super().__init__(hub, name, inner._inbox)
+        self._closing = hub
+
+    def lost_peers(self) -> dict[str, float]:
+        """Peers whose transport closed at least the grace ago, and for how long."""
+        now = time.monotonic()
+        gone = self._closing.closed_at.items()
+        return {p: now - t for p, t in gone if p != self.name and now - t >= DEFAULT_GRACE_SECONDS}
 
 
 def leaked(folder: Path, key: PrivateKey) -> list[str]:
@@ -78,7 +113,9 @@ def test_no_key_on_disk_after_a_failure_and_a_resume(
 ) -> None:
     job = memory_job(epochs=4, epsilon=2.0, flipback_every=2, batch_size=150, tolerance=0.0)
 
-    crashed = run_resumable(job, tmp_path / "run", die=(victim, after), label_seed=LABEL_SEED)
+    crashed = run_resumable(
+        job, tmp_path / "run", die=(victim, after), label_seed=LABEL_SEED, hub=ClosingHub()
+    )
     assert isinstance(crashed[victim], Crash), crashed
     assert list((tmp_path / "run" / "server" / checkpoint.FOLDER).glob("epoch-*")), "no checkpoint"
     assert leaked(tmp_path / "run", keys[0]) == []  # mid-run state, left by the failure

@@ -18,56 +18,34 @@ installs them).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from container_images import missing, wait_for_build
 from helpers import host_start, party_data
 from relayed_kit import oracle, saved
 
 from privfl.config.vertical import load_job
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "deploy" / "containers" / "build.sh"
 PILOT = ROOT / "deploy" / "containers" / "pilot.sh"
 PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager=cgroupfs"]
 SITES = ("server", "host", "guest-1")
-BUILD_SECONDS = 3600  # a fresh machine: mmdebstrap, then PyPI's wheels for the lean image
 
-# One worker builds the images for both tests, first of all (tests/conftest.py).
+# One worker runs both tests, last of all (tests/conftest.py); the images were started
+# in the background when the tests were collected (container_images.py).
 pytestmark = [pytest.mark.containers, pytest.mark.slow, pytest.mark.xdist_group("containers")]
-
-
-def missing() -> str | None:
-    """None when the images can be built and run here, else the reason to skip."""
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        return "the container pilot needs Linux and root (mmdebstrap, rootful podman)"
-    absent = [t for t in ("podman", "runc", "nsenter") if not shutil.which(t)]
-    if not (shutil.which("mmdebstrap") or shutil.which("debootstrap")):
-        absent.append("mmdebstrap (or debootstrap)")
-    if absent:
-        return f"not installed: {', '.join(absent)} (apt-get install podman runc mmdebstrap)"
-    return None
-
-
-def build(target: str) -> str:
-    done = subprocess.run(
-        ["bash", str(BUILD), target], capture_output=True, text=True, timeout=BUILD_SECONDS
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stderr
 
 
 @pytest.fixture(scope="module")
 def lean_image() -> str:
-    """Build (or reuse) the base and the lean image; skip where podman cannot run here."""
+    """The base and the lean image, once built; skip where podman cannot run here."""
     reason = missing()
     if reason:
         pytest.skip(reason)
-    build("base")
+    log = wait_for_build()
     probe = subprocess.run(
         [*PODMAN, "run", "--rm", "--network", "none", "--ulimit", "nofile=1024:1024",
          "--ulimit", "nproc=1024:1024", "localhost/privfl-base:bookworm", "true"],
@@ -75,7 +53,7 @@ def lean_image() -> str:
     )  # fmt: skip
     if probe.returncode != 0:
         pytest.skip(f"podman cannot start a container here: {probe.stderr.strip()[-300:]}")
-    return build("lean")
+    return log
 
 
 def test_the_relayed_pilot_trains_to_the_end_in_containers(tmp_path: Path, lean_image: str) -> None:

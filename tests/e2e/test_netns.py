@@ -131,7 +131,7 @@ def test_parties_in_separate_network_namespaces_train(
     for name in NAMES:
         role = "guest" if name.startswith("guest") else name
         args = ["vfl", role, "--job", str(out / name / "job.toml"), "--party", name]
-        args += ["--out", str(tmp_path / "runs" / name), "--no-progress"]
+        args += ["--out", str(tmp_path / "runs" / name), "--no-progress", "--workers", "1"]
         if name != "server":
             args += ["--data", str(data[name]), "--id-column", "patient_id"]
         if name == "host":

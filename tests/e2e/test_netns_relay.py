@@ -159,7 +159,8 @@ def test_firewalled_sites_train_through_a_relay_in_its_own_namespace(
         runs = tmp_path / "runs"
         for role, name in SITES:
             args = ["vfl", role, "--job", str(job), "--party", name, "--out", str(runs / name)]
-            procs[name] = spawn_in(names[name], tmp_path / f"{name}.log", *args, "--no-progress")
+            args += ["--no-progress", "--workers", "1"]  # inline: no worker pools to start
+            procs[name] = spawn_in(names[name], tmp_path / f"{name}.log", *args)
         metrics = runs / "host" / "metrics.jsonl"
         while not (metrics.exists() and metrics.read_text().strip()):
             assert procs["host"].poll() is None, (tmp_path / "host.log").read_text()

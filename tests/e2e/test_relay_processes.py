@@ -26,7 +26,9 @@ WEIGHT_TOL, LOSS_TOL = 1e-6, 1e-6
 
 
 def start_parties(tmp_path: Path, job: Path, runs: Path) -> dict[str, subprocess.Popen[bytes]]:
-    return spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", roles=PARTIES)
+    """Every party, computing inline (no worker pools to start: the relay is the claim)."""
+    inline = {name: ["--workers", "1"] for _, name in PARTIES}
+    return spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", inline, PARTIES)
 
 
 def test_a_fully_relayed_run_trains_the_direct_mesh_model(tmp_path: Path) -> None:

@@ -209,50 +209,51 @@ def test_run_local_then_predict(hidden_run: Run, tmp_path: Path) -> None:
     assert np.array_equal(scored["label"].to_numpy(), (probability >= 0.5).astype(int))
 
 
-def test_bench_secureboost_reports_both_obfuscations(tmp_path: Path) -> None:
-    report = tmp_path / "bench.json"
-    result = privfl(
-        "bench",
-        "vfl",
-        "--model",
-        "secureboost",
-        "--trees",
-        "2",
-        "--depth",
-        "2",
-        "--key-bits",
-        "512",
-        "--dataset",
-        "breast_cancer",
-        "--out",
-        str(tmp_path / "runs"),
-        "--json",
-        str(report),
-        timeout=300,
-    )
+@dataclass(frozen=True)
+class Bench:
+    """A finished ``privfl bench vfl --model secureboost``: its console and its report."""
+
+    result: subprocess.CompletedProcess[str]
+    report: dict[str, Any]
+
+
+BENCH = pytest.mark.xdist_group("secureboost_bench")
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
+    """One bench of both obfuscations in both instance spaces (four runs, one after the
+    other), read by the two tests below."""
+    folder = tmp_path_factory.mktemp("bench")
+    args = ["bench", "vfl", "--model", "secureboost", "--trees", "2", "--depth", "2"]
+    args += ["--key-bits", "512", "--dataset", "breast_cancer"]
+    args += ["--obfuscation", "standard", "--obfuscation", "djn"]
+    args += ["--instance-space", "shared", "--instance-space", "hidden"]
+    report = folder / "bench.json"
+    result = privfl(*args, "--out", str(folder / "runs"), "--json", str(report), timeout=600)
     assert result.returncode == 0, result.stderr
-    assert "s/tree" in result.stdout and "floor" in result.stdout
-    data = json.loads(report.read_text())
-    (workload,) = data["workloads"]
-    assert [r["obfuscation"] for r in workload["runs"]] == ["standard", "djn"]
+    return Bench(result, json.loads(report.read_text()))
+
+
+@BENCH
+def test_bench_secureboost_reports_both_obfuscations(bench: Bench) -> None:
+    assert "s/tree" in bench.result.stdout and "floor" in bench.result.stdout
+    (workload,) = bench.report["workloads"]
+    for space in ("shared", "hidden"):
+        runs = [r for r in workload["runs"] if r["instance_space"] == space]
+        assert [r["obfuscation"] for r in runs] == ["standard", "djn"]
     for run in workload["runs"]:
-        assert run["encryptions"] == 2 * 426 and run["floor_tree_seconds"] > 0
+        assert run["floor_tree_seconds"] > 0
         assert run["auc"] == workload["reference_auc"]  # the same trees as the reference
 
 
-def test_bench_secureboost_compares_the_instance_spaces(tmp_path: Path) -> None:
-    report = tmp_path / "bench.json"
-    args = ["bench", "vfl", "--model", "secureboost", "--trees", "2", "--depth", "2"]
-    args += ["--key-bits", "512", "--dataset", "breast_cancer", "--obfuscation", "djn"]
-    args += ["--instance-space", "shared", "--instance-space", "hidden"]
-
-    result = privfl(*args, "--out", str(tmp_path / "runs"), "--json", str(report), timeout=300)
-
-    assert result.returncode == 0, result.stderr
-    (workload,) = json.loads(report.read_text())["workloads"]
-    shared, hidden = workload["runs"]
-    assert (shared["instance_space"], hidden["instance_space"]) == ("shared", "hidden")
-    assert shared["encryptions"] == 2 * 426  # one per row and tree
-    assert hidden["encryptions"] == 2 * 2 * 426  # and level 1's one lane of masked rows
-    # Level 1: the guest answers for node 1 only; the Host derives node 2 itself.
-    assert hidden["decryptions"] < shared["decryptions"]
+@BENCH
+def test_bench_secureboost_compares_the_instance_spaces(bench: Bench) -> None:
+    (workload,) = bench.report["workloads"]
+    for obfuscation in ("standard", "djn"):
+        shared, hidden = (r for r in workload["runs"] if r["obfuscation"] == obfuscation)
+        assert (shared["instance_space"], hidden["instance_space"]) == ("shared", "hidden")
+        assert shared["encryptions"] == 2 * 426  # one per row and tree
+        assert hidden["encryptions"] == 2 * 2 * 426  # and level 1's one lane of masked rows
+        # Level 1: the guest answers for node 1 only; the Host derives node 2 itself.
+        assert hidden["decryptions"] < shared["decryptions"]
