@@ -71,6 +71,11 @@ class DyingTransport:
         self._inner.close()
 
 
+# The in-memory runs' Hosts draw no training.png: a plot costs ~0.5 CPU-s a run and
+# only tests/parties/test_private_files.py reads one (it passes plots=True).
+NO_PLOTS = {"plots": False}
+
+
 class PartyHung(Exception):
     """A party thread was still running when the harness stopped waiting for it."""
 
@@ -150,7 +155,8 @@ def run_in_threads(
     Every transport is opened before any thread starts (a message sent to a party
     whose inbox does not exist yet would fail). ``silent`` parties get an inbox but
     never run. ``jobs``/``data`` replace a party's job or rows; ``options`` adds keyword
-    arguments to a party's ``run_party`` (``resume``, ``redraw_labels``). Threads are daemons
+    arguments to a party's ``run_party`` (``resume``, ``redraw_labels``; ``plots``: the
+    Host draws none unless asked, see :data:`NO_PLOTS`). Threads are daemons
     joined against one deadline: a party still running then is reported as
     :class:`PartyHung`, so a protocol bug fails the test instead of hanging it.
     """
@@ -168,7 +174,7 @@ def run_in_threads(
                 out / name,
                 data=data.get(name),
                 transport=transports[name],
-                **options.get(name, {}),
+                **{**NO_PLOTS, **options.get(name, {})},
             )
         except BaseException as exc:  # the test inspects it
             results[name] = exc
@@ -208,7 +214,8 @@ def run_resumable(
     ``die``: that party's transport fails on its k-th send. ``label_seed``: the Host
     flips its labels and draws its initial weights with a seeded generator (not
     private), so two runs flip and start alike.
-    ``tables``: a party's id table. Fails the test if a party hangs.
+    ``tables``: a party's id table. Fails the test if a party hangs. Hosts draw no
+    plots (:data:`NO_PLOTS`).
     """
     hub = hub or InMemoryHub(record=False)
     transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
@@ -227,6 +234,7 @@ def run_resumable(
                 resume=resume,
                 table=(tables or {}).get(name),
                 label_rng=np.random.default_rng(label_seed) if seeded else None,
+                **NO_PLOTS,
             )
         except BaseException as exc:  # the test inspects it
             results[name] = exc
