@@ -32,6 +32,7 @@ from privfl.protocol.messages import (
     PublicKeyMessage,
     kind_of,
 )
+from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import Closeable
 
 QUIET_SECONDS = 1.0  # how long a refused message must stay unanswered
@@ -124,22 +125,27 @@ class Bystanders(Closeable):
     progress, its Abort) and drops it, so the party never waits for their ACKs to exit."""
 
     def __init__(self, job: JobConfig, names: Iterable[str]) -> None:
-        self._transports = [open_transport(job, name) for name in names]
+        self._transports: list[ReliableTransport] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread = threading.Thread(target=self._read, args=(self._transports,), daemon=True)
+        try:
+            for name in names:
+                self._transports.append(open_transport(job, name))
+        except BaseException:
+            self.close()
+            raise
         self._thread.start()
 
-    def _read(self) -> None:
-        while not self._stop.is_set():
-            for transport in self._transports:
+    def _read(self, transports: list[ReliableTransport]) -> None:
+        while transports and not self._stop.is_set():
+            for transport in transports:
                 with contextlib.suppress(PrivflError):
                     transport.recv(0.02)
-            if not self._transports:
-                return
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
         for transport in self._transports:
             transport.close()
 
