@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import replace
 from pathlib import Path
 
@@ -102,17 +103,23 @@ def check(
 ) -> subprocess.CompletedProcess[str]:
     """``privfl conformance`` starting the party under test itself (after ``--``).
 
-    A Host runs with ``--no-plots``: no check reads its PNGs, and drawing them is most
-    of what it does after ``finish`` (the kit waits for its exit)."""
+    The kit runs in this process (its imports are a second of CPU per session); the
+    party under test is a real process, its console kept in a file beside ``out`` and
+    returned after the kit's stderr. A Host runs with ``--no-plots``: no check reads its
+    PNGs, and drawing them is most of what it does after ``finish`` (the kit waits for
+    its exit)."""
     args = ["--role", role, "--job", str(kit), "--party", party, "--ending", ending]
     command = [*party_cmd, role, "--job", str(kit), "--party", party, "--out", str(out)]
     command += ["--no-plots"] if role == "host" else []
-    return subprocess.run(
-        cli("conformance", *args, "--", *command, "--workers", "1"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    console = out.with_name(f"{out.name}.console")
+    console.parent.mkdir(parents=True, exist_ok=True)
+    # exec: the kit's process handle is the party's own (its exit status, its kill)
+    party_run = ["sh", "-c", 'exec "$@" >"$0" 2>&1', str(console), *command, "--workers", "1"]
+    result = CliRunner().invoke(main, ["conformance", *args, "--", *party_run])
+    crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+    assert not crashed, "".join(traceback.format_exception(result.exception))
+    said = console.read_text() if console.exists() else ""
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr + said)
 
 
 def conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> str:
