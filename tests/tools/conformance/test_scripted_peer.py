@@ -111,10 +111,15 @@ def check(
     args = ["--role", role, "--job", str(kit), "--party", party, "--ending", ending]
     command = [*party_cmd, role, "--job", str(kit), "--party", party, "--out", str(out)]
     command += ["--no-plots"] if role == "host" else []
-    console = out.with_name(f"{out.name}.console")
+    return run_kit(args, [*command, "--workers", "1"], out.with_name(f"{out.name}.console"))
+
+
+def run_kit(args: list[str], command: list[str], console: Path) -> subprocess.CompletedProcess[str]:
+    """``privfl conformance ARGS -- COMMAND`` in this process; the party's console (a real
+    process) in ``console``, returned after the kit's stderr."""
     console.parent.mkdir(parents=True, exist_ok=True)
     # exec: the kit's process handle is the party's own (its exit status, its kill)
-    party_run = ["sh", "-c", 'exec "$@" >"$0" 2>&1', str(console), *command, "--workers", "1"]
+    party_run = ["sh", "-c", 'exec "$@" >"$0" 2>&1', str(console), *command]
     result = CliRunner().invoke(main, ["conformance", *args, "--", *party_run])
     crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
     assert not crashed, "".join(traceback.format_exception(result.exception))
