@@ -45,15 +45,25 @@ class Crash(PrivflError):
 UNCOUNTED = (Kind.PROGRESS, Kind.AUDIT_HEAD)
 
 
+class Crashes:
+    """When each crashed party of one in-memory run died (``DyingTransport``)."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, float] = {}
+
+
 class DyingTransport:
     """An in-memory transport whose k-th send fails, and every send after it (as a crashed
     process's would): a best-effort send (progress, an audit head) that swallows the
-    first failure does not let the party live on."""
+    first failure does not let the party live on. The crash is noted in ``crashes``."""
 
-    def __init__(self, inner: InMemoryTransport, after: int) -> None:
+    def __init__(
+        self, inner: InMemoryTransport, after: int, crashes: Crashes | None = None
+    ) -> None:
         self.name = inner.name
         self._inner = inner
         self._left = after
+        self._crashes = crashes or Crashes()
 
     def send(self, peer: str, frames: Sequence[bytes]) -> None:
         # Count protocol messages only: how many progress reports and audit heads go out
@@ -61,14 +71,51 @@ class DyingTransport:
         if codec.decode_header(frames[0]).kind not in UNCOUNTED:
             self._left -= 1
         if self._left <= 0:
+            self._crashes.at.setdefault(self.name, time.monotonic())
             raise Crash(f"{self.name} crashed on purpose")
         self._inner.send(peer, frames)
+
+    def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
+        if self.name in self._crashes.at:  # a dead process reads nothing (no peer's Abort)
+            raise Crash(f"{self.name} crashed on purpose")
+        return self._inner.recv(timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class WatchingTransport:
+    """An in-memory transport that reports a crashed peer as lost, as a ZeroMQ transport
+    reports a peer whose connection dropped: its waits end at once (Channel._check_links)
+    instead of after the job's timeout."""
+
+    grace = 0.0  # the peer's process is gone: nothing to wait for
+
+    def __init__(self, inner: InMemoryTransport, crashes: Crashes) -> None:
+        self.name = inner.name
+        self._inner = inner
+        self._crashes = crashes
+
+    def lost_peers(self) -> dict[str, float]:
+        now = time.monotonic()
+        return {n: now - at for n, at in self._crashes.at.items() if n != self.name}
+
+    def send(self, peer: str, frames: Sequence[bytes]) -> None:
+        self._inner.send(peer, frames)
+
+    def try_send(self, peer: str, frames: Sequence[bytes]) -> bool:
+        return self._inner.try_send(peer, frames)
 
     def recv(self, timeout: float) -> tuple[str, list[bytes]] | None:
         return self._inner.recv(timeout)
 
     def close(self) -> None:
         self._inner.close()
+
+
+# The in-memory runs' Hosts draw no training.png: a plot costs ~0.5 CPU-s a run and
+# only tests/parties/test_private_files.py reads one (it passes plots=True).
+NO_PLOTS = {"plots": False}
 
 
 class PartyHung(Exception):
@@ -150,7 +197,8 @@ def run_in_threads(
     Every transport is opened before any thread starts (a message sent to a party
     whose inbox does not exist yet would fail). ``silent`` parties get an inbox but
     never run. ``jobs``/``data`` replace a party's job or rows; ``options`` adds keyword
-    arguments to a party's ``run_party`` (``resume``, ``redraw_labels``). Threads are daemons
+    arguments to a party's ``run_party`` (``resume``, ``redraw_labels``; ``plots``: the
+    Host draws none unless asked, see :data:`NO_PLOTS`). Threads are daemons
     joined against one deadline: a party still running then is reported as
     :class:`PartyHung`, so a protocol bug fails the test instead of hanging it.
     """
@@ -168,7 +216,7 @@ def run_in_threads(
                 out / name,
                 data=data.get(name),
                 transport=transports[name],
-                **options.get(name, {}),
+                **{**NO_PLOTS, **options.get(name, {})},
             )
         except BaseException as exc:  # the test inspects it
             results[name] = exc
@@ -205,15 +253,20 @@ def run_resumable(
 ) -> dict[str, Any]:
     """Every party in a thread over a fresh hub; returns results or exceptions.
 
-    ``die``: that party's transport fails on its k-th send. ``label_seed``: the Host
+    ``die``: that party's transport fails on its k-th send; the others then see it lost
+    (as they would a crashed process's connection) and stop. ``label_seed``: the Host
     flips its labels and draws its initial weights with a seeded generator (not
     private), so two runs flip and start alike.
-    ``tables``: a party's id table. Fails the test if a party hangs.
+    ``tables``: a party's id table. Fails the test if a party hangs. Hosts draw no
+    plots (:data:`NO_PLOTS`).
     """
     hub = hub or InMemoryHub(record=False)
-    transports: dict[str, Any] = {name: hub.transport(name) for name in job.parties}
+    crashes = Crashes()
+    transports: dict[str, Any] = {
+        name: WatchingTransport(hub.transport(name), crashes) for name in job.parties
+    }
     if die is not None:
-        transports[die[0]] = DyingTransport(transports[die[0]], die[1])
+        transports[die[0]] = DyingTransport(transports[die[0]]._inner, die[1], crashes)
     results: dict[str, Any] = {}
 
     def party(name: str) -> None:
@@ -227,6 +280,7 @@ def run_resumable(
                 resume=resume,
                 table=(tables or {}).get(name),
                 label_rng=np.random.default_rng(label_seed) if seeded else None,
+                **NO_PLOTS,
             )
         except BaseException as exc:  # the test inspects it
             results[name] = exc

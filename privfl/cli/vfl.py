@@ -445,6 +445,13 @@ PARTY = {
         help="Continue from the last epoch every party has a checkpoint of (in each --out); "
         "start every party with it.",
     ),
+    "no_plots": row(
+        "--no-plots",
+        is_flag=True,
+        default=False,
+        help="Draw no training.png or importance.png (metrics.jsonl and summary.json hold "
+        "their numbers): a headless site that never opens them saves the plotting.",
+    ),
     "redraw_labels": row(
         "--redraw-labels",
         is_flag=True,
@@ -474,6 +481,7 @@ def party_options(role: str) -> Callable[[F], F]:
         host_overwrite_option if host else overwrite_option,
         policy_option,
         pick(PARTY, "redraw_labels", hidden=not host),  # the others refuse it in words
+        pick(PARTY, "no_plots", hidden=not host),  # the others draw nothing anyway
     ]
 
     def decorate(func: F) -> F:
@@ -507,6 +515,7 @@ def party_command(role: str) -> click.Command:
         overwrite: bool,
         policy_file: Path | None,
         redraw_labels: bool,
+        no_plots: bool,
     ) -> None:
         from privfl.cli.governance import book_vertical, draw_book, vertical_gate_telling
         from privfl.parties.session import run_dir_default, setup_logging
@@ -556,6 +565,7 @@ def party_command(role: str) -> click.Command:
                 redraw_labels=redraw_labels,
                 min_shared=policy.psi.min_intersection if policy else 0,
                 draw_book=draw_book(policy, job, party),
+                plots=not no_plots,
             )
         finally:
             if close:

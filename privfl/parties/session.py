@@ -49,6 +49,7 @@ class PartyContext:
     min_shared: int = 0
     # Where a label holder books its label draws: the site ledger (None: no site policy).
     draws: DrawBook | None = None
+    plots: bool = True  # False: the Host draws no training.png / importance.png
 
     @property
     def peers(self) -> list[str]:

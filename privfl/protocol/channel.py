@@ -56,6 +56,9 @@ MAX_PENDING = 10_000
 MAX_PENDING_BYTES = 256 * 1024 * 1024  # per peer: a few of the largest legal messages
 WAIT_NOTE_SECONDS = 10.0  # how often a long wait is logged, naming whom we wait for
 LIVENESS_POLL_SECONDS = 0.5  # how often a wait asks the transport whether a peer is lost
+# How often a first send asks whether its peer's connection is up: the handshake of a peer
+# that starts a moment after us completes within milliseconds of its start.
+FIRST_CONTACT_POLL_SECONDS = 0.05
 PULSE_SECONDS = 2.0  # a busy party tells its peers how far it is at least this often
 PULSE_LOG_SECONDS = 10.0  # and writes it to its own log this often
 log = logging.getLogger("privfl.channel")
@@ -171,7 +174,7 @@ class Channel:
                     self.timeout,
                 )
             notices.tick()
-            self._hold_incoming(min(1.0, self.timeout - waited))
+            self._hold_incoming(min(FIRST_CONTACT_POLL_SECONDS, self.timeout - waited))
 
     def _post(self, peer: str, body: Message, round_: int, *, wait: bool = True) -> None:
         header = Header(

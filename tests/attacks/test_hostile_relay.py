@@ -92,17 +92,27 @@ class Impersonates(Hostile):
         return [self.forger._sealer.seal("bob", SECRET)]
 
 
-def pair(keys: Keys, relay: Any, *, sealed: bool) -> tuple[ReliableTransport, ReliableTransport]:
-    a = ReliableTransport(relayed(keys, "alice", ["bob"], relay, sealed=sealed))
-    b = ReliableTransport(relayed(keys, "bob", ["alice"], relay, sealed=sealed))
+def pair(
+    keys: Keys, relay: Any, *, sealed: bool, retry_after: float = 2.0
+) -> tuple[ReliableTransport, ReliableTransport]:
+    """alice's and bob's reliable transports through the relay (``retry_after``: the
+    link layer's first resend, the product's 2 s by default)."""
+    a = ReliableTransport(
+        relayed(keys, "alice", ["bob"], relay, sealed=sealed), retry_after=retry_after
+    )
+    b = ReliableTransport(
+        relayed(keys, "bob", ["alice"], relay, sealed=sealed), retry_after=retry_after
+    )
     wait_for(lambda: all([a.connected("bob"), b.connected("alice")]))  # both polled
     return a, b
 
 
-def exchange(core: Hostile, keys: Keys, *, sealed: bool = True, count: int = 2) -> list[Any]:
+def exchange(
+    core: Hostile, keys: Keys, *, sealed: bool = True, count: int = 2, retry_after: float = 2.0
+) -> list[Any]:
     """alice sends ``count`` messages holding SECRET; what bob receives (or the error)."""
     with running_relay(keys, NAMES, core=core) as relay:
-        a, b = pair(keys, relay, sealed=sealed)
+        a, b = pair(keys, relay, sealed=sealed, retry_after=retry_after)
         return alice_tells_bob(a, b, count, count, polls=(0.05, 0.5))
 
 
@@ -147,7 +157,8 @@ def test_leaky_arm_unsealed_a_flipped_bit_is_delivered(keys: Keys) -> None:
 def test_a_dropped_message_is_resent_and_arrives_once(keys: Keys) -> None:
     core = Drops(frozenset(NAMES))
 
-    got = exchange(core, keys, count=1)
+    # Resent after 0.25 s, then 0.5 s (doubling), not 2 s and 4 s: the same resend path.
+    got = exchange(core, keys, count=1, retry_after=0.25)
 
     assert got == [("alice", [b"0", SECRET])] and core.dropped == 2
 

@@ -9,7 +9,7 @@ import pytest
 from privfl.errors import PeerUnavailable
 from privfl.parties.progress import party_progress
 from privfl.protocol import channel as channel_module
-from privfl.protocol.channel import Channel
+from privfl.protocol.channel import FIRST_CONTACT_POLL_SECONDS, Channel
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import PROTOCOL, VERSION, Finish, Header, Kind
 
@@ -67,7 +67,8 @@ class LateTransport:
 
 
 def test_a_peer_that_starts_late_is_waited_for_once(caplog: pytest.LogCaptureFixture) -> None:
-    transport = LateTransport(failures=2)
+    # Retries come FIRST_CONTACT_POLL_SECONDS apart: the peer comes online after ~1.5 s.
+    transport = LateTransport(failures=round(1.5 / FIRST_CONTACT_POLL_SECONDS))
     channel = Channel(transport, session="s", timeout=10.0)  # type: ignore[arg-type]
 
     with caplog.at_level(logging.INFO, logger="privfl.channel"):
@@ -75,8 +76,8 @@ def test_a_peer_that_starts_late_is_waited_for_once(caplog: pytest.LogCaptureFix
 
     assert len(transport.sent) == 1
     notes = [r.getMessage() for r in caplog.records if "to come online" in r.getMessage()]
-    # The first retry within a second is silent (a peer starting just after us), later
-    # ones are logged: one note here, two if a retry lands late on a loaded machine.
+    # The retries within a second are silent (a peer starting just after us), later
+    # ones are logged: one note here, two if the retries run late on a loaded machine.
     assert 1 <= len(notes) <= 2 and all("waiting for host" in n for n in notes)
     # Once reached, a failure is reported at once (a peer that dies mid-run).
     transport.failures = 1

@@ -47,7 +47,7 @@ def test_a_real_run_directory_is_private(tmp_path: Path) -> None:
     out = tmp_path / "runs" / "one"
 
     # Act
-    results = run_in_threads(job, InMemoryHub(record=False), out)
+    results = run_in_threads(job, InMemoryHub(record=False), out, options={"host": {"plots": True}})
 
     # Assert
     assert not failures(results), results

@@ -297,7 +297,8 @@ def finish(
             "plan": {"seed": state.plan_seed.hex(), "attempt": state.plan_attempt},
         },
     )
-    draw_training(ctx.job, records, ctx.out / "training.png")
+    if ctx.plots:
+        draw_training(ctx.job, records, ctx.out / "training.png")
     summary = steps.summary_of(ctx.job, state, records, round(wall, 3), reason)
     write_json(ctx.out / "summary.json", summary)
     return summary

@@ -87,6 +87,7 @@ def run_party(
     min_shared: int = 0,
     engine: Engine = POOL,
     draw_book: DrawBook | None = None,
+    plots: bool = True,
 ) -> dict[str, Any]:
     """Run the named party to the end of the session; on failure, tell every peer.
 
@@ -98,7 +99,8 @@ def run_party(
     ``resume``: continue after the last epoch every party has a checkpoint of.
     ``redraw_labels`` (Host): draw the label noise anew instead of reusing the job's
     saved draw; the extra ε is booked. ``min_shared``: the fewest ids the intersection
-    may hold (this site's policy); fewer stops the run before training.
+    may hold (this site's policy); fewer stops the run before training. ``plots``
+    False (Host): no PNG plots (metrics.jsonl and summary.json hold what they draw).
     """
     role = job.party(name).role
     private_dir(out)
@@ -132,6 +134,7 @@ def run_party(
         resume=resume,
         min_shared=min_shared,
         draws=draw_book,
+        plots=plots,
     )
     kind = kind_of(job)
     party = kind.load(kind.party)  # the kind's roles (models/registry.py)

@@ -394,16 +394,14 @@ def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] 
     if ending == "forged-proof":
         run.gradients(forged=True)
         what = "a Host proof over other plaintexts than the gradients makes it Abort"
-        expect_abort(report, host, party, what)
-        exits_nonzero(report, party, process)
+        exits_nonzero(report, party, process, expect_abort(report, host, party, what))
         return
     rows = run.gradients()
     hists = run.histograms(0, {0: rows})
     if hists is None:
         return
     if ending != "finish":
-        _violation(run, ending, len(rows))
-        exits_nonzero(report, party, process)
+        exits_nonzero(report, party, process, _violation(run, ending, len(rows)))
         return
     left = run.guest_split(0, rows, hists[0])
     if left is None:
@@ -435,8 +433,9 @@ def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] 
     finished_cleanly(report, [host, run.server], party, run.job.party(party).endpoint, process)
 
 
-def _violation(run: BoostGuestRun, ending: str, rows: int) -> None:
-    """One message the guest must refuse with an Abort (docs/protocol.md §6.9)."""
+def _violation(run: BoostGuestRun, ending: str, rows: int) -> bool:
+    """One message the guest must refuse with an Abort (docs/protocol.md §6.9); whether
+    it did."""
     host, party = run.host, run.party
     if ending == "repeated-node":
         what = "the root named again makes it Abort"
@@ -457,4 +456,4 @@ def _violation(run: BoostGuestRun, ending: str, rows: int) -> None:
     else:
         what = "a node no partition defined makes it Abort"
         host.channel.send(party, BoostNodes(TREE, 1, np.array([1], np.int64)), TREE)
-    expect_abort(run.report, host, party, what)
+    return expect_abort(run.report, host, party, what)

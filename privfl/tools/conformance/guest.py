@@ -362,8 +362,8 @@ def _two_batches(run: GuestRun, ending: str, process: subprocess.Popen[bytes] | 
     if ending == "violation":
         bad = trivial(run.key, encode(np.zeros(rows * k + 1), VALUE_BITS, n))
         run.host.channel.send(party, Residual(0, 0, BigInts(tuple(bad)), None), 0)
-        expect_abort(report, run.host, party, "a Residual of the wrong length makes it Abort")
-        exits_nonzero(report, party, process)
+        what = "a Residual of the wrong length makes it Abort"
+        exits_nonzero(report, party, process, expect_abort(report, run.host, party, what))
         return
     first = np.linspace(-2.0, 2.0, rows * k)  # varies by row, so the step is not zero
     request = run.backward(0, z, first, np.linspace(1.0, -1.0, rows * k))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -29,12 +32,15 @@ from privfl.protocol.messages import (
     PublicKeyMessage,
     kind_of,
 )
+from privfl.protocol.reliable import ReliableTransport
+from privfl.protocol.transport import Closeable
 
 QUIET_SECONDS = 1.0  # how long a refused message must stay unanswered
 ACK_SECONDS = 1.5  # a live party ACKs within milliseconds of receiving a message
 AFTER_FINISH_SECONDS = 2.0  # how long a finished party must stay silent (no Abort), or exit
 LAST_READ_SECONDS = 0.25  # an exited party's last messages are already on our side of TCP
 EXIT_SECONDS = 15.0  # how long a finished party may take to close its inbox and exit (at least)
+EXIT_POLL_SECONDS = 0.05  # how often the exit status is read while waiting for it
 
 
 @dataclass
@@ -66,6 +72,7 @@ class Peer:
         )
         self._ids = itertools.count(10_000)
         self.aborted = ""  # the Abort the party sent us while we only read ACKs
+        _PLAYED.add(self)
 
     def raw(self, to: str, body: Message, *, session: str, msg_id: int | None = None) -> None:
         """Send a message with a hand-made envelope (wrong session, repeated id...)."""
@@ -105,7 +112,42 @@ class Peer:
         return self.transport.unacked()
 
     def close(self) -> None:
+        _PLAYED.discard(self)
         self.transport.close()
+
+
+_PLAYED: set[Peer] = set()  # the open Peers, which keep ACKing while a party exits
+
+
+class Bystanders(Closeable):
+    """The job's parties no script plays (a guest's fellow guests), bound at their
+    endpoints: a thread reads, and so ACKs, what the party under test tells them (its
+    progress, its Abort) and drops it, so the party never waits for their ACKs to exit."""
+
+    def __init__(self, job: JobConfig, names: Iterable[str]) -> None:
+        self._transports: list[ReliableTransport] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(self._transports,), daemon=True)
+        try:
+            for name in names:
+                self._transports.append(open_transport(job, name))
+        except BaseException:
+            self.close()
+            raise
+        self._thread.start()
+
+    def _read(self, transports: list[ReliableTransport]) -> None:
+        while transports and not self._stop.is_set():
+            for transport in transports:
+                with contextlib.suppress(PrivflError):
+                    transport.recv(0.02)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        for transport in self._transports:
+            transport.close()
 
 
 def acknowledged(report: Report, peers: list[Peer], party: str, what: str = "") -> bool:
@@ -179,20 +221,38 @@ def inbox_closes(endpoint: str, seconds: float) -> bool:
     return False
 
 
-def exits_nonzero(report: Report, party: str, process: subprocess.Popen[bytes] | None) -> None:
-    """After a fatal violation, a party we started must exit with a non-zero status."""
+def exits_nonzero(
+    report: Report, party: str, process: subprocess.Popen[bytes] | None, aborted: bool = True
+) -> None:
+    """After a fatal violation, a party we started must exit with a non-zero status.
+
+    One that sent no Abort (``aborted`` False) accepted the violation and waits for
+    the next message until its own timeout: its status is read at once, not waited for.
+    """
     if process is not None:
-        code = exit_code(process)
+        code = exit_code(process, EXIT_SECONDS if aborted else 0.0)
         ok = code not in (0, None)
-        report.check(f"{party} exits non-zero after the violation", ok, str(code))
+        detail = "still running" if code is None else str(code)
+        report.check(f"{party} exits non-zero after the violation", ok, detail)
 
 
 def exit_code(process: subprocess.Popen[bytes], seconds: float = EXIT_SECONDS) -> int | None:
-    """The party's exit status, waiting up to ``seconds``; None if it is still running."""
-    try:
-        return process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        return None
+    """The party's exit status, waiting up to ``seconds``; None if it is still running.
+
+    Meanwhile every played party reads and ACKs what it is sent (and drops it), as a live
+    one would: a party that waits for the ACKs of its last messages (an Abort, its audit
+    head) before it exits is not held up by us.
+    """
+    deadline = time.monotonic() + seconds
+    while (code := process.poll()) is None and (left := deadline - time.monotonic()) > 0:
+        peers = list(_PLAYED)
+        wait = min(left, EXIT_POLL_SECONDS)
+        if not peers:
+            time.sleep(wait)
+        for peer in peers:
+            with contextlib.suppress(PrivflError):
+                peer.transport.recv(wait / len(peers))
+    return code
 
 
 def expect(report: Report, peer: Peer, kind: Kind, sender: str, what: str) -> Envelope | None:
@@ -220,19 +280,20 @@ def quiet(report: Report, peers: list[Peer], sender: str, what: str) -> None:
     report.check(what, True)
 
 
-def expect_abort(report: Report, peer: Peer, sender: str, what: str) -> None:
+def expect_abort(report: Report, peer: Peer, sender: str, what: str) -> bool:
     """The party under test must tell us it stopped, well before the job's timeout.
 
     Half the timeout: a party that accepted the message and then gave up waiting for
     the next one also sends an Abort, at the full timeout, and that is no refusal.
+    Returns whether the Abort came.
     """
     try:
         env = peer.channel.expect({Kind.FINISH}, {sender}, timeout=peer.channel.timeout / 2)
-        report.check(what, False, f"got {env.header.kind}, not an Abort")
+        return report.check(what, False, f"got {env.header.kind}, not an Abort")
     except PeerAborted as exc:
-        report.check(what, True, str(exc))
+        return report.check(what, True, str(exc))
     except PeerUnavailable as exc:
-        report.check(what, False, f"no Abort: {exc}")
+        return report.check(what, False, f"no Abort: {exc}")
 
 
 def server_key(job: JobConfig) -> tuple[PublicKeyMessage, PrivateKey]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
+from dataclasses import replace
 
 from privfl.config.vertical import JobConfig
 from privfl.errors import ConfigError
 from privfl.models.registry import KINDS, ModelKind, kind_of
 from privfl.tools.conformance.boost_guest import VIOLATIONS
-from privfl.tools.conformance.peer import Report
+from privfl.tools.conformance.peer import Bystanders, Report
 from privfl.tools.conformance.target import NO_FILES, PredictInputs, Script, Target
 
 ENDINGS = ("finish", "violation")
@@ -81,6 +82,15 @@ def run(
             )
         raise ConfigError(f"ending {ending!r} needs a SecureBoost guest ({', '.join(endings)})")
     report = Report()
+    # The scripts play a guest's Server and Host; its fellow guests only read and ACK.
+    others = [g for g in job.guests if g != party] if role == "guest" else []
+    with Bystanders(job, others):
+        _run_script(script, Target(job, party, ending, report, None, inputs or NO_FILES), command)
+    return report
+
+
+def _run_script(script: Script, target: Target, command: Sequence[str]) -> None:
+    """Start the party under test (if ``command``), run the script, stop the party."""
     process = None
     if command:
         try:
@@ -88,9 +98,8 @@ def run(
         except OSError as exc:
             raise ConfigError(f"cannot start the party under test {command[0]!r}: {exc}") from exc
     try:
-        script(Target(job, party, ending, report, process, inputs or NO_FILES))
+        script(replace(target, process=process))
     finally:
         if process is not None and process.poll() is None:
             process.kill()
             process.wait()
-    return report

@@ -73,8 +73,8 @@ def server_script(target: Target) -> None:
             guest.channel.send(party, request, 2)
             # The same gradient twice: not allowed (raw: our channel sends a vector once).
             guest.raw(party, request, session=job.session)
-            expect_abort(report, guest, party, "a repeated gradient decryption makes it Abort")
-            exits_nonzero(report, party, process)
+            what = "a repeated gradient decryption makes it Abort"
+            exits_nonzero(report, party, process, expect_abort(report, guest, party, what))
             return
         host.channel.send(party, Finish(epochs=2, reason="conformance"))
         finished_cleanly(report, [host, *guests], party, job.party(party).endpoint, process)

@@ -182,8 +182,7 @@ def aborts(
     report: Report, peer: Peer, party: str, what: str, process: subprocess.Popen[bytes] | None
 ) -> None:
     """The violation's ending: an Abort to ``peer``, and (if the kit started it) exit ≠ 0."""
-    expect_abort(report, peer, party, what)
-    exits_nonzero(report, party, process)
+    exits_nonzero(report, party, process, expect_abort(report, peer, party, what))
 
 
 def read_predictions(report: Report, inputs: PredictInputs) -> list[list[str]] | None:

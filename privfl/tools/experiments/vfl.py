@@ -101,8 +101,13 @@ def run_vertical(run: VflRun, timeout: float = 120.0) -> dict[str, Any]:
         def party(name: str) -> None:
             try:
                 seeded = np.random.default_rng(run.seed) if name == "host" else None
-                results[name] = run_party(
-                    job, name, Path(tmp) / name, transport=transports[name], label_rng=seeded
+                results[name] = run_party(  # in a folder deleted after: no plot to draw
+                    job,
+                    name,
+                    Path(tmp) / name,
+                    transport=transports[name],
+                    label_rng=seeded,
+                    plots=False,
                 )
             except BaseException as exc:  # reported below
                 results[name] = exc

@@ -209,6 +209,7 @@ def run_threads(
                 data=rows.get(name),
                 transport=transports[name],
                 label_rng=label_rng if name == job.host else None,
+                plots=False,  # the runs' folders are temporary: the sweep draws its own
             )
         except BaseException as exc:  # reported below
             results[name] = exc

@@ -141,6 +141,8 @@ def test_the_kit_catches_a_broken_secureboost_party(
     # Assert
     assert stdout.startswith("exit 1"), stdout
     assert caught_by in stdout, stdout
+    if ending != "finish":  # it accepted the violation: its exit is not waited for
+        assert "FAIL  guest-1 exits non-zero after the violation: still running" in stdout
 
 
 def test_a_secureboost_ending_needs_a_secureboost_guest(kit: Path, tmp_path: Path) -> None:

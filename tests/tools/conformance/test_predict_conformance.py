@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_scripted_peer import cli, init
+from test_scripted_peer import cli, init, run_kit
 
 # One worker makes the kits for every test here (--dist loadgroup, tests/conftest.py).
 pytestmark = pytest.mark.xdist_group("predict_conformance")
@@ -102,13 +102,11 @@ def predict_check(
     args = ["--session", "predict", "--role", role, "--job", str(kit), "--party", party]
     kit_files = [*files, "--predictions", predictions] if role == "host" else files
     command = [*(party_cmd or cli("vfl")), "predict", "--job", str(kit), "--party", party]
-    return subprocess.run(
-        cli("conformance", *args, "--ending", ending, *kit_files, "--", *command, *files,
-            "--out", predictions),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )  # fmt: skip
+    return run_kit(
+        [*args, "--ending", ending, *kit_files],
+        [*command, *files, "--out", predictions],
+        out / f"{party}.console",
+    )
 
 
 def assert_conforms(result: subprocess.CompletedProcess[str], last_check: str) -> str:
@@ -191,9 +189,7 @@ def test_our_secureboost_server_conforms(
     # Act: a training session (the Server checks Hellos, then waits for the Host's finish)
     args = ["--role", "server", "--job", str(boost), "--party", "server", "--ending", ending]
     command = cli("vfl", "server", "--job", str(boost), "--party", "server", "--out", str(tmp_path))
-    result = subprocess.run(
-        cli("conformance", *args, "--", *command), capture_output=True, text=True, timeout=180
-    )
+    result = run_kit(args, command, tmp_path.with_name(f"{tmp_path.name}.console"))
 
     # Assert
     output = result.stdout + result.stderr

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+import traceback
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 from privfl.cli import main
+from privfl.config.vertical import load_job
 from privfl.errors import ConfigError
 from privfl.models.registry import KINDS
+from privfl.parties.vertical.runner import open_transport
+from privfl.tools.conformance.peer import Bystanders
 from privfl.tools.conformance.runner import ROLES, script_for
 
 # One worker makes the kits for every test here (--dist loadgroup, tests/conftest.py).
@@ -96,15 +101,30 @@ def test_our_party_conforms_with_djn(djn_kit: Path, tmp_path: Path, role: str, p
 def check(
     kit: Path, out: Path, role: str, party: str, ending: str, party_cmd: list[str]
 ) -> subprocess.CompletedProcess[str]:
-    """``privfl conformance`` starting the party under test itself (after ``--``)."""
+    """``privfl conformance`` starting the party under test itself (after ``--``).
+
+    The kit runs in this process (its imports are a second of CPU per session); the
+    party under test is a real process, its console kept in a file beside ``out`` and
+    returned after the kit's stderr. A Host runs with ``--no-plots``: no check reads its
+    PNGs, and drawing them is most of what it does after ``finish`` (the kit waits for
+    its exit)."""
     args = ["--role", role, "--job", str(kit), "--party", party, "--ending", ending]
     command = [*party_cmd, role, "--job", str(kit), "--party", party, "--out", str(out)]
-    return subprocess.run(
-        cli("conformance", *args, "--", *command, "--workers", "1"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    command += ["--no-plots"] if role == "host" else []
+    return run_kit(args, [*command, "--workers", "1"], out.with_name(f"{out.name}.console"))
+
+
+def run_kit(args: list[str], command: list[str], console: Path) -> subprocess.CompletedProcess[str]:
+    """``privfl conformance ARGS -- COMMAND`` in this process; the party's console (a real
+    process) in ``console``, returned after the kit's stderr."""
+    console.parent.mkdir(parents=True, exist_ok=True)
+    # exec: the kit's process handle is the party's own (its exit status, its kill)
+    party_run = ["sh", "-c", 'exec "$@" >"$0" 2>&1', str(console), *command]
+    result = CliRunner().invoke(main, ["conformance", *args, "--", *party_run])
+    crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+    assert not crashed, "".join(traceback.format_exception(result.exception))
+    said = console.read_text() if console.exists() else ""
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr + said)
 
 
 def conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> str:
@@ -122,6 +142,7 @@ def conforms(kit: Path, tmp_path: Path, role: str, party: str, ending: str) -> s
         assert f"PASS  {party} exits 0 after finish" in checker.stdout
         assert f"PASS  {party} sends no Abort after finish" in checker.stdout
         assert role == "server" or (out / "model.json").exists()
+        assert not (out / "training.png").exists()  # --no-plots (the Host's; no other draws)
     else:
         assert f"PASS  {party} exits non-zero after the violation" in checker.stdout
         assert "privfl: error:" in output and "Traceback" not in output
@@ -165,3 +186,20 @@ def test_a_role_its_kind_has_no_script_for_is_refused_in_one_line() -> None:
     assert set(boost.conformance) == {
         *ROLES, *(f"predict:{role}" for role in ROLES)
     }  # fmt: skip
+
+
+def test_a_guests_fellow_guests_acknowledge_what_it_tells_them(tmp_path: Path) -> None:
+    # Prepare: the kit plays a guest's Server and Host; guest-2 only stands by.
+    job = load_job(init(tmp_path / "kit", "--guests", "2"))
+    guest = open_transport(job, "guest-1")
+
+    # Act: what a guest tells a fellow guest (a progress report, its Abort)
+    with Bystanders(job, ["guest-2"]):
+        guest.send("guest-2", [b"progress"])
+        deadline = time.monotonic() + 60  # an ACK comes in milliseconds; a loaded machine
+        while guest.unacked() and time.monotonic() < deadline:
+            guest.recv(0.05)
+
+    # Assert: ACKed, so the guest need not wait for it before it exits
+    assert guest.unacked() == 0
+    guest.close()

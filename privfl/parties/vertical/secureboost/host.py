@@ -605,7 +605,8 @@ def finish(ctx: PartyContext, state: HostBoost, wall: float, reason: str) -> dic
     model = report.host_model(ctx, state.data, state.trees, state.edges, state.base)
     write_json(ctx.out / "model.json", model)
     gains = report.importance(ctx, state.trees, state.data.feature_names)
-    report.plot(state.records, gains, ctx.out)
+    if ctx.plots:
+        report.plot(state.records, gains, ctx.out)
     kept = len(state.trees)
     last = state.records[kept - 1] if kept else {}
     job = ctx.job
