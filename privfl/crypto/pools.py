@@ -58,6 +58,9 @@ def _exit_with_parent(parent: int, nice: int = 0) -> None:
     and leave the pool's semaphores behind.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Spawned with SIGINT blocked (_spawn_pool): a Ctrl-C while this interpreter was
+    # still starting is pending, and ignoring it discards it.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if nice:
         os.nice(nice)
 
@@ -96,15 +99,21 @@ def combine_columns(partials: Sequence[Sequence[int]], n2: int) -> list[int]:
 def _spawn_pool(workers: int, nice: int) -> ProcessPoolExecutor:
     """Worker processes that exit with their party; spawned, since the party runs ZeroMQ
     threads that must not be forked. All of them start now, in the background, so the
-    first real task does not pay for starting an interpreter."""
+    first real task does not pay for starting an interpreter. They start with SIGINT
+    blocked, so a Ctrl-C that reaches them while they import (before their initializer
+    ignores it) stays pending instead of printing a traceback; the party still gets it."""
     pool = ProcessPoolExecutor(
         workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_exit_with_parent,
         initargs=(os.getpid(), nice),
     )
-    for _ in range(workers):
-        pool.submit(os.getpid)  # the executor starts one more process per pending task
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for _ in range(workers):
+            pool.submit(os.getpid)  # the executor starts one more process per pending task
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return pool
 
 

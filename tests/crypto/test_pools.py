@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from privfl.crypto.paillier import PublicKey, generate_keypair, private_primes
-from privfl.crypto.pools import CHUNK, NoisePool
+from privfl.crypto.pools import CHUNK, NoisePool, _spawn_pool
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +100,19 @@ def test_workers_exit_when_their_party_is_killed(tmp_path) -> None:
                 alive.discard(pid)
         time.sleep(0.1)
     assert not alive, f"workers {alive} outlived their party"
+
+
+def test_a_ctrl_c_while_workers_start_leaves_no_traceback_and_a_working_pool(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # Ctrl-C reaches every process of the terminal's group, workers still importing too.
+    pool = _spawn_pool(2, 0)
+    try:
+        for process in list(pool._processes.values()):
+            os.kill(process.pid, signal.SIGINT)
+        assert pool.submit(os.getpid).result(timeout=120) > 0
+        assert all(p.is_alive() for p in pool._processes.values())
+    finally:
+        pool.shutdown()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
