@@ -34,7 +34,6 @@ import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
@@ -44,6 +43,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from privfl.crypto import shamir
 from privfl.errors import ProtocolError
+from privfl.mechanisms.skellam import zero_plaintext
 
 MODULUS_BITS = 32  # sums live in Z/2^32 (numpy's uint32 wraps for free)
 SEED_BYTES = 16  # the self-mask seed b: 128 bits
@@ -90,19 +90,13 @@ class Keystreams:
     """
 
     def __init__(self, dims: int) -> None:
-        self.zeros = _zeros(4 * dims)
+        self.zeros = zero_plaintext(4 * dims)
         self.buffer = bytearray(4 * dims + 15)  # update_into wants a block − 1 to spare
         self.words: np.ndarray = np.frombuffer(self.buffer, dtype="<u4", count=dims)
 
     def __call__(self, key: bytes) -> np.ndarray:
         Cipher(algorithms.AES(key), _CTR).encryptor().update_into(self.zeros, self.buffer)
         return self.words
-
-
-@lru_cache(maxsize=4)
-def _zeros(length: int) -> bytes:
-    """A keystream's plaintext: one read-only buffer of zeros per length, for every client."""
-    return bytes(length)
 
 
 def prg(key: bytes, dims: int) -> np.ndarray:

@@ -86,7 +86,7 @@ def client_share(
     size = values.size
     words = np.empty(2 * size + 2, dtype=np.uint64)  # update_into wants a block − 1 to spare
     encryptor = Cipher(algorithms.AES(source.rng.bytes(32)), modes.CTR(bytes(16))).encryptor()
-    encryptor.update_into(_plaintext(16 * size), words.view(np.uint8).data)
+    encryptor.update_into(zero_plaintext(16 * size), words.view(np.uint8).data)
     # randomized rounding as noise.round_by, in place: u·2^−53 < f exactly when u < f·2^53
     scaled = values / grid_step(bound)
     low = np.floor(scaled)
@@ -99,8 +99,9 @@ def client_share(
 
 
 @lru_cache(maxsize=4)
-def _plaintext(length: int) -> bytes:
-    """The plaintext of a keystream: zeros, one read-only buffer per length."""
+def zero_plaintext(length: int) -> bytes:
+    """The plaintext of an AES-CTR keystream: zeros, one read-only buffer per length,
+    shared by every client (its noise here, its SecAgg+ masks in learning.secagg)."""
     return bytes(length)
 
 
