@@ -211,18 +211,16 @@ def share_keys(
         raise SecAggAborted(f"client {state.me}: threshold {threshold} with too few neighbours")
     state.threshold = threshold
     points = [j + 1 for j in state.neighbours]
-    seed_shares = shamir.split(int.from_bytes(state.seed, "big"), threshold, points)
-    key_int = int.from_bytes(state.s_key.secret, "big")
-    key_shares = shamir.split(key_int, threshold, points)
+    secrets_ = [int.from_bytes(state.seed, "big"), int.from_bytes(state.s_key.secret, "big")]
+    seed_shares, key_shares = shamir.split_many(secrets_, threshold, points)
+    nonce = _nonce(state.me)
     sealed = []
     for (j, adv), b_share, s_share in zip(
         state.neighbours.items(), seed_shares, key_shares, strict=True
     ):
-        box = _seal_box(state, adv)
         plain = shamir.to_bytes(b_share) + shamir.to_bytes(s_share)
-        sealed.append(
-            SealedShares(state.me, j, box.encrypt(_nonce(state.me), plain, _ad(state, state.me, j)))
-        )
+        ciphertext = _seal_box(state, adv).encrypt(nonce, plain, _ad(state, state.me, j))
+        sealed.append(SealedShares(state.me, j, ciphertext))
     return sealed
 
 
