@@ -262,7 +262,8 @@ def masked_input(state: ClientState, shares: Iterable[SealedShares], x: np.ndarr
 def unmask(state: ClientState, survivors: Iterable[int]) -> UnmaskReply:
     """Stage 4: per neighbour holding shares, the seed share if it survived, else the key share."""
     state.advance(4)
-    alive = set(survivors)
+    # the aggregator names the same survivors to every client: one set, not a copy each
+    alive = survivors if isinstance(survivors, (set, frozenset)) else set(survivors)
     if state.me not in alive:
         raise SecAggAborted(f"client {state.me}: named as dropped but asked to unmask")
     seeds = {j: s for j, (s, _) in state.held.items() if j in alive}
@@ -416,7 +417,8 @@ def run_round(
     for i, c in clients.items():
         if i not in gone:
             server.masked[i] = masked_input(c, inbox.get(i, []), inputs[i])
-    replies = [unmask(clients[i], server.masked) for i in server.masked]
+    survivors = frozenset(server.masked)
+    replies = [unmask(clients[i], survivors) for i in server.masked]
     middle = time.process_time()
     total = signed(unmask_sum(server, replies))
     if cpu is not None:
