@@ -169,14 +169,19 @@ def lookup(tab: SkellamTable, words: np.ndarray) -> np.ndarray:
     entry = np.take(tab.guide, scratch.view(np.int64))  # np.take: faster than a[...] here
     low = _ALL_ONES >> np.uint64(64 - int(tab.shift))
     np.bitwise_and(words, low, out=scratch)
-    index = entry >> tab.shift
+    index = entry >> tab.shift  # the candidate; the next index when u's low bits pass the gate
     entry &= low  # the bucket's gate
-    index += scratch >= entry
-    search = np.flatnonzero(index > tab.bounds.size)
+    # candidate + (low bits ≥ gate), as candidate + 1 − borrow: both operands are below
+    # 2^shift ≤ 2^63, so the uint64 difference wraps (top bit set) exactly when below.
+    # Three in-place integer passes instead of a comparison and a bool-to-uint64 add.
+    scratch -= entry
+    scratch >>= np.uint64(63)
+    index -= scratch  # one less than the index; the + 1 rides on the offset below
+    search = np.flatnonzero(index >= tab.bounds.size)
     if search.size:
-        index[search] = np.searchsorted(tab.bounds, words[search], side="right")
+        index[search] = np.searchsorted(tab.bounds, words[search], side="right") - 1
     result: np.ndarray = index.view(np.int64)
-    result += tab.offset
+    result += tab.offset + 1
     return result
 
 

@@ -48,12 +48,10 @@ def _inputs() -> dict[int, np.ndarray]:
 
 def _strip_pairs(server: secagg.ServerState, key: int) -> np.ndarray:
     """The target's masked input without its pairwise masks, given its mask key."""
-    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-
     y = server.masked[TARGET]
-    private = X25519PrivateKey.from_private_bytes(key.to_bytes(32, "big"))
+    private = key.to_bytes(secagg.KEY_BYTES, "big")
     for j in server.graph[TARGET]:
-        secret = secagg._pair_secret(private, server.adverts[j].s_public)
+        secret = secagg.agree(private, server.adverts[j].s_public, j)
         ctx = secagg.pair_context(server.context, TARGET, j)
         mask = secagg.prg(secagg.derive(secret, b"pair mask", ctx), DIMS)
         y = y - mask if j > TARGET else y + mask

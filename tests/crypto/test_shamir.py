@@ -77,3 +77,26 @@ def test_coefficients_are_field_elements_even_when_the_bytes_are_all_ones(
     monkeypatch.undo()
     fresh = shamir._uniform(64)  # 64 draws of 521 bits: a repeat has probability < 2^-509
     assert len(set(fresh)) == 64 and max(fresh).bit_length() > 500
+
+
+def test_split_many_is_each_polynomial_evaluated_plainly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # known answer: the same coefficients (drawn once, handed out in split_many's order:
+    # degree t−1 first, one per value) evaluated one polynomial at a time, term by term
+    values, threshold, points = [2**128 - 1, shamir.PRIME - 1, 0], 5, [1, 2, 9, 10_001, 65_537]
+    drawn = shamir._uniform((threshold - 1) * len(values))
+    drawn[0] = shamir.PRIME - 1  # the largest coefficients: the widest lanes
+    monkeypatch.setattr(shamir, "_uniform", lambda count: list(drawn[:count]))
+    shares = shamir.split_many(values, threshold, points)
+    for lane, secret in enumerate(values):
+        # coefficient of degree k (1..t−1) is drawn[(t−1−k)·lanes + lane]
+        coeffs = [secret] + [
+            drawn[(threshold - 1 - k) * len(values) + lane] for k in range(1, threshold)
+        ]
+        plain = [sum(c * x**k for k, c in enumerate(coeffs)) % shamir.PRIME for x in points]
+        assert shares[lane] == plain
+        assert shamir.combine(list(zip(points, plain, strict=True))) == secret
+
+
+def test_split_many_refuses_what_split_refuses() -> None:
+    with pytest.raises(ValueError, match="secret must lie"):
+        shamir.split_many([1, shamir.PRIME], 2, [1, 2])

@@ -73,7 +73,7 @@ def test_too_many_dropouts_abort_instead_of_revealing() -> None:
 
 def test_seeds_and_keys_are_full_width() -> None:
     state = secagg.ClientState(0, b"ctx", 4)
-    assert len(state.seed) * 8 >= 128 and len(state.s_key.private_bytes_raw()) == 32
+    assert len(state.seed) * 8 >= 128 and len(state.s_key.secret) == 32
 
 
 def test_random_groups_cover_the_clients_once() -> None:
@@ -138,3 +138,34 @@ def test_a_noisy_secure_run_books_its_distributed_epsilon() -> None:
     assert "other members" in summary["epsilon_distributed_assumptions"]
     assert f"central ε = {gaussian:.3g} per client" in summary["privacy"]
     assert summary["refused_history"] == [0, 0]  # noisy group means pass the noise-aware screen
+
+
+def test_a_short_or_low_order_public_key_is_refused_with_a_clear_error() -> None:
+    with pytest.raises(secagg.SecAggAborted, match="must be 32 bytes"):
+        secagg.Advertise(1, bytes(31), bytes(32))
+    a = secagg.ClientState(0, b"ctx", 8)
+    secagg.advertise(a)
+    zero = secagg.Advertise(1, bytes(32), bytes(32))  # u = 0: every agreement gives zeros
+    with pytest.raises(secagg.SecAggAborted, match="client 1's public key is of low order"):
+        secagg.share_keys(a, [zero], 1)
+
+
+def test_the_key_pairs_and_agreement_are_x25519_of_rfc_7748() -> None:
+    # RFC 7748 §6.1: Alice's key pair, Bob's public key and their shared secret K
+    alice = bytes.fromhex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a")
+    alice_public = "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"
+    bob = bytes.fromhex("de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f")
+    shared = "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742"
+    assert secagg.KeyPair.of(alice).public.hex() == alice_public
+    assert secagg.agree(alice, bob, 1).hex() == shared
+    fresh = secagg.KeyPair.fresh()
+    assert (
+        secagg.KeyPair.of(fresh.secret) == fresh and fresh.secret != secagg.KeyPair.fresh().secret
+    )
+
+
+def test_shares_that_rebuild_no_secret_abort() -> None:
+    server = secagg.ServerState(b"ctx", 4, threshold=2)
+    # two shares of a line through 2^200 at x = 0: no 16-byte seed
+    with pytest.raises(secagg.SecAggAborted, match="rebuild no 16-byte secret"):
+        secagg._rebuild(server, [(1, 2**200 + 1), (2, 2**200 + 2)], 3, secagg.SEED_BYTES)

@@ -169,7 +169,7 @@ def test_a_clients_share_is_numpys_rounding_plus_the_binary_search_on_its_keystr
 
     update = np.random.default_rng(2).normal(size=5000) * 1e-3
     share = skellam.client_share(update, 1.0, BENCH_VARIANCE, seeded_source(4, 5, 6))
-    key = seeded_source(4, 5, 6).rng.bytes(32)
+    key = seeded_source(4, 5, 6).rng.bit_generator.random_raw(4).tobytes()
     stream = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
     words = np.frombuffer(stream.update(bytes(16 * update.size)), dtype="<u8")
     uniforms = (words[: update.size] >> np.uint64(11)) * 2.0**-53
