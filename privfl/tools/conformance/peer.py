@@ -39,6 +39,7 @@ from privfl.protocol.transport import Closeable
 QUIET_SECONDS = 1.0  # how long a refused message must stay unanswered, without barriers
 ACK_SECONDS = 1.5  # a live party ACKs within milliseconds of receiving a message
 READ_SECONDS = 0.05  # one read's slice while a check waits for an event
+BARRIER_READ_SECONDS = 0.005  # a read ends at its slice, not at an ACK: keep it short
 AFTER_FINISH_SECONDS = 2.0  # how long a finished party must stay silent (no Abort), or exit
 LAST_READ_SECONDS = 0.25  # an exited party's last messages are already on our side of TCP
 EXIT_SECONDS = 15.0  # how long a finished party may take to close its inbox and exit (at least)
@@ -310,7 +311,7 @@ def quiet(report: Report, peers: list[Peer], sender: str, what: str) -> None:
         while True:
             left = deadline - time.monotonic()
             try:
-                got = peer.channel._receive(max(min(left, READ_SECONDS), 0.0))
+                got = peer.channel._receive(max(min(left, BARRIER_READ_SECONDS), 0.0))
             except PrivflError as exc:
                 report.check(what, False, str(exc))
                 return
