@@ -401,7 +401,7 @@ def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] 
         rows = run.gradients(forged=True)
         what = "a Host proof over other plaintexts than the gradients makes it Abort"
         probe, _ = run.naming(0, {0: rows})  # a guest that took the proof answers the root
-        aborted = expect_abort(report, host, party, what, probe, TREE)
+        aborted = expect_abort(report, host, party, what, (probe, TREE))
         exits_nonzero(report, party, process, aborted)
         return
     rows = run.gradients()
@@ -465,13 +465,13 @@ def _violation(run: BoostGuestRun, ending: str, rows: int) -> bool:
         probe, _ = run.naming(1, {1: run.tree_rows[half], 2: run.tree_rows[~half]})
     elif ending == "foreign-rows":
         what = "the next tree's gradients over rows not the seed's sample make it Abort"
-        gradients = run.foreign_gradients()
-        host.channel.send(party, gradients, TREE + 1)
-        probe, tree = BoostNodes(TREE + 1, 0, np.zeros(1, np.int64)), TREE + 1
+        host.channel.send(party, run.foreign_gradients(), TREE + 1)
+        tree = TREE + 1  # its root named (shared) or masked (hidden), as the next tree's
+        probe, _ = run.naming(0, {0: run.tree_rows}, tree)
     elif run.hidden:
         what = "a node not of the level named makes it Abort"
         run.name(1, {3: run.tree_rows})
     else:
         what = "a node no partition defined makes it Abort"
         host.channel.send(party, BoostNodes(TREE, 1, np.array([1], np.int64)), TREE)
-    return expect_abort(run.report, host, party, what, probe, tree)
+    return expect_abort(run.report, host, party, what, None if probe is None else (probe, tree))

@@ -324,18 +324,13 @@ def quiet(report: Report, peers: list[Peer], sender: str, what: str) -> None:
 
 
 def expect_abort(
-    report: Report,
-    peer: Peer,
-    sender: str,
-    what: str,
-    probe: Message | None = None,
-    round_: int = 0,
+    report: Report, peer: Peer, sender: str, what: str, probe: tuple[Message, int] | None = None
 ) -> bool:
     """The party under test must tell us it stopped, well before the job's timeout.
 
     Half the timeout: a party that accepted the message and then gave up waiting for
     the next one also sends an Abort, at the full timeout, and that is no refusal.
-    ``probe`` (the session's next step, in round ``round_``) goes right after the
+    ``probe`` (the session's next step and its round) goes right after the
     violation: a party that accepted the violation answers it, and any answer but an
     Abort ends the wait at once, failed. Returns whether the Abort came.
     """
@@ -349,10 +344,11 @@ def expect_abort(
         except PeerUnavailable as exc:
             return report.check(what, False, f"no Abort: {exc}")
     # Not waiting to connect: a party that stopped at once may be gone already.
-    peer.raw(sender, probe, session=peer.channel.session, round_=round_, wait=False)
+    body, round_ = probe
+    peer.raw(sender, body, session=peer.channel.session, round_=round_, wait=False)
     aborted, detail = _abort_or_answer(peer, sender, window)
     if not aborted and detail.startswith("with "):
-        detail = f"it answered the next {kind_of(probe)} {detail}: it accepted the violation"
+        detail = f"it answered the next {kind_of(body)} {detail}: it accepted the violation"
     return report.check(what, aborted, detail)
 
 
