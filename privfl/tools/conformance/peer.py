@@ -204,9 +204,10 @@ def finished_cleanly(
         # A party we started that has exited can send nothing more: reading what it sent
         # before it exited ends the watch.
         exited = process is not None and process.poll() is not None
-        for peer in peers:
+        for peer in peers:  # every peer read (and ACKed): a party's Abort to each
             wait = LAST_READ_SECONDS / len(peers) if exited else 0.02
-            aborted = aborted or _abort_among(peer, wait, exited)
+            found = _abort_among(peer, wait, exited)
+            aborted = aborted or found
         if exited:
             break
     report.check(f"{party} sends no Abort after finish", not aborted, aborted)
@@ -245,7 +246,7 @@ def inbox_closes(endpoint: str, seconds: float) -> bool:
                 pass
         except OSError:
             return True
-        time.sleep(0.2)
+        _read_played(0.2)  # ACKing what the party still sends, so its close is not held up
     return False
 
 
@@ -273,14 +274,18 @@ def exit_code(process: subprocess.Popen[bytes], seconds: float = EXIT_SECONDS) -
     """
     deadline = time.monotonic() + seconds
     while (code := process.poll()) is None and (left := deadline - time.monotonic()) > 0:
-        peers = list(_PLAYED)
-        wait = min(left, EXIT_POLL_SECONDS)
-        if not peers:
-            time.sleep(wait)
-        for peer in peers:
-            with contextlib.suppress(PrivflError):
-                peer.transport.recv(wait / len(peers))
+        _read_played(min(left, EXIT_POLL_SECONDS))
     return code
+
+
+def _read_played(seconds: float) -> None:
+    """Every played party reads (and ACKs, and drops) what it is sent, ``seconds`` in all."""
+    peers = list(_PLAYED)
+    if not peers:
+        time.sleep(seconds)
+    for peer in peers:
+        with contextlib.suppress(PrivflError):
+            peer.transport.recv(seconds / len(peers))
 
 
 def expect(report: Report, peer: Peer, kind: Kind, sender: str, what: str) -> Envelope | None:
