@@ -22,7 +22,7 @@ import logging
 import secrets
 import struct
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -39,6 +39,7 @@ MAX_PARTIAL = 8  # unfinished messages kept per peer; the oldest is dropped beyo
 MAX_PARTIAL_BYTES = MAX_MESSAGE_BYTES  # and at most this many bytes of them per peer
 MAX_UNACKED = 4096  # messages kept for resending per peer
 UNSENT_RETRY = 0.05  # a best-effort send (an Abort) that could not go out is retried this soon
+MAX_OWED = 4096  # ACKs kept per peer while its link is still being made
 CLOSE_LINGER_MS = 500
 MAGIC, LINK_VERSION = b"PL", 1
 DATA, ACK = 1, 2
@@ -127,6 +128,9 @@ class ReliableTransport(Closeable):
         self._delivered: dict[str, OrderedDict[int, set[int]]] = {}
         self._closed = False
         self._refused = 0
+        # ACKs a link not yet up could not take (the peer's first messages came before our
+        # connection to it): sent as soon as it takes them, not left to the peer's resend.
+        self._owed: dict[str, deque[tuple[int, int]]] = {}
 
     # --- sending ---------------------------------------------------------------
 
@@ -245,6 +249,8 @@ class ReliableTransport(Closeable):
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             wait = min(self._resend_due(), deadline - time.monotonic())
+            if self._owed and not self._pay_owed():
+                wait = min(wait, UNSENT_RETRY)
             got = self._inner.recv(max(0.0, wait))
             if got is not None:
                 message = self._on_link(*got)
@@ -315,8 +321,20 @@ class ReliableTransport(Closeable):
         return peer, frames
 
     def _ack(self, peer: str, inc: int, seq: int) -> None:
-        if not self._inner.try_send(peer, [link_header(ACK, inc, seq), b""]):
+        if self._owed.get(peer) or not self._inner.try_send(
+            peer, [link_header(ACK, inc, seq), b""]
+        ):
             log.debug("%s: could not ACK message %d of %s now", self.name, seq, peer)
+            self._owed.setdefault(peer, deque(maxlen=MAX_OWED)).append((inc, seq))
+
+    def _pay_owed(self) -> bool:
+        """Send the ACKs owed while each link takes them; whether none is left."""
+        for peer, owed in list(self._owed.items()):
+            while owed and self._inner.try_send(peer, [link_header(ACK, *owed[0]), b""]):
+                owed.popleft()
+            if not owed:
+                del self._owed[peer]
+        return not self._owed
 
     def close(self) -> None:
         """Wait up to ``flush_seconds`` for outstanding ACKs, then close the inner transport.
@@ -334,6 +352,7 @@ class ReliableTransport(Closeable):
             # They are resent meanwhile: an Abort to a peer whose connection was
             # still being made when we failed must reach it all the same.
             while self._recent_unacked() and (left := deadline - time.monotonic()) > 0:
+                self._pay_owed()
                 wait = min(left, self._resend_due(), UNSENT_RETRY)
                 got = self._inner.recv(wait)
                 if got is not None:

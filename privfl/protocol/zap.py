@@ -119,6 +119,7 @@ class HandshakeWatch:
     def __init__(self, sock: zmq.Socket[bytes], owner: str) -> None:
         events = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
         events |= zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+        events |= zmq.EVENT_MONITOR_STOPPED  # what wakes the thread when we stop
         self._monitor = sock.get_monitor_socket(events)
         self._sock = sock
         self._once = _OnceLog(owner)
@@ -159,11 +160,15 @@ class HandshakeWatch:
             addresses.clear()
 
     def stop(self) -> None:
-        """Stop the thread and close the monitor socket (before the context ends)."""
+        """Stop the thread and close the monitor socket (before the context ends).
+
+        Disabling the monitor sends its last event, which ends the thread's poll at once
+        (a transport's close is not held up by the poll's period).
+        """
         self._stop.set()
-        self._thread.join(timeout=2.0)
         with contextlib.suppress(zmq.ZMQError):
             self._sock.disable_monitor()
+        self._thread.join(timeout=2.0)
         self._monitor.close(linger=0)
 
 

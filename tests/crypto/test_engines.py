@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from privfl.crypto.paillier import (
     generate_keypair,
     private_primes,
 )
-from privfl.crypto.pools import CHUNK, decrypt_split, row_blocks
+from privfl.crypto.pools import CHUNK, MATVEC_ROWS, NoisePool, decrypt_split, row_blocks
 from privfl.errors import ConfigError
 from privfl.parties.vertical.server import decryption_pool
 
@@ -48,46 +49,52 @@ def few(engine: Engine) -> int:
     return 2 if engine.kind == "pool" else 1
 
 
-def test_obfuscators_encrypt_correctly(engine: Engine, keypair: Keys) -> None:
-    public, private = keypair
-    pool = engine.pool(public.n, few(engine))
+@pytest.fixture(scope="module", params=ENGINES, ids=lambda e: e.kind)
+def pool(request: pytest.FixtureRequest, keypair: Keys) -> Iterator[NoisePool]:
+    """One obfuscator pool per engine for the tests that need no other (its workers, Ray's
+    actors above all, are processes to start); each test leaves it as it found it."""
+    engine: Engine = request.param
+    if engine.kind == "ray":
+        request.getfixturevalue("ray_cluster")
+    shared = engine.pool(keypair[0].n, few(engine))
     try:
-        pool.prefetch(CHUNK + 5)
-        noise = pool.take(2 * CHUNK)
-        assert len(set(noise)) == 2 * CHUNK
-        plain = list(range(2 * CHUNK))
-        assert private.decrypt(public.encrypt_with_noise(plain, noise)) == plain
+        yield shared
     finally:
-        pool.close()
+        shared.close()
 
 
-def test_matvec_is_the_inline_result(engine: Engine, keypair: Keys) -> None:
+def test_obfuscators_encrypt_correctly(pool: NoisePool, keypair: Keys) -> None:
+    public, private = keypair
+    pool.prefetch(CHUNK + 5)
+    noise = pool.take(2 * CHUNK)
+    assert len(set(noise)) == 2 * CHUNK
+    plain = list(range(2 * CHUNK))
+    assert private.decrypt(public.encrypt_with_noise(plain, noise)) == plain
+
+
+def test_matvec_is_the_inline_result(pool: NoisePool, keypair: Keys) -> None:
     public, _ = keypair
     rng = np.random.default_rng(0)
     x = rng.integers(0, 1 << 20, size=(40, 5), dtype=np.int64)
     c = public.encrypt([int(v) for v in rng.integers(0, 1000, size=40)])
-    pool = engine.pool(public.n, 2)
-    try:
-        assert pool.matvec_t(public, x, c) == public.matvec_t(x, c)
-    finally:
-        pool.close()
+    assert pool.parallel  # remote workers, not the inline path
+    assert pool.matvec_t(public, x, c) == public.matvec_t(x, c)
 
 
-def test_matvec_in_many_row_slices_is_the_inline_result(engine: Engine, keypair: Keys) -> None:
+def test_matvec_in_many_row_slices_is_the_inline_result(pool: NoisePool, keypair: Keys) -> None:
     # Prepare: signed exponents, a column of zeros, and slices of 7 rows (6 slices).
     public, _ = keypair
     rng = np.random.default_rng(1)
     x = rng.integers(-(1 << 20), 1 << 20, size=(40, 4), dtype=np.int64)
     x[:, 2] = 0
     c = public.encrypt([int(v) for v in rng.integers(0, 1000, size=40)])
-    pool = engine.pool(public.n, few(engine))
     pool.matvec_rows = 7
 
     # Act
     try:
         split = pool.matvec_t(public, x, c)
     finally:
-        pool.close()
+        pool.matvec_rows = MATVEC_ROWS
 
     # Assert: the slices' partial products multiply to the one-pass ciphertexts exactly.
     assert split == public.matvec_t(x, c)

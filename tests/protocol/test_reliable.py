@@ -125,6 +125,38 @@ def test_duplicates_and_lost_acks_deliver_exactly_once() -> None:
     assert a.unacked() == 0
 
 
+class Unconnected(Lossy):
+    """A link to ``a`` that is not up yet for the first ``refusals`` sends (try_send False)."""
+
+    def __init__(self, inner: InMemoryTransport, refusals: int) -> None:
+        super().__init__(inner, lambda f: False)
+        self.refusals = refusals
+
+    def try_send(self, peer: str, frames: Sequence[bytes]) -> bool:
+        if self.refusals:
+            self.refusals -= 1
+            return False
+        return super().try_send(peer, frames)
+
+
+def test_an_ack_the_link_could_not_take_goes_out_once_it_can_not_at_the_resend() -> None:
+    # Prepare: b's link to a is still being made when a's first message arrives.
+    hub = InMemoryHub()
+    a, b = pair(hub, retry_after=30.0)  # a resend would come far too late
+    b._inner = Unconnected(b._inner.inner, refusals=1)  # type: ignore[attr-defined]
+    a.send("b", [b"h", b"hello"])
+
+    # Act: b reads (its ACK is refused), then reads on; a takes in what came
+    first = b.recv(1.0)
+    b.recv(0.05)
+    a.recv(0.05)
+
+    # Assert: the ACK owed went out on b's next read, without a's resend
+    assert first == ("a", [b"h", b"hello"])
+    assert a.unacked() == 0
+    assert len([s for s in hub.sent if kind(s.frames) == DATA]) == 1
+
+
 def test_a_restarted_sender_is_not_mistaken_for_a_duplicate() -> None:
     hub = InMemoryHub()
     a, b = pair(hub)

@@ -217,10 +217,17 @@ class BoostGuestRun(GuestRun):
 
     def name(self, level: int, nodes: dict[int, np.ndarray]) -> list[int]:
         """Send ``boost_nodes`` (shared) or ``boost_masked`` (hidden); the nodes answered for."""
+        body, answered = self.naming(level, nodes)
+        self.host.channel.send(self.party, body, TREE)
+        return answered
+
+    def naming(
+        self, level: int, nodes: dict[int, np.ndarray], tree: int = TREE
+    ) -> tuple[BoostNodes | BoostMasked, list[int]]:
+        """The ``boost_nodes`` or ``boost_masked`` naming ``nodes``; the nodes answered for."""
         ids = sorted(nodes)
         if not self.hidden:
-            self.host.channel.send(self.party, BoostNodes(TREE, level, np.array(ids)), TREE)
-            return ids
+            return BoostNodes(tree, level, np.array(ids)), ids
         direct = hidden.direct_nodes(ids)
         plain: list[int] = []
         if direct:
@@ -229,9 +236,8 @@ class BoostGuestRun(GuestRun):
                 self.plain, self.tree_rows, nodes, lanes, self.layout.slot
             )
         values = BigInts(tuple(trivial(self.key, plain)))
-        body = BoostMasked(TREE, level, np.array(ids), np.array(direct, np.int64), values)
-        self.host.channel.send(self.party, body, TREE)
-        return direct or [0]
+        body = BoostMasked(tree, level, np.array(ids), np.array(direct, np.int64), values)
+        return body, direct or [0]
 
     def histograms(self, level: int, nodes: dict[int, np.ndarray]) -> dict[int, np.ndarray] | None:
         """Name ``nodes``; check and return their histograms ``(columns, bins, 3)`` by node."""
@@ -392,9 +398,11 @@ def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] 
     kind = "boost_masked" if run.hidden else "boost_nodes"
     quiet(report, [host, run.server], party, f"a {kind} from another session is refused")
     if ending == "forged-proof":
-        run.gradients(forged=True)
+        rows = run.gradients(forged=True)
         what = "a Host proof over other plaintexts than the gradients makes it Abort"
-        exits_nonzero(report, party, process, expect_abort(report, host, party, what))
+        probe, _ = run.naming(0, {0: rows})  # a guest that took the proof answers the root
+        aborted = expect_abort(report, host, party, what, (probe, TREE))
+        exits_nonzero(report, party, process, aborted)
         return
     rows = run.gradients()
     hists = run.histograms(0, {0: rows})
@@ -435,25 +443,35 @@ def _one_tree(run: BoostGuestRun, ending: str, process: subprocess.Popen[bytes] 
 
 def _violation(run: BoostGuestRun, ending: str, rows: int) -> bool:
     """One message the guest must refuse with an Abort (docs/protocol.md §6.9); whether
-    it did."""
+    it did.
+
+    A violation the guest would answer (a node named) is its own probe; after one it
+    would silently take (a partition, the next tree's gradients), the next level or
+    tree's nodes are named at once: a guest that took the violation answers them.
+    """
     host, party = run.host, run.party
+    probe: BoostNodes | BoostMasked | None = None
+    tree = TREE
     if ending == "repeated-node":
         what = "the root named again makes it Abort"
         run.name(0, {0: run.tree_rows})
-    elif ending == "small-node" and run.hidden:
-        what = "a boost_partition in the hidden instance space makes it Abort"
-        host.channel.send(party, BoostPartition(TREE, 0, np.arange(rows) < rows // 2), TREE)
     elif ending == "small-node":
-        what = f"a partition leaving a child below the row floor ({run.floor}) makes it Abort"
-        left = np.arange(rows) < run.floor - 1
-        host.channel.send(party, BoostPartition(TREE, 0, left), TREE)
+        half = np.arange(rows) < (rows // 2 if run.hidden else run.floor - 1)
+        if run.hidden:
+            what = "a boost_partition in the hidden instance space makes it Abort"
+        else:
+            what = f"a partition leaving a child below the row floor ({run.floor}) makes it Abort"
+        host.channel.send(party, BoostPartition(TREE, 0, half), TREE)
+        probe, _ = run.naming(1, {1: run.tree_rows[half], 2: run.tree_rows[~half]})
     elif ending == "foreign-rows":
         what = "the next tree's gradients over rows not the seed's sample make it Abort"
         host.channel.send(party, run.foreign_gradients(), TREE + 1)
+        tree = TREE + 1  # its root named (shared) or masked (hidden), as the next tree's
+        probe, _ = run.naming(0, {0: run.tree_rows}, tree)
     elif run.hidden:
         what = "a node not of the level named makes it Abort"
         run.name(1, {3: run.tree_rows})
     else:
         what = "a node no partition defined makes it Abort"
         host.channel.send(party, BoostNodes(TREE, 1, np.array([1], np.int64)), TREE)
-    return expect_abort(run.report, host, party, what)
+    return expect_abort(run.report, host, party, what, None if probe is None else (probe, tree))

@@ -29,14 +29,17 @@ from privfl.protocol.messages import (
     Header,
     Kind,
     Message,
+    Progress,
     PublicKeyMessage,
     kind_of,
 )
 from privfl.protocol.reliable import ReliableTransport
 from privfl.protocol.transport import Closeable
 
-QUIET_SECONDS = 1.0  # how long a refused message must stay unanswered
+QUIET_SECONDS = 1.0  # how long a refused message must stay unanswered, without barriers
 ACK_SECONDS = 1.5  # a live party ACKs within milliseconds of receiving a message
+READ_SECONDS = 0.05  # one read's slice while a check waits for an event
+BARRIER_READ_SECONDS = 0.005  # a read ends at its slice, not at an ACK: keep it short
 AFTER_FINISH_SECONDS = 2.0  # how long a finished party must stay silent (no Abort), or exit
 LAST_READ_SECONDS = 0.25  # an exited party's last messages are already on our side of TCP
 EXIT_SECONDS = 15.0  # how long a finished party may take to close its inbox and exit (at least)
@@ -74,19 +77,40 @@ class Peer:
         self.aborted = ""  # the Abort the party sent us while we only read ACKs
         _PLAYED.add(self)
 
-    def raw(self, to: str, body: Message, *, session: str, msg_id: int | None = None) -> None:
-        """Send a message with a hand-made envelope (wrong session, repeated id...)."""
+    def raw(
+        self,
+        to: str,
+        body: Message,
+        *,
+        session: str,
+        msg_id: int | None = None,
+        round_: int | None = None,
+        wait: bool = True,
+    ) -> None:
+        """Send a message with a hand-made envelope (wrong session, repeated id...).
+
+        ``wait`` False: do not wait for a connection (a party that stopped may be gone).
+        """
         header = Header(
             PROTOCOL,
             VERSION,
             session,
             self.name,
             to,
-            getattr(body, "epoch", 0),
+            getattr(body, "epoch", 0) if round_ is None else round_,
             next(self._ids) if msg_id is None else msg_id,
             kind_of(body),
         )
-        self.transport.send(to, codec.encode(header, body))
+        frames = codec.encode(header, body)
+        if wait:
+            self.transport.send(to, frames)
+        else:
+            self.transport.try_send(to, frames)
+
+    def barrier(self, to: str) -> None:
+        """A message every party refuses before it reads the body (another session's
+        Progress): its ACK says the party has read all this peer sent before."""
+        self.raw(to, BARRIER, session=BARRIER_SESSION)
 
     def garbage(self, to: str, session: str) -> None:
         """A valid envelope of kind Batch with a body that is not a Batch."""
@@ -94,22 +118,15 @@ class Peer:
         head = codec.encode(header, Batch(0, 0, 1, None))[0]
         self.transport.send(to, [head, b"\x81\xa1x\xc0"])  # {"x": nil}
 
-    def settle(self, seconds: float = ACK_SECONDS) -> int:
-        """Read ACKs for up to ``seconds`` until none is missing; return how many still are.
-
-        Messages that arrive meanwhile are kept for the next ``expect``; an Abort is
-        kept in :attr:`aborted`.
-        """
-        deadline = time.monotonic() + seconds
-        while self.transport.unacked() and (left := deadline - time.monotonic()) > 0:
-            try:
-                env = self.channel._receive(min(left, 0.05))
-            except PeerAborted as exc:
-                self.aborted = str(exc)
-                continue
-            if env is not None:
-                self.channel._pending.append(env)
-        return self.transport.unacked()
+    def read_ack(self, seconds: float) -> None:
+        """One read of up to ``seconds`` (ACKs, messages kept, an Abort in :attr:`aborted`)."""
+        try:
+            env = self.channel._receive(seconds)
+        except PeerAborted as exc:
+            self.aborted = str(exc)
+            return
+        if env is not None:
+            self.channel._pending.append(env)
 
     def close(self) -> None:
         _PLAYED.discard(self)
@@ -117,6 +134,8 @@ class Peer:
 
 
 _PLAYED: set[Peer] = set()  # the open Peers, which keep ACKing while a party exits
+BARRIER = Progress("conformance barrier", 0, 0)
+BARRIER_SESSION = "conformance-barrier"  # no party's session: refused on the envelope
 
 
 class Bystanders(Closeable):
@@ -151,8 +170,17 @@ class Bystanders(Closeable):
 
 
 def acknowledged(report: Report, peers: list[Peer], party: str, what: str = "") -> bool:
-    """Every message the played parties sent was ACKed on the party's DEALER (§3)."""
-    missing = {peer.name: peer.settle() for peer in peers}
+    """Every message the played parties sent was ACKed on the party's DEALER (§3).
+
+    The played parties wait for their ACKs together: ``ACK_SECONDS`` in all, not each.
+    """
+    deadline = time.monotonic() + ACK_SECONDS
+    waiting = [peer for peer in peers if peer.transport.unacked()]
+    while waiting and (left := deadline - time.monotonic()) > 0:
+        for peer in waiting:
+            peer.read_ack(min(left, READ_SECONDS) / len(waiting))
+        waiting = [peer for peer in waiting if peer.transport.unacked()]
+    missing = {peer.name: peer.transport.unacked() for peer in peers}
     late = {name: count for name, count in missing.items() if count}
     return report.check(
         what or f"{party} acknowledges every message it receives (link-layer ACK, §3)",
@@ -176,9 +204,10 @@ def finished_cleanly(
         # A party we started that has exited can send nothing more: reading what it sent
         # before it exited ends the watch.
         exited = process is not None and process.poll() is not None
-        for peer in peers:
+        for peer in peers:  # every peer read (and ACKed): a party's Abort to each
             wait = LAST_READ_SECONDS / len(peers) if exited else 0.02
-            aborted = aborted or _abort_among(peer, wait, exited)
+            found = _abort_among(peer, wait, exited)
+            aborted = aborted or found
         if exited:
             break
     report.check(f"{party} sends no Abort after finish", not aborted, aborted)
@@ -217,7 +246,7 @@ def inbox_closes(endpoint: str, seconds: float) -> bool:
                 pass
         except OSError:
             return True
-        time.sleep(0.2)
+        _read_played(0.2)  # ACKing what the party still sends, so its close is not held up
     return False
 
 
@@ -245,14 +274,18 @@ def exit_code(process: subprocess.Popen[bytes], seconds: float = EXIT_SECONDS) -
     """
     deadline = time.monotonic() + seconds
     while (code := process.poll()) is None and (left := deadline - time.monotonic()) > 0:
-        peers = list(_PLAYED)
-        wait = min(left, EXIT_POLL_SECONDS)
-        if not peers:
-            time.sleep(wait)
-        for peer in peers:
-            with contextlib.suppress(PrivflError):
-                peer.transport.recv(wait / len(peers))
+        _read_played(min(left, EXIT_POLL_SECONDS))
     return code
+
+
+def _read_played(seconds: float) -> None:
+    """Every played party reads (and ACKs, and drops) what it is sent, ``seconds`` in all."""
+    peers = list(_PLAYED)
+    if not peers:
+        time.sleep(seconds)
+    for peer in peers:
+        with contextlib.suppress(PrivflError):
+            peer.transport.recv(seconds / len(peers))
 
 
 def expect(report: Report, peer: Peer, kind: Kind, sender: str, what: str) -> Envelope | None:
@@ -267,33 +300,77 @@ def expect(report: Report, peer: Peer, kind: Kind, sender: str, what: str) -> En
 
 
 def quiet(report: Report, peers: list[Peer], sender: str, what: str) -> None:
-    """Check that ``sender`` says nothing to any of ``peers`` for a while (it refused)."""
-    for peer in peers:
-        try:
-            got = peer.channel._receive(QUIET_SECONDS / len(peers))
-        except PrivflError as exc:
-            report.check(what, False, str(exc))
-            return
-        if got is not None:
-            report.check(what, False, f"it answered with {got.header.kind}")
-            return
+    """Check that ``sender`` says nothing to any of ``peers`` (it refused what it got).
+
+    No fixed window: each played party in turn sends a barrier (:meth:`Peer.barrier`) and
+    reads until ``sender`` ACKs it. A party reads each link in order and ACKs as it reads,
+    so what it answered before it read the barrier is ahead of the ACK on the same
+    connection. Two rounds: the second's barriers go out once every barrier of the first
+    was ACKed, that is once the party has handled all it was sent before, on every link;
+    so whatever it said because of it has reached us. A party that does not ACK (busy or
+    broken) gets ``QUIET_SECONDS`` in all, as a window alone would.
+    """
+    deadline = time.monotonic() + QUIET_SECONDS
+    for peer in [*peers, *peers]:
+        peer.barrier(sender)
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                got = peer.channel._receive(max(min(left, BARRIER_READ_SECONDS), 0.0))
+            except PrivflError as exc:
+                report.check(what, False, str(exc))
+                return
+            if got is not None:
+                report.check(what, False, f"it answered with {got.header.kind}")
+                return
+            if not peer.transport.unacked() or left <= 0:
+                break
     report.check(what, True)
 
 
-def expect_abort(report: Report, peer: Peer, sender: str, what: str) -> bool:
+def expect_abort(
+    report: Report, peer: Peer, sender: str, what: str, probe: tuple[Message, int] | None = None
+) -> bool:
     """The party under test must tell us it stopped, well before the job's timeout.
 
     Half the timeout: a party that accepted the message and then gave up waiting for
     the next one also sends an Abort, at the full timeout, and that is no refusal.
-    Returns whether the Abort came.
+    ``probe`` (the session's next step and its round) goes right after the
+    violation: a party that accepted the violation answers it, and any answer but an
+    Abort ends the wait at once, failed. Returns whether the Abort came.
     """
-    try:
-        env = peer.channel.expect({Kind.FINISH}, {sender}, timeout=peer.channel.timeout / 2)
-        return report.check(what, False, f"got {env.header.kind}, not an Abort")
-    except PeerAborted as exc:
-        return report.check(what, True, str(exc))
-    except PeerUnavailable as exc:
-        return report.check(what, False, f"no Abort: {exc}")
+    window = peer.channel.timeout / 2
+    if probe is None:
+        try:
+            env = peer.channel.expect({Kind.FINISH}, {sender}, timeout=window)
+            return report.check(what, False, f"got {env.header.kind}, not an Abort")
+        except PeerAborted as exc:
+            return report.check(what, True, str(exc))
+        except PeerUnavailable as exc:
+            return report.check(what, False, f"no Abort: {exc}")
+    # Not waiting to connect: a party that stopped at once may be gone already.
+    body, round_ = probe
+    peer.raw(sender, body, session=peer.channel.session, round_=round_, wait=False)
+    aborted, detail = _abort_or_answer(peer, sender, window)
+    if not aborted and detail.startswith("with "):
+        detail = f"it answered the next {kind_of(body)} {detail}: it accepted the violation"
+    return report.check(what, aborted, detail)
+
+
+def _abort_or_answer(peer: Peer, sender: str, seconds: float) -> tuple[bool, str]:
+    """Read ``peer`` until ``sender``'s Abort (True, its reason) or any message of its
+    (False, ``with KIND``), for up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            got = peer.channel._receive(min(left, READ_SECONDS))
+        except PeerAborted as exc:
+            return True, str(exc)
+        except PrivflError as exc:
+            return False, f"no Abort: {exc}"
+        if got is not None and got.sender == sender:
+            return False, f"with {got.header.kind}"
+    return False, f"no Abort within {seconds:g} s"
 
 
 def server_key(job: JobConfig) -> tuple[PublicKeyMessage, PrivateKey]:
