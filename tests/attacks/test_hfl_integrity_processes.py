@@ -45,7 +45,8 @@ def make_job(tmp_path: Path, shuffler: bool = True, **settings: object) -> Path:
 def start(job: Path, role: str, name: str, out: Path, *deviant: str) -> subprocess.Popen[bytes]:
     """``privfl hfl ROLE`` (or the deviant script in front of it); console in OUT.log."""
     args = ["hfl", role, "--job", str(job), "--party", name, "--out", str(out)]
-    args += ["--no-progress"] if role == "aggregator" else []
+    # No check reads the aggregator's training.png: it draws none (--no-plots).
+    args += ["--no-progress", "--no-plots"] if role == "aggregator" else []
     if not deviant:
         return processes.spawn(*args, log=out.with_suffix(".log"), env=ONE_THREAD)
     with out.with_suffix(".log").open("wb") as log:

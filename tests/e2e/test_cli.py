@@ -153,8 +153,9 @@ def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
     }
     runs = tmp_path / "runs"
     roles = [("server", "server"), ("host", "host"), ("guest", "guest-1"), ("guest", "guest-2")]
-    procs = spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", roles=roles).values()
-    codes = [p.wait(timeout=120) for p in procs]
+    no_plots = {"host": ["--no-plots"]}  # no check here reads them (run-local's above do)
+    procs = spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", no_plots, roles)
+    codes = [p.wait(timeout=120) for p in procs.values()]
     assert codes == [0, 0, 0, 0], [(tmp_path / f"{n}.log").read_text() for n in ("host",)]
     assert json.loads((runs / "host" / "summary.json").read_text())["epochs"] == 2
     assert (runs / "guest-2" / "model.json").exists()

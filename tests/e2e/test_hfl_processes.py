@@ -19,6 +19,9 @@ from privfl.config.horizontal import HflConfig
 from privfl.runs.simulate import run_experiment
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+# An aggregator started by hand: no bar, and no training.png where no check reads it (the
+# private default's run-local test checks that one is drawn).
+QUIET = ["--no-progress", "--no-plots"]
 # The sites started by hand (one run, read by the tests of both its claims).
 HAND_STARTED = pytest.mark.xdist_group("hfl_hand_started")
 
@@ -162,7 +165,7 @@ def test_slow_clients_exercise_the_window_and_dummy_padding(tmp_path: Path) -> N
         .replace("slot_seconds = 1.0", "slot_seconds = 0.3")
     )
     job.write_text(text)
-    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", "--no-progress")
+    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", *QUIET)
     party(job, "shuffler", "shuffler", tmp_path / "shuf")
     party(job, "client", "clients-1", tmp_path / "c1")
     party(job, "client", "clients-2", tmp_path / "c2", "--slow", "0.4")
@@ -202,7 +205,7 @@ def hand_started(tmp_path_factory: pytest.TempPathFactory) -> HandStarted:
     client = party(job, "client", "clients-1", tmp_path / "c1")
     # The aggregator starts once the client says on its terminal that it waits.
     wait_for_text(tmp_path / "c1.log", "waiting for aggregator at tcp://", 300)
-    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", "--no-progress")
+    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", *QUIET)
     victim = party(job, "client", "clients-2", tmp_path / "c2", "--slow", "0.3")
     wait_for_lines(tmp_path / "agg" / "metrics.jsonl", 1, 300)
     victim.send_signal(signal.SIGKILL)

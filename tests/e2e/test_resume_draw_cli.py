@@ -18,8 +18,9 @@ from processes import ONE_GUEST, WEAK, privfl, spawn_parties
 
 
 def start(job: Path, runs: Path, logs: Path, extra: dict[str, list[str]]) -> dict[str, int]:
-    """Every party as its own process, computing inline (``--workers 1``); their exit codes."""
-    inline = {name: [*extra.get(name, []), "--workers", "1"] for _, name in ONE_GUEST}
+    """Every party as its own process, computing inline (``--workers 1``), the Host drawing
+    no plots (no check reads them); their exit codes."""
+    inline = {name: [*extra.get(name, []), "--workers", "1", "--no-plots"] for _, name in ONE_GUEST}
     procs = spawn_parties(job, runs, lambda name: logs / f"{name}.log", inline)
     return {name: p.wait(timeout=180) for name, p in procs.items()}
 
