@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from processes import WEAK, privfl, spawn_parties
+from processes import WEAK, privfl, privfl_here, spawn_parties
 
 from privfl.data.views import GUEST_DEMO_COLUMNS, central_baseline, demo_columns
 
@@ -143,7 +143,7 @@ def test_without_label_dp_matches_central_logistic_regression(without_label_dp: 
 
 def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
     kit = tmp_path / "kit"
-    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "2", "--guests", "2")
+    made = privfl_here("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "2", "--guests", "2")
     assert made.returncode == 0, made.stderr
     job = kit / "job.toml"
     assert {p.name for p in (kit / "keys").iterdir()} == {
@@ -163,7 +163,7 @@ def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
 
 def test_unknown_party_is_a_one_line_error(tmp_path: Path) -> None:
     kit = tmp_path / "kit"
-    assert privfl("init", "vfl", "--out", str(kit), *WEAK).returncode == 0
+    assert privfl_here("init", "vfl", "--out", str(kit), *WEAK).returncode == 0
     result = privfl("vfl", "host", "--job", str(kit / "job.toml"), "--party", "nobody")
     assert_one_line_error(result, "no party named 'nobody'", "guest-1", "server")
 

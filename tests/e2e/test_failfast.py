@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import zmq
 import zmq.auth
-from processes import STARTED, WEAK, privfl, spawn
+from processes import STARTED, WEAK, privfl_here, spawn
 
 from privfl.config.vertical import load_job
 
@@ -39,7 +39,7 @@ START = 90.0  # generous: a loaded machine starts an interpreter slowly
 def make_kit(tmp_path: Path, timeout: str, epochs: int = 2) -> Path:
     """A 512-bit kit; returns its job file."""
     kit = tmp_path / "kit"
-    made = privfl(
+    made = privfl_here(
         "init", "vfl", "--out", str(kit), *WEAK, "--epochs", str(epochs), "--timeout", timeout
     )
     assert made.returncode == 0, made.stderr

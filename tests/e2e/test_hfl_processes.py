@@ -128,7 +128,7 @@ def test_shuffled_pnpm_run_opens_every_report_and_books_central_epsilon(tmp_path
 
 
 def init_kit(tmp_path: Path, *options: str) -> Path:
-    result = privfl("hfl", "init", "--out", str(tmp_path / "kit"), *options)
+    result = processes.privfl_here("hfl", "init", "--out", str(tmp_path / "kit"), *options)
     assert result.returncode == 0, result.stderr
     return tmp_path / "kit" / "job.toml"
 
@@ -279,8 +279,9 @@ def test_bad_job_file_is_one_line_error(tmp_path: Path) -> None:
 
 
 def test_compare_writes_a_markdown_table(tmp_path: Path) -> None:
+    # In this process: compare simulates its runs in-process anyway (no parties to start).
     out = tmp_path / "results.md"
-    result = privfl(
+    result = processes.privfl_here(
         "hfl", "compare", "--mechanisms", "pnpm,gaussian", "--epsilons", "2",
         "--clients", "4", "--rounds", "1", "--out", str(out),
     )  # fmt: skip
@@ -288,5 +289,5 @@ def test_compare_writes_a_markdown_table(tmp_path: Path) -> None:
     rows = [line for line in out.read_text().splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + 3  # header + none, pnpm, gaussian
     assert "| pnpm | 2 | per weight | 4 |" in out.read_text()
-    bad = privfl("hfl", "compare", "--mechanisms", "magic")
+    bad = processes.privfl_here("hfl", "compare", "--mechanisms", "magic")
     assert bad.returncode == 2 and "mechanisms from" in bad.stderr

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from gated import open_gate
-from processes import STARTED, WEAK, privfl, spawn
+from processes import STARTED, WEAK, privfl_here, spawn
 
 LONG_TIMEOUT = "600"
 PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
@@ -33,7 +33,7 @@ NO_PLOTS = ["--no-plots"]  # the Host's plots: no check reads them (the others d
 def make_kit(tmp_path: Path, epochs: int, timeout: str = LONG_TIMEOUT) -> Path:
     """A 512-bit kit with a 600 s timeout (or ``timeout``); returns its job file."""
     kit = tmp_path / "kit"
-    made = privfl(
+    made = privfl_here(
         "init", "vfl", "--out", str(kit), *WEAK, "--epochs", str(epochs), "--timeout", timeout
     )
     assert made.returncode == 0, made.stderr
