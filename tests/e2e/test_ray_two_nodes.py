@@ -4,7 +4,7 @@ The head (with the party) and a worker node reach each other only through a veth
 (10.231.0.1 and .2), as two machines of one institution would. A guest's workers on
 that cluster train to exactly the model its process pool gives (correctness, not
 speed), with the guest's workers on both nodes. Needs root, `ip netns` and Ray; skipped
-with the reason where any is missing. About 75 s on two idle cores.
+with the reason where any is missing. About 85 s on two cores beside a load average of 9.
 """
 
 from __future__ import annotations
