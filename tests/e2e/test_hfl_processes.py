@@ -233,6 +233,7 @@ def test_a_client_host_that_dies_mid_run_does_not_stop_the_job(hand_started: Han
     assert records[0]["reports"] == 6 and records[-1]["reports"] == 3
     summary = json.loads((folder / "agg" / "summary.json").read_text())
     assert summary["dropped_hosts"] == ["clients-2"] and summary["accuracy"] > 0.5
+    assert not (folder / "agg" / "training.png").exists()  # started with --no-plots
 
 
 @pytest.mark.slow
