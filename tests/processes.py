@@ -29,6 +29,21 @@ def privfl(
     )
 
 
+def privfl_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """``privfl ARGS`` in this process (click's runner), as :func:`privfl` reports it: for
+    the kit a test starts from, where the kit command is not what it checks (no
+    interpreter to start, no modules to load again)."""
+    from click.testing import CliRunner
+
+    from privfl.cli import main
+
+    result = CliRunner().invoke(main, list(args))
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += f"{result.exception!r}"  # escaped the command: shown in the test's assert
+    return subprocess.CompletedProcess(["privfl", *args], result.exit_code, result.stdout, stderr)
+
+
 def spawn(*args: str, log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start ``privfl ARGS`` in the background; its output goes to ``log``."""
     with log.open("wb") as handle:  # the child keeps its own copy of the descriptor

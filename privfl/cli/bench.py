@@ -140,6 +140,12 @@ def bench() -> None:
     cls=TableOption,
     shown="shared",
 )
+@click.option(
+    "--no-plots",
+    is_flag=True,
+    help="SecureBoost: the real runs' Host draws no training.png or importance.png (the "
+    "report reads neither; its per-tree numbers end with the last tree).",
+)
 @friendly_errors
 def vfl(
     key_bits: int,
@@ -160,6 +166,7 @@ def vfl(
     bins: int,
     obfuscations: tuple[str, ...],
     spaces: tuple[str, ...],
+    no_plots: bool,
 ) -> None:
     """One epoch of vertical LR, side by side: naive phe, privfl standard and DJN, fate_utils.
 
@@ -195,6 +202,7 @@ def vfl(
             datasets=list(datasets or DATASETS),
             obfuscations=list(obfuscations or OBFUSCATIONS),
             spaces=list(spaces or ("shared",)),
+            plots=not no_plots,
             model=model,
             out=out,
             log=lambda line: click.echo(f"bench: {line}", err=True),

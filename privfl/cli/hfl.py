@@ -312,6 +312,13 @@ def role_command(role: str) -> click.Command:
         "--no-progress", is_flag=True, hidden=role != "aggregator", help="No progress bar."
     )
     @click.option(
+        "--no-plots",
+        is_flag=True,
+        hidden=role != "aggregator",  # the others draw nothing anyway
+        help="Draw no training.png (metrics.jsonl and summary.json hold its numbers): a "
+        "headless site that never opens it saves the plotting.",
+    )
+    @click.option(
         "--slow",
         type=click.FloatRange(min=0),
         default=0.0,
@@ -327,6 +334,7 @@ def role_command(role: str) -> click.Command:
         party: str,
         out: Path | None,
         no_progress: bool,
+        no_plots: bool,
         slow: float,
         verbose: bool,
         overwrite: bool,
@@ -354,7 +362,7 @@ def role_command(role: str) -> click.Command:
             from privfl.parties.horizontal.aggregator import run_aggregator
 
             hook = None if no_progress else round_progress(job.config.rounds)
-            summary = run_aggregator(job, party, out, hook)
+            summary = run_aggregator(job, party, out, hook, plots=not no_plots)
             click.echo(results(summary, out), err=True)
         elif role == "client":
             from privfl.parties.horizontal.client import run_client_host

@@ -1,19 +1,22 @@
-"""A guest that is busy encrypting for SECONDS before its first forward pass of epoch 1.
+"""A guest that is busy for SECONDS before its first forward pass of epoch 1.
 
 Tests only: ``python tests/e2e/busy_guest.py SECONDS GATE vfl guest --job ...``, started
-through gated.py's gate (GATE: its folder) like its peers. The stall is
-real work holding the interpreter (Paillier encryptions, as a large batch would
-need), so only libzmq's own I/O thread is left to answer the peers' heartbeats. It
-ticks its progress (privfl/pulse.py) once per tenth of a second of work, as the
-crypto pools do, so its peers hear "guest-1: encrypting scores 212/300"; with
-``PRIVFL_TEST_MUTE=1`` it does not, and its peers hear nothing but heartbeats.
+through gated.py's gate (GATE: its folder) like its peers. The stall holds the
+interpreter as a long computation in C does (gmpy2 keeps the GIL through each powmod of a
+large batch's encryptions): a libc sleep called with the GIL held, in pieces of a tenth
+of a second, so no Python thread of the party runs meanwhile and only libzmq's own I/O
+thread is left to answer the peers' heartbeats. (Encrypting for the whole stall held
+the interpreter no more and took tens of CPU seconds from the tests running beside it.)
+It ticks its progress (privfl/pulse.py) once per piece, as the crypto pools do, so its
+peers hear "guest-1: encrypting scores 12/150"; with ``PRIVFL_TEST_MUTE=1`` it does not,
+and its peers hear nothing but heartbeats.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
-import time
 
 from gated import run
 
@@ -21,7 +24,9 @@ import privfl.parties.vertical.guest as guest
 from privfl import pulse
 from privfl.protocol.messages import Batch, Forward
 
-PIECE_SECONDS = 0.1
+PIECE_MICROSECONDS = 100_000
+# A foreign call through PyDLL keeps the GIL (CDLL would release it): the interpreter is held.
+HOLD = ctypes.PyDLL(None).usleep
 
 
 def stall_before_epoch_1(seconds: float, *, ticking: bool) -> None:
@@ -30,11 +35,9 @@ def stall_before_epoch_1(seconds: float, *, ticking: bool) -> None:
 
     def forward(state: guest.GuestState, msg: Batch) -> Forward:
         if msg.epoch == 1 and msg.batch == 0:
-            pieces = max(1, round(seconds / PIECE_SECONDS))
+            pieces = max(1, round(seconds * 1e6 / PIECE_MICROSECONDS))
             for piece in range(pieces):
-                end = time.monotonic() + PIECE_SECONDS
-                while time.monotonic() < end:
-                    state.key.encrypt([1, 2, 3])
+                HOLD(PIECE_MICROSECONDS)
                 if ticking:
                     pulse.tick(piece + 1, pieces)
         return real(state, msg)

@@ -1,8 +1,8 @@
 """Run in the Ray head's namespace by test_ray_two_nodes.py: train twice, print one JSON line.
 
-Waits for both nodes of the cluster at ``argv[1]``, then trains a logistic regression
-with the guest's workers on its own pool and again on the two-node cluster, and
-reports whether the models are equal and on how many nodes the guest's actors ran.
+Trains a logistic regression with the guest's workers on its own pool while the cluster
+at ``argv[1]`` starts, waits for both of its nodes, trains again on the two-node cluster,
+and reports whether the models are equal and on how many nodes the guest's actors ran.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ def train(address: str | None, out: Path) -> dict[str, Any]:
 
 
 def main(address: str, out: Path) -> None:
+    # The pool's run first: it trains while the two nodes are still starting and joining
+    # (mostly waiting: the raylets' start-up, the worker node's registration).
+    pooled = train(None, out / "pool")
     ray.init(address=address, log_to_driver=False)
     deadline = time.monotonic() + JOIN_SECONDS
     # Alive is not enough: a node's CPUs must be known to the scheduler too, or the
@@ -58,7 +61,7 @@ def main(address: str, out: Path) -> None:
         nodes = pool.run_split(node, [(), (), (), ()])
     finally:
         pool.close()
-    same = train(None, out / "pool") == train(address, out / "ray")
+    same = pooled == train(address, out / "ray")
     print(json.dumps({"same_model": same, "nodes": len(set(nodes))}))
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from helpers import host_plan, read_model
-from processes import WEAK, privfl, spawn
+from processes import WEAK, privfl_here, spawn
 
 from privfl.config.vertical import JobConfig
 from privfl.data.views import PartyData
@@ -28,7 +28,7 @@ def make_relayed_kit(
     kit = tmp_path / "kit"
     chosen = ["--relayed", ",".join(relayed)] if relayed else []
     endpoint = relay or free_tcp_endpoints(1)[0]
-    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--relay", endpoint, *chosen, *args)
+    made = privfl_here("init", "vfl", "--out", str(kit), *WEAK, "--relay", endpoint, *chosen, *args)
     assert made.returncode == 0, made.stderr
     return kit / "job.toml"
 
@@ -84,11 +84,10 @@ def saved(job: JobConfig, data: dict[str, PartyData], runs: Path) -> list[np.nda
 def relayed_hfl_kit(tmp_path: Path, relay: str = "") -> Path:
     """A horizontal kit (Shuffler, 4 clients in 2 hosts, 2 rounds), every party relayed
     (`privfl init hfl --relay`); ``relay``: its endpoint (default: a free loopback port)."""
-    made = privfl(
+    made = privfl_here(
         "init", "hfl", "--out", str(tmp_path / "kit"), "--shuffler", "--clients", "4",
         "--client-processes", "2", "--rounds", "2", "--timeout", "60",
         "--relay", relay or free_tcp_endpoints(1)[0],
-        env={"OMP_NUM_THREADS": "1"}, timeout=180,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     return tmp_path / "kit" / "job.toml"

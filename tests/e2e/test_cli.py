@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from processes import WEAK, privfl, spawn_parties
+from processes import WEAK, privfl, privfl_here, spawn_parties
 
 from privfl.data.views import GUEST_DEMO_COLUMNS, central_baseline, demo_columns
 
@@ -143,7 +143,7 @@ def test_without_label_dp_matches_central_logistic_regression(without_label_dp: 
 
 def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
     kit = tmp_path / "kit"
-    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "2", "--guests", "2")
+    made = privfl_here("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "2", "--guests", "2")
     assert made.returncode == 0, made.stderr
     job = kit / "job.toml"
     assert {p.name for p in (kit / "keys").iterdir()} == {
@@ -153,8 +153,9 @@ def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
     }
     runs = tmp_path / "runs"
     roles = [("server", "server"), ("host", "host"), ("guest", "guest-1"), ("guest", "guest-2")]
-    procs = spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", roles=roles).values()
-    codes = [p.wait(timeout=120) for p in procs]
+    no_plots = {"host": ["--no-plots"]}  # no check here reads them (run-local's above do)
+    procs = spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", no_plots, roles)
+    codes = [p.wait(timeout=120) for p in procs.values()]
     assert codes == [0, 0, 0, 0], [(tmp_path / f"{n}.log").read_text() for n in ("host",)]
     assert json.loads((runs / "host" / "summary.json").read_text())["epochs"] == 2
     assert (runs / "guest-2" / "model.json").exists()
@@ -162,7 +163,7 @@ def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
 
 def test_unknown_party_is_a_one_line_error(tmp_path: Path) -> None:
     kit = tmp_path / "kit"
-    assert privfl("init", "vfl", "--out", str(kit), *WEAK).returncode == 0
+    assert privfl_here("init", "vfl", "--out", str(kit), *WEAK).returncode == 0
     result = privfl("vfl", "host", "--job", str(kit / "job.toml"), "--party", "nobody")
     assert_one_line_error(result, "no party named 'nobody'", "guest-1", "server")
 

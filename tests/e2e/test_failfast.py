@@ -24,12 +24,13 @@ from pathlib import Path
 import pytest
 import zmq
 import zmq.auth
-from processes import STARTED, WEAK, privfl, spawn
+from processes import STARTED, WEAK, privfl_here, spawn
 
 from privfl.config.vertical import load_job
 
-# Bounds in wall-clock seconds: alone on the machine under xdist (tests/conftest.py).
-pytestmark = pytest.mark.serial
+# The failed party's peers must end within FAST seconds of its exit; beside a load average
+# of 7 they ended 0.03-1.3 s after it (the three cases), so those tests share the machine.
+# The Ctrl-C tests still run alone under xdist (``serial``, tests/conftest.py).
 
 PARTIES = {"server": "server", "host": "host", "guest-1": "guest"}
 FAST = 15.0  # seconds within which the others must end after the failed party's exit
@@ -39,7 +40,7 @@ START = 90.0  # generous: a loaded machine starts an interpreter slowly
 def make_kit(tmp_path: Path, timeout: str, epochs: int = 2) -> Path:
     """A 512-bit kit; returns its job file."""
     kit = tmp_path / "kit"
-    made = privfl(
+    made = privfl_here(
         "init", "vfl", "--out", str(kit), *WEAK, "--epochs", str(epochs), "--timeout", timeout
     )
     assert made.returncode == 0, made.stderr
@@ -179,6 +180,7 @@ def wait_for_epochs(metrics: Path, process: subprocess.Popen[bytes], log: Path) 
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_ctrl_c_stops_a_party_cleanly_and_its_peers_hear_why(tmp_path: Path) -> None:
     # Prepare: a small real run; the Host has worker processes, in its own process
     # group, as a terminal's foreground job: Ctrl-C reaches every process in it.
@@ -209,6 +211,7 @@ def test_ctrl_c_stops_a_party_cleanly_and_its_peers_hear_why(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_ctrl_c_on_run_local_stops_every_party_cleanly(tmp_path: Path) -> None:
     # Prepare: a small run-local run; Ctrl-C reaches the launcher and every party.
     out = tmp_path / "run"

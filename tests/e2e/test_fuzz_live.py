@@ -88,7 +88,7 @@ def test_a_fuzzed_server_stays_up_and_still_completes_a_run(tmp_path: Path) -> N
     procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def options(name: str) -> list[str]:
-        return ["--out", str(runs / name), "--no-progress", "--workers", "1"]
+        return ["--out", str(runs / name), "--no-progress", "--workers", "1", "--no-plots"]
 
     def start(role: str, name: str) -> None:
         procs[name] = subprocess.Popen(

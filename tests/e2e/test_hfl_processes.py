@@ -19,6 +19,9 @@ from privfl.config.horizontal import HflConfig
 from privfl.runs.simulate import run_experiment
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+# An aggregator started by hand: no bar, and no training.png where no check reads it (the
+# private default's run-local test checks that one is drawn).
+QUIET = ["--no-progress", "--no-plots"]
 # The sites started by hand (one run, read by the tests of both its claims).
 HAND_STARTED = pytest.mark.xdist_group("hfl_hand_started")
 
@@ -125,7 +128,7 @@ def test_shuffled_pnpm_run_opens_every_report_and_books_central_epsilon(tmp_path
 
 
 def init_kit(tmp_path: Path, *options: str) -> Path:
-    result = privfl("hfl", "init", "--out", str(tmp_path / "kit"), *options)
+    result = processes.privfl_here("hfl", "init", "--out", str(tmp_path / "kit"), *options)
     assert result.returncode == 0, result.stderr
     return tmp_path / "kit" / "job.toml"
 
@@ -162,7 +165,7 @@ def test_slow_clients_exercise_the_window_and_dummy_padding(tmp_path: Path) -> N
         .replace("slot_seconds = 1.0", "slot_seconds = 0.3")
     )
     job.write_text(text)
-    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", "--no-progress")
+    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", *QUIET)
     party(job, "shuffler", "shuffler", tmp_path / "shuf")
     party(job, "client", "clients-1", tmp_path / "c1")
     party(job, "client", "clients-2", tmp_path / "c2", "--slow", "0.4")
@@ -202,7 +205,7 @@ def hand_started(tmp_path_factory: pytest.TempPathFactory) -> HandStarted:
     client = party(job, "client", "clients-1", tmp_path / "c1")
     # The aggregator starts once the client says on its terminal that it waits.
     wait_for_text(tmp_path / "c1.log", "waiting for aggregator at tcp://", 300)
-    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", "--no-progress")
+    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", *QUIET)
     victim = party(job, "client", "clients-2", tmp_path / "c2", "--slow", "0.3")
     wait_for_lines(tmp_path / "agg" / "metrics.jsonl", 1, 300)
     victim.send_signal(signal.SIGKILL)
@@ -230,6 +233,7 @@ def test_a_client_host_that_dies_mid_run_does_not_stop_the_job(hand_started: Han
     assert records[0]["reports"] == 6 and records[-1]["reports"] == 3
     summary = json.loads((folder / "agg" / "summary.json").read_text())
     assert summary["dropped_hosts"] == ["clients-2"] and summary["accuracy"] > 0.5
+    assert not (folder / "agg" / "training.png").exists()  # started with --no-plots
 
 
 @pytest.mark.slow
@@ -276,8 +280,9 @@ def test_bad_job_file_is_one_line_error(tmp_path: Path) -> None:
 
 
 def test_compare_writes_a_markdown_table(tmp_path: Path) -> None:
+    # In this process: compare simulates its runs in-process anyway (no parties to start).
     out = tmp_path / "results.md"
-    result = privfl(
+    result = processes.privfl_here(
         "hfl", "compare", "--mechanisms", "pnpm,gaussian", "--epsilons", "2",
         "--clients", "4", "--rounds", "1", "--out", str(out),
     )  # fmt: skip
@@ -285,5 +290,5 @@ def test_compare_writes_a_markdown_table(tmp_path: Path) -> None:
     rows = [line for line in out.read_text().splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + 3  # header + none, pnpm, gaussian
     assert "| pnpm | 2 | per weight | 4 |" in out.read_text()
-    bad = privfl("hfl", "compare", "--mechanisms", "magic")
+    bad = processes.privfl_here("hfl", "compare", "--mechanisms", "magic")
     assert bad.returncode == 2 and "mechanisms from" in bad.stderr

@@ -58,6 +58,7 @@ def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path) ->
             "--out",
             str(run / "host"),
             "--no-progress",
+            "--no-plots",  # no check reads them
         ],
         "guest": [
             sys.executable,

@@ -20,19 +20,20 @@ from pathlib import Path
 
 import pytest
 from gated import open_gate
-from processes import STARTED, WEAK, privfl, spawn
+from processes import STARTED, WEAK, privfl_here, spawn
 
 LONG_TIMEOUT = "600"
 PARTIES = [("server", "server"), ("host", "host"), ("guest", "guest-1")]
 BUSY_GUEST = str(Path(__file__).with_name("busy_guest.py"))
 GATED = str(Path(__file__).with_name("gated.py"))
 ONE_WORKER = ["--workers", "1"]  # no worker pools to start: Paillier work inline
+NO_PLOTS = ["--no-plots"]  # the Host's plots: no check reads them (the others draw none)
 
 
 def make_kit(tmp_path: Path, epochs: int, timeout: str = LONG_TIMEOUT) -> Path:
     """A 512-bit kit with a 600 s timeout (or ``timeout``); returns its job file."""
     kit = tmp_path / "kit"
-    made = privfl(
+    made = privfl_here(
         "init", "vfl", "--out", str(kit), *WEAK, "--epochs", str(epochs), "--timeout", timeout
     )
     assert made.returncode == 0, made.stderr
@@ -54,6 +55,7 @@ def start(
             *party_args(job, role, name, runs),
             "--no-progress",
             *ONE_WORKER,
+            *NO_PLOTS,
             log=tmp_path / f"{name}.log",
         )
         for role, name in PARTIES
@@ -69,6 +71,13 @@ def wait_for_epochs(tmp_path: Path, count: int) -> None:
         time.sleep(0.1)
 
 
+def wait_for_line(log: Path, text: str) -> None:
+    deadline = time.monotonic() + 120
+    while not (log.exists() and text in log.read_text()):
+        assert time.monotonic() < deadline, f"{log} did not show {text!r}"
+        time.sleep(0.05)
+
+
 def error_lines(log: Path) -> list[str]:
     text = log.read_text()
     assert "Traceback" not in text, text
@@ -79,11 +88,14 @@ def error_lines(log: Path) -> list[str]:
 # The busy guests' tests bound time from below only (the run waited at least as long as
 # the guest was busy): they share the machine, rather than hold the other worker idle for
 # their 30 and 90 s stalls.
+# One case each of a closed connection (killed) and a timed-out heartbeat (frozen): which
+# party is hit does not change how its peers find out (a frozen Server was a third case,
+# 13 s of the suite alone on the machine, that checked the same heartbeat again).
 @pytest.mark.serial
 @pytest.mark.parametrize(
     ("sig", "victim"),
-    [(signal.SIGKILL, "guest-1"), (signal.SIGSTOP, "guest-1"), (signal.SIGSTOP, "server")],
-    ids=["killed-guest", "frozen-guest", "frozen-server"],
+    [(signal.SIGKILL, "guest-1"), (signal.SIGSTOP, "guest-1")],
+    ids=["killed-guest", "frozen-guest"],
 )
 def test_a_dead_or_frozen_party_is_named_by_every_other_party_within_15_s(
     tmp_path: Path, sig: signal.Signals, victim: str
@@ -147,6 +159,7 @@ def start_with_busy_guest(
     for role, name in PARTIES:
         script = [BUSY_GUEST, str(busy)] if name == "guest-1" else [GATED]
         args = [*party_args(job, role, name, tmp_path / "runs"), "--no-progress", *ONE_WORKER]
+        args += NO_PLOTS
         mute = {} if ticking or name != "guest-1" else {"PRIVFL_TEST_MUTE": "1"}
         with (tmp_path / f"{name}.log").open("wb") as log:
             procs[name] = subprocess.Popen(
@@ -209,7 +222,9 @@ def test_a_guest_with_another_job_hears_the_abort_within_seconds(tmp_path: Path)
     other.write_text(job.read_text().replace("learning_rate = 0.3", "learning_rate = 0.5"))
     assert other.read_text() != job.read_text()
     procs = start(tmp_path, job, only={"server", "host"})
-    time.sleep(3)  # both are listening by now
+    # Both listen once each has reached the other (an event, not a delay).
+    for name, peer in (("server", "host"), ("host", "server")):
+        wait_for_line(tmp_path / "runs" / name / "party.log", f"connection to {peer} is up")
 
     # Act: the guest starts last, so the others' connections to it are brand new.
     guest = spawn(

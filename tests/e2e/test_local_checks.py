@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from processes import WEAK, privfl, spawn
+from processes import WEAK, privfl_here, spawn
 
 
 def test_a_missing_data_file_is_shown_before_the_party_tells_its_peers(tmp_path: Path) -> None:
     # Prepare: no peer runs, so telling them takes the whole 10 s reach window.
-    made = privfl("init", "vfl", "--out", str(tmp_path / "kit"), *WEAK)
+    made = privfl_here("init", "vfl", "--out", str(tmp_path / "kit"), *WEAK)
     assert made.returncode == 0, made.stderr
     log = tmp_path / "guest-1.log"
 

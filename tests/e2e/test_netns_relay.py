@@ -160,6 +160,7 @@ def test_firewalled_sites_train_through_a_relay_in_its_own_namespace(
         for role, name in SITES:
             args = ["vfl", role, "--job", str(job), "--party", name, "--out", str(runs / name)]
             args += ["--no-progress", "--workers", "1"]  # inline: no worker pools to start
+            args += ["--no-plots"]  # the Host's: no check reads them
             procs[name] = spawn_in(names[name], tmp_path / f"{name}.log", *args)
         metrics = runs / "host" / "metrics.jsonl"
         while not (metrics.exists() and metrics.read_text().strip()):
@@ -197,6 +198,7 @@ def test_a_firewalled_horizontal_run_with_a_shuffler_trains_through_the_relay(
         for name, spec in data.items():
             role = {"aggregator": "aggregator", "shuffler": "shuffler"}.get(spec["role"], "client")
             args = ["hfl", role, "--job", str(job), "--party", name, "--out", str(tmp_path / name)]
+            args += ["--no-plots"]  # the aggregator's: no check reads it
             procs[name] = spawn_in(names[name], tmp_path / f"{name}.log", *args)
         metrics = tmp_path / "aggregator" / "metrics.jsonl"
         while not (metrics.exists() and metrics.read_text().strip()):

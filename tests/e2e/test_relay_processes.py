@@ -26,8 +26,9 @@ WEIGHT_TOL, LOSS_TOL = 1e-6, 1e-6
 
 
 def start_parties(tmp_path: Path, job: Path, runs: Path) -> dict[str, subprocess.Popen[bytes]]:
-    """Every party, computing inline (no worker pools to start: the relay is the claim)."""
-    inline = {name: ["--workers", "1"] for _, name in PARTIES}
+    """Every party, computing inline (no worker pools to start: the relay is the claim), the
+    Host drawing no plots (no check reads them)."""
+    inline = {name: ["--workers", "1", "--no-plots"] for _, name in PARTIES}
     return spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", inline, PARTIES)
 
 

@@ -14,12 +14,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from processes import ONE_GUEST, WEAK, privfl, spawn_parties
+from processes import ONE_GUEST, WEAK, privfl_here, spawn_parties
 
 
 def start(job: Path, runs: Path, logs: Path, extra: dict[str, list[str]]) -> dict[str, int]:
-    """Every party as its own process, computing inline (``--workers 1``); their exit codes."""
-    inline = {name: [*extra.get(name, []), "--workers", "1"] for _, name in ONE_GUEST}
+    """Every party as its own process, computing inline (``--workers 1``), the Host drawing
+    no plots (no check reads them); their exit codes."""
+    inline = {name: [*extra.get(name, []), "--workers", "1", "--no-plots"] for _, name in ONE_GUEST}
     procs = spawn_parties(job, runs, lambda name: logs / f"{name}.log", inline)
     return {name: p.wait(timeout=180) for name, p in procs.items()}
 
@@ -27,7 +28,9 @@ def start(job: Path, runs: Path, logs: Path, extra: dict[str, list[str]]) -> dic
 @pytest.mark.slow
 def test_forced_restart_refused_and_redraw_booked(tmp_path: Path) -> None:
     kit = tmp_path / "kit"
-    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "1", "--label-epsilon", "1")
+    made = privfl_here(
+        "init", "vfl", "--out", str(kit), *WEAK, "--epochs", "1", "--label-epsilon", "1"
+    )
     assert made.returncode == 0, made.stderr
     job, runs = kit / "job.toml", tmp_path / "runs"
     for attempt in ("first", "forced", "redraw"):

@@ -6,20 +6,23 @@ the whole command's wall time) in test_cli.py, SecureBoost's in test_secureboost
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+from processes import privfl_here
 
-def test_hfl_compare_writes_a_run_directory_not_docs(tmp_path: Path) -> None:
+
+def test_hfl_compare_writes_a_run_directory_not_docs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A fresh clone's layout: docs/results-hfl.md holds the measured table.
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "results-hfl.md").write_text("measured\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "privfl", "hfl", "compare", "--mechanisms", "pnpm",
-         "--epsilons", "2", "--clients", "4", "--rounds", "1"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    monkeypatch.chdir(tmp_path)  # the command runs in this process (it simulates in-process)
+    result = privfl_here(
+        "hfl", "compare", "--mechanisms", "pnpm", "--epsilons", "2", "--clients", "4",
+        "--rounds", "1",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert (docs / "results-hfl.md").read_text() == "measured\n"

@@ -49,15 +49,18 @@ def run_local(out: Path, args: list[str]) -> Run:
 
 
 @pytest.fixture(scope="module")
-def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """Two trees of depth 1 in a shared instance space (the cheaper mode)."""
-    return run_local(tmp_path_factory.mktemp("shared") / "run", SHARED)
-
-
-@pytest.fixture(scope="module")
 def hidden_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """Two trees of depth 3, the instance space and label DP left at their defaults."""
     return run_local(tmp_path_factory.mktemp("hidden") / "run", HIDDEN)
+
+
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory: pytest.TempPathFactory, hidden_run: Run) -> Run:
+    """Two trees of depth 1 in a shared instance space (the cheaper mode), run with
+    --overwrite into a copy of the hidden run's folder: it must replace that run."""
+    out = tmp_path_factory.mktemp("shared") / "run"
+    shutil.copytree(hidden_run.out, out)
+    return run_local(out, [*SHARED, "--overwrite"])
 
 
 def test_init_writes_the_tree_settings(tmp_path: Path) -> None:
@@ -80,13 +83,12 @@ def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(
     out = tmp_path / "run"
     shutil.copytree(shared_run.out, out)
 
-    # Act
+    # Act: without --overwrite (the shared run itself replaced the hidden run with it).
     again = privfl(*SHARED, "--out", str(out))
-    replaced = privfl(*SHARED, "--out", str(out), "--overwrite", timeout=600)
 
     # Assert
-    first = shared_run.summary
-    assert first["model"]["trees"] == 2 and first["model"]["depth"] == 1
+    summary = shared_run.summary
+    assert summary["model"]["trees"] == 2 and summary["model"]["depth"] == 1
     assert again.returncode == 1 and "Traceback" not in again.stderr
     assert (
         again.stderr.strip()
@@ -95,10 +97,12 @@ def test_run_local_takes_the_tree_settings_and_refuses_a_used_out(
             "pass --resume to continue it or --overwrite to replace it, or choose an empty folder"
         )
     )
-    assert replaced.returncode == 0, replaced.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    metrics = (out / "host" / "metrics.jsonl").read_text().splitlines()
+    # The hidden run it replaced had 2 trees of depth 3 and their 2 records: appended, 4.
+    assert shared_run.result.returncode == 0, shared_run.result.stderr
+    metrics = (shared_run.out / "host" / "metrics.jsonl").read_text().splitlines()
     assert len(metrics) == summary["trees"] == 2  # one record per tree of the new run only
+    job = tomllib.loads((shared_run.out / "kit" / "job.toml").read_text())
+    assert job["model"]["depth"] == 1
 
 
 @RUNS
@@ -215,6 +219,7 @@ class Bench:
 
     result: subprocess.CompletedProcess[str]
     report: dict[str, Any]
+    runs: Path
 
 
 BENCH = pytest.mark.xdist_group("secureboost_bench")
@@ -223,16 +228,16 @@ BENCH = pytest.mark.xdist_group("secureboost_bench")
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
     """One bench of both obfuscations in both instance spaces (four runs, one after the
-    other), read by the two tests below."""
+    other, their Host drawing no plots), read by the two tests below."""
     folder = tmp_path_factory.mktemp("bench")
     args = ["bench", "vfl", "--model", "secureboost", "--trees", "2", "--depth", "2"]
     args += ["--key-bits", "512", "--dataset", "breast_cancer"]
     args += ["--obfuscation", "standard", "--obfuscation", "djn"]
-    args += ["--instance-space", "shared", "--instance-space", "hidden"]
+    args += ["--instance-space", "shared", "--instance-space", "hidden", "--no-plots"]
     report = folder / "bench.json"
     result = privfl(*args, "--out", str(folder / "runs"), "--json", str(report), timeout=600)
     assert result.returncode == 0, result.stderr
-    return Bench(result, json.loads(report.read_text()))
+    return Bench(result, json.loads(report.read_text()), folder / "runs")
 
 
 @BENCH
@@ -245,6 +250,8 @@ def test_bench_secureboost_reports_both_obfuscations(bench: Bench) -> None:
     for run in workload["runs"]:
         assert run["floor_tree_seconds"] > 0
         assert run["auc"] == workload["reference_auc"]  # the same trees as the reference
+    assert len(list(bench.runs.glob("*/host/summary.json"))) == 4
+    assert not list(bench.runs.rglob("*.png"))  # --no-plots
 
 
 @BENCH

@@ -232,15 +232,16 @@ def client_tokens(asked: dict[str, list[int]]) -> tuple[dict[str, bytes], bytes,
 
 
 def run_aggregator(
-    job: HflJob, name: str, out: Path, on_round: RoundHook | None = None
+    job: HflJob, name: str, out: Path, on_round: RoundHook | None = None, plots: bool = True
 ) -> dict[str, Any]:
-    """Run every round to the end (or the budget) and write the run's outputs in ``out``."""
+    """Run every round to the end (or the budget) and write the run's outputs in ``out``
+    (``plots`` False: all but training.png)."""
     torch.set_num_threads(1)
     cfg = job.config
     check_networked(cfg)
     setup = engine.make_setup(cfg)
     ledger = make_ledger(setup)
-    recorder = Recorder(cfg, out, chance_level(setup.data.y_test))
+    recorder = Recorder(cfg, out, chance_level(setup.data.y_test), plots=plots)
     shuffler = job.names("shuffler")[0] if cfg.shuffler else None
     peers = job.names("clients") + ([shuffler] if shuffler else [])
     transport = open_listener(job, name, peers)

@@ -82,6 +82,7 @@ class Recorder:
     chance: float = 0.0  # accuracy of always answering the most common test class
     started: float = field(default_factory=time.monotonic)
     history: list[dict[str, Any]] = field(default_factory=list)
+    plots: bool = True  # False: no training.png (metrics.jsonl and summary.json hold its numbers)
 
     def __post_init__(self) -> None:
         if self.out is not None:
@@ -131,7 +132,8 @@ class Recorder:
         }
         if self.out is not None:
             write_json(self.out / "summary.json", summary)
-            plot(self.history, self.out / "training.png", summary["privacy"], self.chance)
+            if self.plots:
+                plot(self.history, self.out / "training.png", summary["privacy"], self.chance)
         return summary
 
 

@@ -137,9 +137,11 @@ def reference_auc(w: Workload, params: sb.BoostParams) -> float:
 
 
 def run_boost(
-    w: Workload, bits: int, obfuscation: str, model: ModelConfig, out: Path
+    w: Workload, bits: int, obfuscation: str, model: ModelConfig, out: Path, plots: bool = True
 ) -> dict[str, Any]:
-    """Train with Server, Host and one Guest as processes; per-tree seconds and counts."""
+    """Train with Server, Host and one Guest as processes; per-tree seconds and counts.
+
+    ``plots`` False: the Host draws none (``vfl host --no-plots``)."""
     job = demo_job(guests=1, key_bits=bits, allow_weak_keys=True)
     job = replace(
         job,
@@ -151,7 +153,7 @@ def run_boost(
         # flips would change the trees now and then, not the work per tree.
         label_dp=replace(job.label_dp, epsilon=math.inf),
     )
-    extra: dict[str, list[str]] = {}
+    extra: dict[str, list[str]] = {job.host: [] if plots else ["--no-plots"]}
     if w.tables is not None:
         specs = {
             name: replace(
@@ -161,7 +163,9 @@ def run_boost(
         }
         job = replace(job, parties=specs)
         for name, table in w.tables.items():
-            extra[name] = ["--data", str(write_csv(table, out / "data" / f"{name}.csv"))]
+            extra.setdefault(name, []).extend(
+                ["--data", str(write_csv(table, out / "data" / f"{name}.csv"))]
+            )
     start = time.monotonic()
     parties = start_parties(job, write_kit(job, out / "kit"), out, extra)
     usage = MemoryWatch({p.name: p.process.pid for p in parties})
@@ -250,11 +254,12 @@ def run_boost_bench(
     log: Log,
     obfuscations: tuple[str, ...] | list[str] = OBFUSCATIONS,
     spaces: tuple[str, ...] | list[str] = ("shared",),
+    plots: bool = True,
 ) -> dict[str, Any]:
     """Each instance space and obfuscation on each dataset; floors from the measured unit costs.
 
     The runs of one dataset follow each other, so the modes compared share the machine's
-    load of that moment.
+    load of that moment. ``plots`` False: the runs' Host draws none.
     """
     cores = os.cpu_count() or 1
     report: dict[str, Any] = {"key_bits": bits, "cores": cores, "load_before": os.getloadavg()}
@@ -284,7 +289,7 @@ def run_boost_bench(
                 bits,
                 w.rows,
                 keys,
-                functools.partial(run_boost, w, bits, obfuscation, mode, folder),
+                functools.partial(run_boost, w, bits, obfuscation, mode, folder, plots),
             )
             run["costs"] = around
             run["floor_tree_seconds"] = floor_per_tree(run, around, cores)
