@@ -84,3 +84,14 @@ def reap() -> None:
         if process.poll() is None:
             process.kill()
         process.wait()
+
+
+def privfl_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """``privfl ARGS`` in this process (click's runner), for commands that start no party:
+    a fresh interpreter's imports are most of what ``init`` or ``keys`` cost."""
+    from click.testing import CliRunner
+
+    from privfl.cli import main
+
+    result = CliRunner().invoke(main, list(args))
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
