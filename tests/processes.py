@@ -94,4 +94,6 @@ def privfl_here(*args: str) -> subprocess.CompletedProcess[str]:
     from privfl.cli import main
 
     result = CliRunner().invoke(main, list(args))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # what a fresh interpreter would print as a traceback
     return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
