@@ -33,7 +33,7 @@ def vertical_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
         out = tmp_path_factory.mktemp("runs") / name
         result = privfl(
             "vfl", "run-local", *WEAK, "--epochs", "1", "--label-epsilon", str(LABEL_EPSILON),
-            "--out", str(out), "--no-progress", "--workers", "1", timeout=300,
+            "--out", str(out), "--no-progress", timeout=300,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         made.append(out)
