@@ -146,7 +146,11 @@ def cases() -> dict[str, Case]:
         "glm-wine-1-separable": ("accuracy", 0.5, glm_twin(wine(1, "separable"), "accuracy")),
         "glm-wine-5": ("accuracy", 0.8, glm_twin(wine(5, "auto"), "accuracy")),
         "glm-counts-5": ("r2", 0.2, glm_twin(counts(), "r2")),
+        # ... on a quarter of the rows, as test_sites_with_id_columns_train_each_glm trains
+        "glm-counts-5-quarter": ("r2", 0.2, glm_twin(counts(0.75), "r2")),
         "glm-digits-2-loss": ("loss_drop", 0.0, glm_twin(digits(), "loss_drop")),
+        # ... as the test runs it: 256 training rows, two batches an epoch
+        "glm-digits-2-loss-256": ("loss_drop", 0.0, glm_twin(digits(0.857), "loss_drop")),
         # tests/learning/test_local_dp.py (DP-SGD / FSDP noise from the CSPRNG)
         "hfl-local-dpsgd": ("accuracy", 0.3, hfl(local_dp_config("dpsgd"))),
         "hfl-local-fsdp": ("accuracy", 0.3, hfl(local_dp_config("fsdp"))),
@@ -263,20 +267,26 @@ def sites_data(guests: int, missing: int, below: str = "") -> dict[str, PartyDat
     return views
 
 
-def counts() -> JobConfig:
+def counts(test_size: float = 0.25) -> JobConfig:
     """test_glm_protocol's Poisson job on the counts table with its exposure (5 epochs)."""
+    import dataclasses
+
     from privfl.config.vertical import ModelConfig
 
     model = ModelConfig(kind="poisson", classes=0, exposure="exposure")
-    return memory(1, epochs=5, dataset="counts", model=model, batch_size=0)
+    job = memory(1, epochs=5, dataset="counts", model=model, batch_size=0)
+    return dataclasses.replace(job, data=dataclasses.replace(job.data, test_size=test_size))
 
 
-def digits() -> JobConfig:
+def digits(test_size: float = 0.25) -> JobConfig:
     """test_glm_protocol's separable multiclass job on digits (2 epochs, batches of 128)."""
+    import dataclasses
+
     from privfl.config.vertical import ModelConfig
 
     model = ModelConfig(kind="multiclass", classes=10)
-    return memory(1, epochs=2, dataset="digits", model=model, batch_size=128)
+    job = memory(1, epochs=2, dataset="digits", model=model, batch_size=128)
+    return dataclasses.replace(job, data=dataclasses.replace(job.data, test_size=test_size))
 
 
 def wine(epochs: int, sigmoid: str) -> JobConfig:

@@ -38,10 +38,11 @@ def privfl_here(*args: str) -> subprocess.CompletedProcess[str]:
     from privfl.cli import main
 
     result = CliRunner().invoke(main, list(args))
-    stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
-        stderr += f"{result.exception!r}"  # escaped the command: shown in the test's assert
-    return subprocess.CompletedProcess(["privfl", *args], result.exit_code, result.stdout, stderr)
+        raise result.exception  # what a fresh interpreter would print as a traceback
+    return subprocess.CompletedProcess(
+        ["privfl", *args], result.exit_code, result.stdout, result.stderr
+    )
 
 
 def spawn(*args: str, log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:

@@ -266,6 +266,17 @@ def demo_classes(dataset: str) -> int:
     return len(set(labels.tolist()))
 
 
+WORKERS = row(
+    "--workers",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Processes for Paillier obfuscations and Xᵀ[[d]] (Host, Guest); 0 = one per core. "
+    "Server: decryption workers with 2 or more (0, 1: in its own process).",
+)
+"""Each party's --workers; run-local passes its own to every party it starts."""
+
+
 @vfl.command("run-local")
 @job_option("Job file to take settings from (ports and keys are made fresh).", required=False)
 @kit_options
@@ -280,6 +291,7 @@ def demo_classes(dataset: str) -> int:
     "the others would change the job and are refused.",
 )
 @host_overwrite_option
+@pick({"workers": WORKERS}, "workers")
 @friendly_errors
 def run_local_cmd(
     job_file: Path | None,
@@ -287,6 +299,7 @@ def run_local_cmd(
     no_progress: bool,
     resume: bool,
     overwrite: bool,
+    workers: int,
     **opts: Any,
 ) -> None:
     """Run the Server, the Host and every Guest as separate processes on this machine.
@@ -333,7 +346,9 @@ def run_local_cmd(
         err=True,
     )
     started = process_started()
-    summary = run_local(job, out, progress=not no_progress, resume=resume, started=started)
+    summary = run_local(
+        job, out, progress=not no_progress, resume=resume, started=started, workers=workers
+    )
     # Fitted after the run, so the centralised references never slow the parties down;
     # the wall time is the whole command's, so it counts them too.
     references = demo_references(job)
@@ -408,14 +423,7 @@ PARTY = {
         help="Feature columns to use, as a,b,c.",
         default_text="every column but the id and the Host's label",
     ),
-    "workers": row(
-        "--workers",
-        type=click.IntRange(0),
-        default=0,
-        show_default=True,
-        help="Processes for Paillier obfuscations and Xᵀ[[d]] (Host, Guest); 0 = one per core. "
-        "Server: decryption workers with 2 or more (0, 1: in its own process).",
-    ),
+    "workers": WORKERS,
     "engine": row(
         "--engine",
         type=click.Choice(ENGINES),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 from scipy import special
@@ -162,6 +163,10 @@ def _log_a_frac(q: float, sigma: float, alpha: float) -> float:
             return _log_add(log_a0, log_a1)
 
 
+# A pure function of three numbers that the callers ask again and again: a training run's
+# ε after each epoch (the same q and z, more steps), and the noise calibration's bisection
+# repeated for each model trained at the same ε (DP-SGD beside FSDP in an experiment).
+@lru_cache(maxsize=8192)
 def rdp_subsampled_gaussian(q: float, noise_multiplier: float, order: float) -> float:
     """RDP at ``order`` of one step of the Poisson-subsampled Gaussian mechanism."""
     if q == 0:

@@ -227,18 +227,19 @@ def run_local(
     progress: bool = True,
     resume: bool = False,
     started: float | None = None,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """Write a kit under ``out/kit``, run every party, and gather ``out/summary.json``.
 
     ``resume``: reuse the kit already in ``out/kit`` and start every party with --resume.
     ``started``: the ``time.time()`` that ``wall_seconds`` counts from (the command's
-    own process start, runs.clock); by default this call's.
+    own process start, runs.clock); by default this call's. ``workers``: each party's
+    ``--workers`` (0: one per core).
     """
     start = time.time() if started is None else started
     job_path = out / "kit" / "job.toml" if resume else write_kit(job, out / "kit")
-    parties = start_parties(
-        job, job_path, out, {name: ["--resume"] for name in job.parties} if resume else None
-    )
+    args = ["--workers", str(workers), *(["--resume"] if resume else [])]
+    parties = start_parties(job, job_path, out, dict.fromkeys(job.parties, args))
     total, unit = kind_of(job).rounds_of(job)
     metrics = out / job.host / "metrics.jsonl"
     try:

@@ -22,6 +22,7 @@ from privfl.learning.secure_round import (
     bounded_round,
     secure_round,
 )
+from privfl.learning.threads import one_compute_thread
 from privfl.mechanisms.noise import private_source
 from privfl.mechanisms.skellam import SkellamAccountant
 from privfl.parties.horizontal.outputs import Recorder, chance_level
@@ -32,7 +33,7 @@ def run_experiment(
     config: HflConfig, out: Path | None = None, on_round: RoundHook | None = None
 ) -> dict[str, Any]:
     """Train for ``config.rounds`` rounds (or until the ε budget); return the summary dict."""
-    torch.set_num_threads(1)  # parallelism comes from processes; threads only contend
+    one_compute_thread()  # parallelism comes from processes; threads only contend
     setup = engine.make_setup(config)
     ledger = make_ledger(setup)
     recorder = Recorder(config, out, chance_level(setup.data.y_test))

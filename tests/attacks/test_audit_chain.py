@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from processes import privfl
+from processes import privfl_here
 
 from privfl.parties.audit import FILE_NAME, GENESIS, line_hash
 from privfl.tools.audit.verify import verify
@@ -231,9 +231,9 @@ def test_the_command_line_flags_exports_and_rechecks(
     rewrite(run / "server" / FILE_NAME, delete)
     export = tmp_path / "review.json"
 
-    checked = privfl("audit", "verify", *(str(p) for p in sorted(run.iterdir()) if p.is_dir()))
-    exported = privfl("audit", "export", str(run), "--out", str(export))
-    rechecked = privfl("audit", "verify", str(export))
+    checked = privfl_here("audit", "verify", *(str(p) for p in sorted(run.iterdir()) if p.is_dir()))
+    exported = privfl_here("audit", "export", str(run), "--out", str(export))
+    rechecked = privfl_here("audit", "verify", str(export))
 
     assert checked.returncode == 1 and "Traceback" not in checked.stderr
     findings = checked.stdout.splitlines()[:-1]

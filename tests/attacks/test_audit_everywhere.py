@@ -32,10 +32,14 @@ ROWS = 12
 @pytest.fixture(scope="module")
 def hfl_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("hfl") / "run"
-    # One local epoch: the logs' lines are per round and message, not per local step.
+    # One local epoch: the logs' lines are per round and message, not per local step. No
+    # local DP and one client host (three parties: aggregator, Shuffler, client host): the
+    # logs record the messages, whatever the training does with them, and each party
+    # process costs its torch import.
     result = privfl(
         "hfl", "run-local", "--out", str(out), "--no-progress", "--shuffler", "--rounds", "2",
-        "--clients", "4", "--local-epochs", "1", "--timeout", "300", timeout=600,
+        "--clients", "4", "--client-processes", "1", "--local-dp", "none", "--local-epochs", "1",
+        "--timeout", "300", timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return out

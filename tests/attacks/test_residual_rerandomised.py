@@ -32,7 +32,7 @@ from helpers import (
     run_in_threads,
     zero_start,
 )
-from processes import WEAK, privfl, spawn
+from processes import WEAK, privfl_here, spawn
 
 from privfl.config.vertical import JobConfig, ModelConfig, load_job
 from privfl.crypto.encoding import VALUE_BITS, decode
@@ -163,7 +163,7 @@ def test_no_row_is_readable_over_real_sockets(tmp_path: Path) -> None:
     """Server and Host as real processes over CURVE; the curious guest is our own guest code,
     its channel observer recording the frames it sends and receives."""
     kit = tmp_path / "kit"
-    made = privfl("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "1", "--timeout", "20")
+    made = privfl_here("init", "vfl", "--out", str(kit), *WEAK, "--epochs", "1", "--timeout", "20")
     assert made.returncode == 0, made.stderr
     job_path = kit / "job.toml"
     for role in ("server", "host"):

@@ -38,7 +38,7 @@ def job_file(tmp_path: Path, name: str, epsilon: float) -> Path:
 def run_local(job: Path, out: Path, env: dict[str, str]) -> tuple[int, str]:
     done = privfl(
         "vfl", "run-local", "--job", str(job), *WEAK, "--epochs", "1", "--no-progress",
-        "--out", str(out), timeout=300, env=env,
+        "--out", str(out), "--workers", "1", timeout=300, env=env,
     )  # fmt: skip
     return done.returncode, done.stderr
 

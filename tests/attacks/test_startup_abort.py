@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from processes import WEAK, privfl
+from processes import WEAK, privfl_here
 
 from privfl.config.vertical import JobConfig, load_job
 from privfl.data.views import read_csv
@@ -27,7 +27,7 @@ CELL = "Jane-Doe-1961-04-02"  # a name and birth date pasted into a feature colu
 
 
 def kit(tmp_path: Path) -> JobConfig:
-    made = privfl("init", "vfl", "--out", str(tmp_path / "kit"), *WEAK)
+    made = privfl_here("init", "vfl", "--out", str(tmp_path / "kit"), *WEAK)
     assert made.returncode == 0, made.stderr
     return load_job(tmp_path / "kit" / "job.toml")
 

@@ -92,7 +92,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     runs = base / "runs"
     demo = runs / "demo"
     made = privfl("vfl", "run-local", *WEAK, "--epochs", "2", "--no-progress", "--out", str(demo),
-                  timeout=600)  # fmt: skip
+                  "--workers", "1", timeout=600)  # fmt: skip
     assert made.returncode == 0, made.stderr
     shutil.copytree(demo, runs / "tampered")
     tamper(runs / "tampered")

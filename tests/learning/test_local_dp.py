@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from privfl.config.horizontal import HflConfig
@@ -29,14 +31,19 @@ def test_bad_local_dp_settings_are_refused() -> None:
         HflConfig(local_dp="dpsgd", local_noise=0.0)
 
 
+@pytest.fixture(scope="module")
+def plain() -> dict[str, Any]:
+    """The same run without local DP, once for both methods."""
+    return run_experiment(HflConfig(clients=4, rounds=3, local_epochs=1, batch_size=32, seed=1))
+
+
 @pytest.mark.parametrize("method", ["dpsgd", "fsdp"])
-def test_private_local_training_learns_and_is_booked(method: str) -> None:
+def test_private_local_training_learns_and_is_booked(method: str, plain: dict[str, Any]) -> None:
     cfg = HflConfig(
         local_dp=method, clients=4, rounds=3, local_epochs=1, batch_size=32,
         local_noise=0.6, fsdp_rank=4, lr=0.5, seed=1,
     )  # fmt: skip
     summary = run_experiment(cfg)
-    plain = run_experiment(HflConfig(clients=4, rounds=3, local_epochs=1, batch_size=32, seed=1))
     # chance is 0.1; with noise from the OS CSPRNG, 40 keyed draws of the DP-SGD arm
     # (benchmarks/assert_tails.py hfl-local-dpsgd) scored median 0.84, minimum 0.70
     # (0.3: 12.5 sd below the mean); FSDP's three scored 0.70-0.77

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from processes import privfl
+from processes import privfl_here
 
 from privfl.parties.audit import FILE_NAME, AuditLog
 from privfl.protocol import codec
@@ -65,8 +65,8 @@ def test_the_command_prints_one_line_and_exits_by_health(tmp_path: Path) -> None
     AuditLog(tmp_path / "ok" / FILE_NAME, party="host", session="s", job="j")
     AuditLog(tmp_path / "bad" / FILE_NAME, party="host", session="s", job="j").close("error")
 
-    waiting = privfl("health", "--out", str(tmp_path / "ok"))
-    failed = privfl("health", "--out", str(tmp_path / "bad"))
+    waiting = privfl_here("health", "--out", str(tmp_path / "ok"))
+    failed = privfl_here("health", "--out", str(tmp_path / "bad"))
 
     assert waiting.returncode == 0 and waiting.stdout.startswith("waiting: session opened")
     assert failed.returncode == 1 and failed.stdout.startswith("stopped: session ended (error)")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from processes import privfl_here
 from sites import make_sites
 
 from privfl.config.vertical import load_job
@@ -27,7 +28,7 @@ def privfl(*args: str) -> subprocess.CompletedProcess[str]:
 def test_by_default_no_secret_key_is_made_for_another_site(tmp_path: Path) -> None:
     out = tmp_path / "sites"
 
-    made = privfl("init", "vfl", "--parties", "server,host,guest-a", "--out", str(out), *WEAK)
+    made = privfl_here("init", "vfl", "--parties", "server,host,guest-a", "--out", str(out), *WEAK)
 
     assert made.returncode == 0, made.stderr
     assert not [p for p in out.rglob("*") if p.is_file() and "key" in p.name]
@@ -36,8 +37,8 @@ def test_by_default_no_secret_key_is_made_for_another_site(tmp_path: Path) -> No
 
 
 def test_all_keys_here_is_explicit_and_its_help_names_the_risk() -> None:
-    shown = privfl("init", "vfl", "--help")
-    both = privfl("init", "vfl", "--parties", "server,host,guest-a", "--own-keys",
+    shown = privfl_here("init", "vfl", "--help")
+    both = privfl_here("init", "vfl", "--parties", "server,host,guest-a", "--own-keys",
                   "--all-keys-here", "--out", "x", *WEAK)  # fmt: skip
 
     help_text = " ".join(shown.stdout.split())
@@ -48,7 +49,7 @@ def test_all_keys_here_is_explicit_and_its_help_names_the_risk() -> None:
 def test_feature_counts_go_into_every_sites_job(tmp_path: Path) -> None:
     out = tmp_path / "sites"
 
-    made = privfl("init", "vfl", "--parties", "server,host,guest-a", "--out", str(out),
+    made = privfl_here("init", "vfl", "--parties", "server,host,guest-a", "--out", str(out),
                   "--feature-count", "guest-a=7", "--feature-count", "host=3", *WEAK)  # fmt: skip
 
     assert made.returncode == 0, made.stderr
@@ -61,7 +62,7 @@ def test_feature_counts_go_into_every_sites_job(tmp_path: Path) -> None:
 def test_each_site_gets_its_job_its_secret_and_only_public_peer_keys(tmp_path: Path) -> None:
     out = tmp_path / "sites"
 
-    made = privfl(
+    made = privfl_here(
         "init", "vfl", "--parties", "server,host,guest-a,guest-b", "--all-keys-here",
         "--out", str(out), *WEAK,
     )  # fmt: skip
@@ -85,7 +86,7 @@ def test_each_site_gets_its_job_its_secret_and_only_public_peer_keys(tmp_path: P
 def test_sites_with_their_own_keys_import_public_keys_and_train(tmp_path: Path) -> None:
     out = tmp_path / "sites"
     names = ["server", "host", "guest-a"]
-    made = privfl(
+    made = privfl_here(
         "init", "vfl", "--parties", ",".join(names), "--out", str(out),
         *WEAK, "--epochs", "2", "--label-epsilon", "inf",
     )  # fmt: skip
@@ -93,15 +94,15 @@ def test_sites_with_their_own_keys_import_public_keys_and_train(tmp_path: Path) 
     assert not (out / "host" / "keys").exists() or not any((out / "host" / "keys").iterdir())
     # Every site makes its own pair; the public halves travel, the secret ones never do.
     for name in names:
-        gen = privfl("keys", "gen", "--party", name, "--out", str(out / name / "keys"))
+        gen = privfl_here("keys", "gen", "--party", name, "--out", str(out / name / "keys"))
         assert gen.returncode == 0 and "fingerprint" in gen.stdout
     for name in names:
         for peer in set(names) - {name}:
             src = out / peer / "keys" / f"{peer}.key"
-            done = privfl("keys", "import", str(src), "--into", str(out / name / "keys"))
+            done = privfl_here("keys", "import", str(src), "--into", str(out / name / "keys"))
             assert done.returncode == 0, done.stderr
-            assert done.stdout.split()[-1] in privfl("keys", "fingerprint", str(src)).stdout
-    refused = privfl(
+            assert done.stdout.split()[-1] in privfl_here("keys", "fingerprint", str(src)).stdout
+    refused = privfl_here(
         "keys",
         "import",
         str(out / "host" / "keys" / "host.key_secret"),
@@ -135,7 +136,7 @@ def test_sites_with_their_own_keys_import_public_keys_and_train(tmp_path: Path) 
 
 def test_feature_counts_of_the_demo_split_keep_the_demo_columns(tmp_path: Path) -> None:
     # Prepare: the counts the demo split itself has (breast_cancer: host 10, guest-1 20).
-    made = privfl("init", "vfl", "--out", str(tmp_path), "--feature-count", "guest-1=20",
+    made = privfl_here("init", "vfl", "--out", str(tmp_path), "--feature-count", "guest-1=20",
                   "--feature-count", "host=10", *WEAK)  # fmt: skip
     assert made.returncode == 0, made.stderr
 
@@ -154,7 +155,9 @@ def test_a_party_with_other_feature_counts_and_no_data_is_told_to_pass_data(
     tmp_path: Path,
 ) -> None:
     # Prepare: a count the demo split does not have, so guest-1 must bring its own CSV.
-    made = privfl("init", "vfl", "--out", str(tmp_path), "--feature-count", "guest-1=15", *WEAK)
+    made = privfl_here(
+        "init", "vfl", "--out", str(tmp_path), "--feature-count", "guest-1=15", *WEAK
+    )
     assert made.returncode == 0, made.stderr
 
     # Act

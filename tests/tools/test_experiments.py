@@ -22,8 +22,16 @@ EXPECTED = {
 }
 
 
+# The vfl-* experiments share some seeded runs (ε = 4, λ = 2, flipback on, …), which the
+# process makes once (privfl/tools/experiments/vfl.py): one xdist worker runs the three.
+SHARING = pytest.mark.xdist_group("vfl_experiments")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=[SHARING] if n.startswith("vfl") else []) for n in sorted(EXPECTED)],
+)
 def test_quick_experiment_writes_csv_png_and_report(name: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["experiment", name, "--quick", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output

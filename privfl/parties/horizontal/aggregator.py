@@ -24,6 +24,7 @@ from privfl.crypto.sealing import new_report_key, open_sealed
 from privfl.errors import PeerUnavailable, PrivacyBudgetExceeded, ProtocolError
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
+from privfl.learning.threads import one_compute_thread
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.horizontal.channels import (
     make_channel,
@@ -236,7 +237,7 @@ def run_aggregator(
 ) -> dict[str, Any]:
     """Run every round to the end (or the budget) and write the run's outputs in ``out``
     (``plots`` False: all but training.png)."""
-    torch.set_num_threads(1)
+    one_compute_thread()
     cfg = job.config
     check_networked(cfg)
     setup = engine.make_setup(cfg)

@@ -14,6 +14,7 @@ from privfl.config.horizontal import HflJob
 from privfl.crypto.sealing import seal
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
+from privfl.learning.threads import one_compute_thread
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.files import private_dir
 from privfl.parties.horizontal.channels import (
@@ -47,7 +48,7 @@ def run_client_host(
 
     ``slow_seconds`` delays every report (tests of the Shuffler's adaptive window).
     """
-    torch.set_num_threads(1)
+    one_compute_thread()
     cfg = job.config
     spec = job.party(name)
     mine = set(range(spec.first_client, spec.first_client + spec.num_clients))

@@ -9,6 +9,7 @@ import torch
 from privfl.data.images import load_dataset
 from privfl.learning.dpsgd import PrivateTrainConfig, train_private
 from privfl.learning.models import build_model
+from privfl.learning.threads import one_compute_thread
 from privfl.tools.experiments.registry import (
     ExperimentResult,
     Settings,
@@ -47,7 +48,7 @@ VARIANTS = {  # name: (method, relevance, adaptive clipping)
 
 @register("dpsgd-fsdp", SEED_002, "Seed 002: DP-SGD vs FSDP (ε = 2, 4, 8; δ = 1e-5)")
 def dpsgd_fsdp(settings: Settings) -> ExperimentResult:
-    torch.set_num_threads(2)
+    one_compute_thread()
     dataset = "mnist" if settings.data_dir else "digits"
     data = load_dataset(dataset, settings.data_dir, seed=settings.seed)
     quick = settings.quick
