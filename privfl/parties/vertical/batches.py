@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from privfl.config.vertical import JobConfig
+from privfl.crypto.encoding import DATA_BITS, to_exponents
 from privfl.errors import ConfigError
 from privfl.parties.vertical.joint_plan import Plan, host_plan
 
@@ -102,4 +103,7 @@ def job_plan(job: JobConfig, x_host: np.ndarray, least: int, seed: bytes) -> Pla
     add no direction.
     """
     unpin = not job.training.allow_small_batches
-    return host_plan(seed, x_host, job.training.batch_size, least, unpin)
+    # the columns as the Host's gradient sees them: fixed point with DATA_BITS fractional
+    # bits. A weight just above PIN in floats can fall under it once rounded.
+    seen = to_exponents(x_host, DATA_BITS) / float(1 << DATA_BITS)
+    return host_plan(seed, seen, job.training.batch_size, least, unpin)
