@@ -566,7 +566,6 @@ def test_a_guest_that_never_starts_is_named_within_the_timeout(tmp_path: Path, g
     assert took < job.timeout_seconds + 3
 
 
-@pytest.mark.serial  # a wall-clock bound
 def test_a_guest_with_another_job_file_is_refused(tmp_path: Path) -> None:
     # Prepare: the guest's job differs in one hyper-parameter.
     job = memory_job(1, timeout=60)
@@ -614,7 +613,6 @@ def assert_refused_by_server_and_host(results: dict[str, Any], reason: str) -> N
     assert all(reason in str(e) for e in ends)
 
 
-@pytest.mark.serial  # a wall-clock bound
 def test_a_guest_whose_rows_do_not_line_up_is_refused(tmp_path: Path) -> None:
     # Prepare: the guest's training rows in another order (a wrong split, say) but with
     # the same row counts: without the row commitment this would train to the end.
@@ -638,7 +636,6 @@ def test_a_guest_whose_rows_do_not_line_up_is_refused(tmp_path: Path) -> None:
     assert took < job.timeout_seconds  # nobody waited out a timeout
 
 
-@pytest.mark.serial  # a wall-clock bound
 def test_divergence_stops_every_party(tmp_path: Path) -> None:
     # Prepare: a step far outside where the Taylor approximation holds.
     job = memory_job(1, epochs=10, learning_rate=5.0, timeout=60)
