@@ -14,8 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from privfl.config.vertical import load_job
 from privfl.protocol import codec
 from privfl.protocol.keys import KeyRing
@@ -40,7 +38,6 @@ def up(server: subprocess.Popen[bytes], log: Path) -> None:
     raise AssertionError(f"the Server did not start (exit {server.poll()})")
 
 
-@pytest.mark.serial  # a bound in wall-clock seconds
 def test_a_peer_of_the_previous_version_is_refused_in_one_line(tmp_path: Path) -> None:
     kit = tmp_path / "kit"
     made = subprocess.run(

@@ -542,7 +542,6 @@ def test_flip_count_matches_randomized_response(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("guests", [1, 2])
-@pytest.mark.serial  # a wall-clock bound
 def test_a_guest_that_never_starts_is_named_within_the_timeout(tmp_path: Path, guests: int) -> None:
     # Prepare: the last guest has an inbox but never runs.
     job = memory_job(guests, timeout=1.5)
@@ -563,7 +562,9 @@ def test_a_guest_that_never_starts_is_named_within_the_timeout(tmp_path: Path, g
     for other in job.guests[:-1]:  # waits for the key longer than the Server for Hellos
         assert isinstance(results[other], PeerAborted) and missing in str(results[other])
     assert missing not in results
-    assert took < job.timeout_seconds + 3
+    # the timeout ended it, not the 15 s join: 5 s of slack for start-up and the Abort on a
+    # machine whose other worker runs a test beside this one (measured 1.5-1.6 s alone)
+    assert took < job.timeout_seconds + 5
 
 
 def test_a_guest_with_another_job_file_is_refused(tmp_path: Path) -> None:
