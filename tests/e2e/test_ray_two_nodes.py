@@ -87,6 +87,14 @@ def stop(nodes: list[subprocess.Popen[bytes]]) -> None:
             continue
 
 
+def tail(log: Path, size: int = 1500) -> str:
+    """The end of a node's log, for a failure's message."""
+    try:
+        return log.read_text(errors="replace")[-size:]
+    except OSError as error:
+        return f"(unreadable: {error})"
+
+
 @pytest.mark.slow
 def test_a_guest_on_a_two_node_ray_cluster_trains_the_pool_model(
     tmp_path: Path, two_spaces: tuple[str, str]
@@ -105,12 +113,16 @@ def test_a_guest_on_a_two_node_ray_cluster_trains_the_pool_model(
             ["ip", "netns", "exec", two_spaces[0], sys.executable, str(DRIVER),
              f"{HEAD}:{PORT}", str(tmp_path / "runs")],
             capture_output=True, text=True, timeout=540,
-            env={**env, "PYTHONPATH": os.pathsep.join([tests, env.get("PYTHONPATH", "")])},
+            env={**env, "PYTHONPATH": os.pathsep.join([tests, env.get("PYTHONPATH", "")]),
+                 # ray.init's wait for the head's raylet and GCS (60 s by default) spends
+                 # the same budget: a cold head on a busy machine once needed more.
+                 "RAY_gcs_server_request_timeout_seconds": "300"},
         )  # fmt: skip
     finally:
         stop(nodes)
 
     # Assert: actors on both nodes; the same weights and loss history as the pool.
-    assert driver.returncode == 0, driver.stderr[-3000:]
+    logs = "".join(f"\n--- {n}.log ---\n" + tail(tmp_path / f"{n}.log") for n in ("head", "worker"))
+    assert driver.returncode == 0, driver.stderr[-3000:] + logs
     report = json.loads(driver.stdout.strip().splitlines()[-1])
     assert report == {"same_model": True, "nodes": 2}
