@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from privfl.config.horizontal import HflJob
+from privfl.config.horizontal import HflJob, check_networked
 from privfl.crypto.sealing import seal
 from privfl.learning import fedavg as engine
 from privfl.learning.fedavg import noise_source
@@ -54,6 +54,7 @@ def run_client_host(
     """
     one_compute_thread()
     cfg = job.config
+    check_networked(cfg)
     spec = job.party(name)
     mine = set(range(spec.first_client, spec.first_client + spec.num_clients))
     aggregator = job.names("aggregator")[0]

@@ -23,18 +23,9 @@ from privfl.errors import PeerUnavailable
 from privfl.learning import secagg
 from privfl.learning.secure_round import network_context, noise_group, round_groups
 from privfl.parties.horizontal.channels import try_expect
+from privfl.protocol import secagg_messages as wire
 from privfl.protocol.channel import Channel
 from privfl.protocol.messages import Kind, Message
-from privfl.protocol.secagg_messages import (
-    KEY_BYTES,
-    SEALED_BYTES,
-    SecAdvertise,
-    SecMasked,
-    SecNeighbours,
-    SecShares,
-    SecSurvivors,
-    SecUnmask,
-)
 
 log = logging.getLogger("privfl.parties.horizontal.aggregator")
 
@@ -95,14 +86,14 @@ def plan(job: HflJob, state: SecureRound, adverts: dict[str, Message], dims: int
     """Groups and graphs from the hosts' adverts; each host's clients are the ones asked."""
     keys: dict[int, secagg.Advertise] = {}
     for host, body in adverts.items():
-        assert isinstance(body, SecAdvertise)
+        assert isinstance(body, wire.SecAdvertise)
         ids = body.clients.tolist()
         if not set(ids) <= set(state.hosts[host]):
             _refuse(state, host, "adverts for clients it was not asked for")
             continue
         state.hosts[host] = ids
         for i, c in enumerate(ids):
-            at = slice(i * KEY_BYTES, (i + 1) * KEY_BYTES)
+            at = slice(i * wire.KEY_BYTES, (i + 1) * wire.KEY_BYTES)
             keys[c] = secagg.Advertise(c, body.c_keys[at], body.s_keys[at])
     state.noise_group = noise_group(job.config.secagg_group, len(keys))
     for members in round_groups(job.config, sorted(keys), state.round):
@@ -116,7 +107,7 @@ def plan(job: HflJob, state: SecureRound, adverts: dict[str, Message], dims: int
         state.group_of.update(dict.fromkeys(members, index))
 
 
-def neighbours_for(state: SecureRound, host: str) -> SecNeighbours:
+def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
     """What ``host`` needs to share: each of its grouped clients' neighbours and keys."""
     clients = [c for c in state.hosts[host] if c in state.group_of]
     rows: list[tuple[int, int, int, int]] = []
@@ -128,7 +119,7 @@ def neighbours_for(state: SecureRound, host: str) -> SecNeighbours:
         )
         near += [server.adverts[j] for j in server.graph[c]]
     table = np.array(rows, dtype=np.int64).reshape(-1, 4)
-    return SecNeighbours(
+    return wire.SecNeighbours(
         state.round,
         np.array(clients, dtype=np.int64),
         table[:, 0].copy(),
@@ -142,14 +133,14 @@ def neighbours_for(state: SecureRound, host: str) -> SecNeighbours:
     )
 
 
-def route(state: SecureRound, shares: dict[str, Message]) -> dict[str, SecShares]:
+def route(state: SecureRound, shares: dict[str, Message]) -> dict[str, wire.SecShares]:
     """Each host's sealed shares checked (its own clients, their neighbours) and forwarded."""
     inbox: dict[int, list[secagg.SealedShares]] = {}
     for host, body in shares.items():
-        assert isinstance(body, SecShares)
+        assert isinstance(body, wire.SecShares)
         sealed = [
             secagg.SealedShares(
-                int(s), int(r), body.sealed[i * SEALED_BYTES : (i + 1) * SEALED_BYTES]
+                int(s), int(r), body.sealed[i * wire.SEALED_BYTES : (i + 1) * wire.SEALED_BYTES]
             )
             for i, (s, r) in enumerate(zip(body.senders, body.receivers, strict=True))
         ]
@@ -168,7 +159,7 @@ def route(state: SecureRound, shares: dict[str, Message]) -> dict[str, SecShares
     out = {}
     for host, ids in state.hosts.items():
         mine = [m for c in ids for m in inbox.get(c, [])]
-        out[host] = SecShares(
+        out[host] = wire.SecShares(
             state.round,
             np.array([m.sender for m in mine], dtype=np.int64),
             np.array([m.receiver for m in mine], dtype=np.int64),
@@ -180,7 +171,7 @@ def route(state: SecureRound, shares: dict[str, Message]) -> dict[str, SecShares
 def keep_masked(state: SecureRound, masked: dict[str, Message], dims: int) -> None:
     """The masked inputs of clients that shared, one row of ``dims`` words each."""
     for host, body in masked.items():
-        assert isinstance(body, SecMasked)
+        assert isinstance(body, wire.SecMasked)
         ids = body.clients.tolist()
         shared = all(c in state.hosts[host] and c in state.group_of for c in ids) and all(
             c in state.groups[state.group_of[c]].shared for c in ids
@@ -197,7 +188,7 @@ def replies_of(state: SecureRound, unmask: dict[str, Message]) -> list[list[seca
     client that is not its owner's neighbour, or of the wrong secret for what was named."""
     per_group: list[list[secagg.UnmaskReply]] = [[] for _ in state.groups]
     for host, body in unmask.items():
-        assert isinstance(body, SecUnmask)
+        assert isinstance(body, wire.SecUnmask)
         replies: dict[int, secagg.UnmaskReply] = {}
         fits = True
         for i, (owner, subject, seed) in enumerate(
@@ -238,7 +229,7 @@ def secure_collect(
     _send_each(channel, state, dict(route(state, shares)))
     keep_masked(state, gather(job, channel, Kind.SECAGG_MASKED, state), dims)
     alive = sorted(c for server in state.groups for c in server.masked)
-    named = SecSurvivors(round_, np.array(alive, dtype=np.int64))
+    named = wire.SecSurvivors(round_, np.array(alive, dtype=np.int64))
     _send_each(channel, state, dict.fromkeys(state.hosts, named))
     per_group = replies_of(state, gather(job, channel, Kind.SECAGG_UNMASK, state))
     sums = []

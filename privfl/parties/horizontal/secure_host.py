@@ -20,18 +20,9 @@ from privfl.crypto import shamir
 from privfl.errors import ProtocolError
 from privfl.learning import secagg
 from privfl.learning.secure_round import network_context
+from privfl.protocol import secagg_messages as wire
 from privfl.protocol.channel import Channel, Envelope
 from privfl.protocol.messages import Kind, Message
-from privfl.protocol.secagg_messages import (
-    KEY_BYTES,
-    SEALED_BYTES,
-    SecAdvertise,
-    SecMasked,
-    SecNeighbours,
-    SecShares,
-    SecSurvivors,
-    SecUnmask,
-)
 
 log = logging.getLogger("privfl.parties.horizontal.client")
 Inputs = Callable[[int, int], np.ndarray]  # (client, noise group size) → its integer input
@@ -60,14 +51,14 @@ class HostRound:
 
 
 def _key(blob: bytes, index: int) -> bytes:
-    return blob[index * KEY_BYTES : (index + 1) * KEY_BYTES]
+    return blob[index * wire.KEY_BYTES : (index + 1) * wire.KEY_BYTES]
 
 
-def advertise_all(host: HostRound) -> SecAdvertise:
+def advertise_all(host: HostRound) -> wire.SecAdvertise:
     """Stage 1: every client's two public keys."""
     ads = [secagg.advertise(s) for s in host.states.values()]
     ids = np.array([a.client for a in ads], dtype=np.int64)
-    return SecAdvertise(
+    return wire.SecAdvertise(
         host.round, ids, b"".join(a.c_public for a in ads), b"".join(a.s_public for a in ads)
     )
 
@@ -89,7 +80,7 @@ def _check_group(host: HostRound, client: int, members: int, degree: int, thresh
         raise secagg.SecAggAborted(f"noise group {host.noise_group} where the job implies {wanted}")
 
 
-def share_all(host: HostRound, body: SecNeighbours) -> SecShares:
+def share_all(host: HostRound, body: wire.SecNeighbours) -> wire.SecShares:
     """Stage 2: check each client's neighbours and graph; seal its shares for them.
     Clients of ours the aggregator left out of every group drop out of the round."""
     _check_round(host, body.round)
@@ -117,7 +108,7 @@ def share_all(host: HostRound, body: SecNeighbours) -> SecShares:
         state = host.states[client]
         state.context = network_context(host.session, host.round, int(body.groups[i]))
         sealed += secagg.share_keys(state, ads, int(body.thresholds[i]))
-    return SecShares(
+    return wire.SecShares(
         host.round,
         np.array([s.sender for s in sealed], dtype=np.int64),
         np.array([s.receiver for s in sealed], dtype=np.int64),
@@ -125,14 +116,14 @@ def share_all(host: HostRound, body: SecNeighbours) -> SecShares:
     )
 
 
-def mask_all(host: HostRound, body: SecShares, inputs: Inputs) -> SecMasked:
+def mask_all(host: HostRound, body: wire.SecShares, inputs: Inputs) -> wire.SecMasked:
     """Stage 3: open the shares forwarded to our clients; each client's masked input."""
     _check_round(host, body.round)
     inbox: dict[int, list[secagg.SealedShares]] = {c: [] for c in host.states}
     for i, (sender, receiver) in enumerate(zip(body.senders, body.receivers, strict=True)):
         if int(receiver) not in inbox:
             raise secagg.SecAggAborted(f"shares for client {int(receiver)}, not one of ours")
-        blob = body.sealed[i * SEALED_BYTES : (i + 1) * SEALED_BYTES]
+        blob = body.sealed[i * wire.SEALED_BYTES : (i + 1) * wire.SEALED_BYTES]
         inbox[int(receiver)].append(secagg.SealedShares(int(sender), int(receiver), blob))
     rows = []
     for client, state in host.states.items():
@@ -140,10 +131,10 @@ def mask_all(host: HostRound, body: SecShares, inputs: Inputs) -> SecMasked:
         rows.append(secagg.masked_input(state, inbox[client], x))
         host.masked.append(client)
     masked = np.stack(rows) if rows else np.zeros((0, host.dims), dtype=np.uint32)
-    return SecMasked(host.round, np.array(host.masked, dtype=np.int64), masked)
+    return wire.SecMasked(host.round, np.array(host.masked, dtype=np.int64), masked)
 
 
-def unmask_all(host: HostRound, body: SecSurvivors) -> SecUnmask:
+def unmask_all(host: HostRound, body: wire.SecSurvivors) -> wire.SecUnmask:
     """Stage 4: per client, the seed shares of surviving neighbours and the key shares of
     dropped ones; refused unless at least ``threshold`` of its neighbours survived."""
     _check_round(host, body.round)
@@ -162,7 +153,7 @@ def unmask_all(host: HostRound, body: SecSurvivors) -> SecUnmask:
                 subjects.append(subject)
                 seeds.append(is_seed)
                 shares.append(shamir.to_bytes(share))
-    return SecUnmask(
+    return wire.SecUnmask(
         host.round,
         np.array(owners, dtype=np.int64),
         np.array(subjects, dtype=np.int64),
@@ -180,10 +171,10 @@ def _empty(round_: int, kind: Kind) -> Message:
     """The reply of a host whose clients are out of the round (nothing to wait for)."""
     none = np.zeros(0, dtype=np.int64)
     if kind is Kind.SECAGG_SHARES:
-        return SecShares(round_, none, none, b"")
+        return wire.SecShares(round_, none, none, b"")
     if kind is Kind.SECAGG_MASKED:
-        return SecMasked(round_, none, np.zeros((0, 0), dtype=np.uint32))
-    return SecUnmask(round_, none, none, np.zeros(0, dtype=np.bool_), b"")
+        return wire.SecMasked(round_, none, np.zeros((0, 0), dtype=np.uint32))
+    return wire.SecUnmask(round_, none, none, np.zeros(0, dtype=np.bool_), b"")
 
 
 NEXT = {
@@ -226,10 +217,10 @@ def serve_secure_round(
 
 
 def _step(host: HostRound, body: object, inputs: Inputs) -> Message:
-    if isinstance(body, SecNeighbours):
+    if isinstance(body, wire.SecNeighbours):
         return share_all(host, body)
-    if isinstance(body, SecShares):
+    if isinstance(body, wire.SecShares):
         return mask_all(host, body, inputs)
-    if isinstance(body, SecSurvivors):
+    if isinstance(body, wire.SecSurvivors):
         return unmask_all(host, body)
     raise ProtocolError(f"unexpected {type(body).__name__} in a secure round")

@@ -37,31 +37,27 @@ def test_the_unmasked_sum_is_the_plaintext_sum() -> None:
     np.testing.assert_array_equal(total, plain_sum(inputs, alive))
 
 
-def test_a_host_silent_after_advertising_is_left_out_and_the_rest_unmasks() -> None:
-    # clients-3 (client 4) advertises, then says nothing: it never shares, so nobody masks
-    # with it and the sum is the four others'.
+@pytest.mark.parametrize(
+    ("sends", "alive"),
+    [
+        # after its advert: it never shares, so nobody masks with it; the four others' sum
+        (1, [0, 1, 2, 3]),
+        # after its masked input: its seed is rebuilt from the four others' shares (t = 3)
+        (3, [0, 1, 2, 3, 4]),
+    ],
+)
+def test_a_host_that_goes_silent_mid_round_drops_out_and_the_rest_unmasks(
+    sends: int, alive: list[int]
+) -> None:
+    # clients-3 (client 4) sends `sends` messages of the round, then nothing.
     job = job_of(SIZES)
     inputs = inputs_of(job)
 
-    sums, state, net = run_round(job, inputs, silent={"clients-3": 1})
+    sums, state, net = run_round(job, inputs, silent={"clients-3": sends})
 
-    assert not net.errors
-    [(alive, total)] = sums
-    assert alive == [0, 1, 2, 3] and state.missed == {"clients-3"}
-    np.testing.assert_array_equal(total, plain_sum(inputs, alive))
-
-
-def test_a_host_silent_after_its_masked_inputs_is_unmasked_from_the_others_shares() -> None:
-    # clients-3 (client 4) sends its masked input and then never answers the unmask stage:
-    # its self-mask seed is rebuilt from the four other clients' shares (threshold 3).
-    job = job_of(SIZES)
-    inputs = inputs_of(job)
-
-    sums, state, net = run_round(job, inputs, silent={"clients-3": 3})
-
-    assert not net.errors
-    [(alive, total)] = sums
-    assert alive == [0, 1, 2, 3, 4] and state.missed == {"clients-3"}
+    assert not net.errors and state.missed == {"clients-3"}
+    [(survivors, total)] = sums
+    assert survivors == alive
     np.testing.assert_array_equal(total, plain_sum(inputs, alive))
 
 

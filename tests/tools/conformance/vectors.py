@@ -19,6 +19,7 @@ import numpy as np
 from privfl.crypto.shamir import SHARE_BYTES
 from privfl.parties.vertical import joint_plan
 from privfl.protocol import codec
+from privfl.protocol import secagg_messages as wire
 from privfl.protocol.boost_messages import (
     BoostCandidates,
     BoostDecide,
@@ -76,15 +77,6 @@ from privfl.protocol.messages import (
 )
 from privfl.protocol.reliable import ACK, DATA, link_header, pack_frames
 from privfl.protocol.seal import seal_frame
-from privfl.protocol.secagg_messages import (
-    SEALED_BYTES,
-    SecAdvertise,
-    SecMasked,
-    SecNeighbours,
-    SecShares,
-    SecSurvivors,
-    SecUnmask,
-)
 
 GOLDEN = Path(__file__).parents[3] / "privfl" / "tools" / "conformance" / "vectors" / "golden.json"
 SESSION = "golden-session"
@@ -286,33 +278,33 @@ def _secagg_messages() -> list[tuple[str, str, str, int, Message]]:
     two = np.array([2, 2], dtype=np.int64)
     ones = np.ones(2, dtype=np.int64)
     keys = bytes(range(32)) + bytes(range(32, 64))
-    sealed = bytes(range(SEALED_BYTES)) * 2
+    sealed = bytes(range(wire.SEALED_BYTES)) * 2
     masked = np.array([[1, 2**32 - 1, 7], [0, 5, 2**31]], dtype=np.uint32)
     share = bytes(SHARE_BYTES - 1) + b"\x05"
     return [
-        ("secagg_advertise", "clients-1", "aggregator", 1, SecAdvertise(1, ids, keys, keys)),
+        ("secagg_advertise", "clients-1", "aggregator", 1, wire.SecAdvertise(1, ids, keys, keys)),
         (
             "secagg_neighbours",
             "aggregator",
             "clients-1",
             1,
-            SecNeighbours(1, ids, ones * 0, two, ones, ones, ids[::-1].copy(), keys, keys, 2),
+            wire.SecNeighbours(1, ids, ones * 0, two, ones, ones, ids[::-1].copy(), keys, keys, 2),
         ),
         (
             "secagg_shares",
             "clients-1",
             "aggregator",
             1,
-            SecShares(1, ids, ids[::-1].copy(), sealed),
+            wire.SecShares(1, ids, ids[::-1].copy(), sealed),
         ),
-        ("secagg_masked", "clients-1", "aggregator", 1, SecMasked(1, ids, masked)),
-        ("secagg_survivors", "aggregator", "clients-1", 1, SecSurvivors(1, ids)),
+        ("secagg_masked", "clients-1", "aggregator", 1, wire.SecMasked(1, ids, masked)),
+        ("secagg_survivors", "aggregator", "clients-1", 1, wire.SecSurvivors(1, ids)),
         (
             "secagg_unmask",
             "clients-1",
             "aggregator",
             1,
-            SecUnmask(1, ids, ids[::-1].copy(), np.array([True, False]), share * 2),
+            wire.SecUnmask(1, ids, ids[::-1].copy(), np.array([True, False]), share * 2),
         ),
     ]
 

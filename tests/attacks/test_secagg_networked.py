@@ -1,0 +1,224 @@
+"""A networked aggregator attacks one client's masked input over the SecAgg+ wire flow.
+
+Four honest client hosts of two clients each run their real loop (``serve_secure_round``)
+over the in-memory transport; the aggregator is the attacker. It plays stages 1-3 as
+the protocol says, choosing its own ring order (it may), so the target (client 0) has
+neighbours 1, 2, 3 (hosts clients-1, clients-2) and 5, 6, 7 (clients-3, clients-4); then:
+
+- **Split views.** It names the target a survivor to clients-1 and clients-2 (their
+  clients return shares of its self-mask seed) and dropped to clients-3 and clients-4
+  (shares of its mask key), to rebuild both and strip every mask. The threshold of 4 of
+  6 neighbours leaves it 3 shares of each. Leaky arm: a threshold of half the neighbours
+  (3) lets the same attack read the input exactly.
+- **A lowered threshold for the target.** It also tells the target's host that the
+  target's threshold is 1, so one share of each secret would do. The host checks the
+  threshold against the one SecAgg+ plans for the group and aborts its clients: the
+  target never sends a masked input. Leaky arm: without that check the attack reads it.
+
+Malformed and oversized stage messages are refused with one line (last tests).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from secagg_harness import DIMS, ROUND, inputs_of, job_of, network
+
+from privfl.crypto import shamir
+from privfl.errors import ProtocolError
+from privfl.learning import secagg
+from privfl.parties.horizontal import secure_host
+from privfl.parties.horizontal.secure_aggregator import (
+    SecureRound,
+    gather,
+    keep_masked,
+    neighbours_for,
+    plan,
+    route,
+)
+from privfl.protocol import codec
+from privfl.protocol import secagg_messages as wire
+from privfl.protocol.hfl_messages import RoundEnd
+from privfl.protocol.messages import PROTOCOL, VERSION, Kind
+
+TARGET = 0
+SIZES = [2, 2, 2, 2]
+TOLD_SURVIVED = {"clients-1", "clients-2"}  # the target's own host must be among them
+
+
+@dataclass
+class Loot:
+    """What the attacking aggregator ends with."""
+
+    masked: np.ndarray | None  # the target's masked input (None: never sent)
+    seed_shares: list[tuple[int, int]]
+    key_shares: list[tuple[int, int]]
+    server: secagg.ServerState
+    truth: np.ndarray
+
+
+def _attack(lower_target_threshold: bool) -> Loot:
+    job = job_of(SIZES)
+    inputs = inputs_of(job)
+    with network(job) as net:
+        for name in job.names("clients"):
+            net.host(name, inputs)
+        channel = net.aggregator
+        state = SecureRound(ROUND, net.asked())
+        plan(job, state, gather(job, channel, Kind.SECAGG_ADVERTISE, state), DIMS)
+        [server] = state.groups
+        k = len(server.graph[TARGET])
+        server.graph = secagg.ring_neighbours(sorted(server.adverts), k)  # its chosen ring
+        for host in list(state.hosts):
+            body = neighbours_for(state, host)
+            if lower_target_threshold and TARGET in body.clients:
+                thresholds = np.where(body.clients == TARGET, 1, body.thresholds)
+                body = _with(body, thresholds=thresholds)
+            channel.send(host, body, ROUND)
+        for host, body in route(state, gather(job, channel, Kind.SECAGG_SHARES, state)).items():
+            channel.send(host, body, ROUND)
+        keep_masked(state, gather(job, channel, Kind.SECAGG_MASKED, state), DIMS)
+        everyone = np.arange(sum(SIZES), dtype=np.int64)
+        for host in state.hosts:
+            view = everyone if host in TOLD_SURVIVED else everyone[everyone != TARGET]
+            channel.send(host, wire.SecSurvivors(ROUND, view), ROUND)
+        replies = gather(job, channel, Kind.SECAGG_UNMASK, state)
+    seeds, keys = [], []
+    for body in replies.values():
+        assert isinstance(body, wire.SecUnmask)
+        for i, (owner, subject) in enumerate(zip(body.owners, body.subjects, strict=True)):
+            if subject == TARGET:
+                raw = body.shares[i * shamir.SHARE_BYTES : (i + 1) * shamir.SHARE_BYTES]
+                point = (int(owner) + 1, shamir.from_bytes(raw))
+                (seeds if body.seeds[i] else keys).append(point)
+    return Loot(server.masked.get(TARGET), seeds, keys, server, inputs[TARGET])
+
+
+def _with(body: wire.SecNeighbours, **changes: object) -> wire.SecNeighbours:
+    fields = {f: getattr(body, f) for f in wire.SecNeighbours.__dataclass_fields__}
+    return wire.SecNeighbours(**(fields | changes))  # type: ignore[arg-type]
+
+
+def _read(loot: Loot) -> np.ndarray:
+    """The target's input as the attacker reconstructs it from the shares it holds."""
+    assert loot.masked is not None
+    server = loot.server
+    seed = (shamir.combine(loot.seed_shares) % 2 ** (8 * secagg.SEED_BYTES)).to_bytes(
+        secagg.SEED_BYTES, "big"
+    )
+    key = (shamir.combine(loot.key_shares) % 2**256).to_bytes(secagg.KEY_BYTES, "big")
+    y = loot.masked - secagg.self_mask(seed, server.context, DIMS)
+    for j in server.graph[TARGET]:
+        secret = secagg.agree(key, server.adverts[j].s_public, j)
+        ctx = secagg.pair_context(server.context, TARGET, j)
+        mask = secagg.prg(secagg.derive(secret, b"pair mask", ctx), DIMS)
+        y = y - mask if j > TARGET else y + mask
+    return secagg.signed(y)
+
+
+def test_split_views_over_the_wire_leave_three_shares_of_each_secret() -> None:
+    loot = _attack(lower_target_threshold=False)
+
+    assert len(loot.seed_shares) == len(loot.key_shares) == 3 < loot.server.threshold == 4
+    read = _read(loot)
+    assert not np.array_equal(read, loot.truth)
+    assert np.abs(read).max() > 2**20  # mask noise, nowhere near the input's ±1000
+
+
+def test_leaky_arm_a_half_threshold_lets_split_views_read_the_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(secagg, "threshold_for", lambda k: k // 2)
+
+    loot = _attack(lower_target_threshold=False)
+
+    np.testing.assert_array_equal(_read(loot), loot.truth)
+
+
+def test_a_lowered_threshold_is_refused_by_the_targets_host(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        loot = _attack(lower_target_threshold=True)
+
+    assert loot.masked is None  # the target's host aborted before sharing or masking
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "aborted for clients [0, 1]" in line and "threshold 1" in line
+
+
+def test_leaky_arm_without_the_hosts_check_a_lowered_threshold_reads_the_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(secure_host, "_check_group", lambda *args: None)
+
+    loot = _attack(lower_target_threshold=True)
+
+    np.testing.assert_array_equal(_read(loot), loot.truth)
+
+
+# ------------------------------------------------------- malformed stage messages
+
+ONE = np.ones(1, dtype=np.int64)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: wire.SecAdvertise(1, ONE, bytes(31), bytes(32)), "c_keys must hold 1 x 32"),
+        (lambda: wire.SecAdvertise(1, ONE.repeat(2), bytes(64), bytes(64)), "must not repeat"),
+        (
+            lambda: wire.SecNeighbours(1, ONE, ONE, ONE * 2, ONE, ONE * 300, ONE, b"", b"", 2),
+            "degrees must be <= 256",
+        ),
+        (
+            lambda: wire.SecNeighbours(1, ONE, ONE, ONE * 2, ONE, ONE, ONE.repeat(2), b"", b"", 2),
+            "neighbours: degrees entries",
+        ),
+        (lambda: wire.SecShares(1, ONE, ONE, bytes(147)), "sealed must hold 1 x 148"),
+        (lambda: wire.SecMasked(1, ONE, np.zeros((1, 4), np.int64)), "2-d uint32"),
+        (lambda: wire.SecMasked(1, ONE, np.zeros((2, 4), np.uint32)), "one row per client"),
+        (lambda: wire.SecSurvivors(1, -ONE), "survivors must be >= 0"),
+        (
+            lambda: wire.SecUnmask(1, ONE.repeat(2), ONE.repeat(2), np.ones(2, bool), bytes(132)),
+            "one share per owner and subject",
+        ),
+    ],
+)
+def test_a_malformed_stage_message_is_a_one_line_protocol_error(
+    build: object, message: str
+) -> None:
+    with pytest.raises(ProtocolError, match=message) as caught:
+        build()  # type: ignore[operator]
+    assert "\n" not in str(caught.value)
+
+
+def test_an_oversized_neighbour_list_on_the_wire_is_refused_with_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The aggregator sends raw frames that no honest encoder would (degree 10^6).
+    job = job_of([2])
+    degree = np.array([10**6], dtype=np.int64)
+    fields = {f: getattr(_neighbours(), f) for f in wire.SecNeighbours.__dataclass_fields__}
+    fields["degrees"] = degree
+    with network(job) as net, caplog.at_level(logging.WARNING):
+        net.host("clients-1", inputs_of(job))
+        channel = net.aggregator
+        channel.expect({Kind.SECAGG_ADVERTISE}, {"clients-1"}, 10)
+        head = {"protocol": PROTOCOL, "version": VERSION, "session": job.session,
+                "sender": "aggregator", "receiver": "clients-1", "round": ROUND, "msg_id": 99,
+                "kind": str(Kind.SECAGG_NEIGHBOURS)}  # fmt: skip
+        frames = [codec._pack(head), codec._pack(fields)]
+        channel.transport.send("clients-1", frames)
+        channel.send("clients-1", RoundEnd(ROUND, 0.0, True, "done"), ROUND)
+    assert not net.errors  # the host refused it, kept waiting and ended with the round
+    [line] = [r.getMessage() for r in caplog.records if "refused a message" in r.getMessage()]
+    assert "degrees must be <= 256" in line and "\n" not in line
+
+
+def _neighbours() -> wire.SecNeighbours:
+    return wire.SecNeighbours(
+        ROUND, ONE * 0, ONE * 0, ONE * 2, ONE, ONE, ONE, bytes(32), bytes(32), 2
+    )
