@@ -15,6 +15,7 @@ from privfl.config.horizontal import HflConfig, HflJob, HflParty
 from privfl.parties.horizontal.secure_aggregator import SecureRound, secure_collect
 from privfl.parties.horizontal.secure_host import HostRound, serve_secure_round
 from privfl.protocol.channel import Channel
+from privfl.protocol.hfl_messages import RoundEnd
 from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Message
 
@@ -87,8 +88,15 @@ class Net:
             self.hub.transport("aggregator"), session=self.job.session, timeout=HOST_WAIT
         )
 
-    def host(self, name: str, inputs: dict[int, np.ndarray], sends: int | None = None) -> None:
-        """Start host ``name`` (honest; silent after ``sends`` messages if given)."""
+    def host(
+        self,
+        name: str,
+        inputs: dict[int, np.ndarray],
+        sends: int | None = None,
+        clients: list[int] | None = None,
+    ) -> None:
+        """Start host ``name`` (honest; silent after ``sends`` messages if given; speaking
+        for ``clients`` instead of its own if given)."""
         transport = self.hub.transport(name)
         session = self.job.session
         if sends is None:
@@ -96,7 +104,8 @@ class Net:
         else:
             channel = Silent(transport, session=session, timeout=HOST_WAIT, sends=sends)
         group = self.job.config.secagg_group
-        state = HostRound.start(ROUND, session, DIMS, clients_of(self.job, name), group)
+        ids = clients_of(self.job, name) if clients is None else clients
+        state = HostRound.start(ROUND, session, DIMS, ids, group)
 
         def feed(client: int, size: int) -> np.ndarray:
             return inputs[client]
@@ -119,9 +128,12 @@ class Net:
 
 @contextmanager
 def network(job: HflJob) -> Iterator[Net]:
-    """A hub for ``job``; on exit, every host thread has finished (bounded)."""
+    """A hub for ``job``; on exit the aggregator ends the job, as after its last round
+    (a host left out mid-round waits for that), and every host thread has finished."""
     net = Net(job)
     yield net
+    for host in job.names("clients"):
+        net.aggregator.send(host, RoundEnd(ROUND, 0.0, True, "rounds"), ROUND)
     for thread in net.threads:
         thread.join(timeout=HOST_WAIT)
         assert not thread.is_alive(), f"{thread.name} did not finish"

@@ -10,6 +10,11 @@ neighbours 1, 2, 3 (hosts clients-1, clients-2) and 5, 6, 7 (clients-3, clients-
   (shares of its mask key), to rebuild both and strip every mask. The threshold of 4 of
   6 neighbours leaves it 3 shares of each. Leaky arm: a threshold of half the neighbours
   (3) lets the same attack read the input exactly.
+- **Shares withheld from the target.** It forwards the target none of its neighbours'
+  shares: the target would mask with no neighbour (only with the neighbours that
+  shared), and the neighbours' shares of its self-mask seed would read its input. The
+  target's host refuses to mask with fewer than the threshold of neighbours sharing
+  (Bonawitz et al.'s ``|U₂| ≥ t``). Leaky arm: without that check the attack reads it.
 - **A lowered threshold for the target.** It also tells the target's host that the
   target's threshold is 1, so one share of each secret would do. The host checks the
   threshold against the one SecAgg+ plans for the group and aborts its clients: the
@@ -41,7 +46,6 @@ from privfl.parties.horizontal.secure_aggregator import (
 )
 from privfl.protocol import codec
 from privfl.protocol import secagg_messages as wire
-from privfl.protocol.hfl_messages import RoundEnd
 from privfl.protocol.messages import PROTOCOL, VERSION, Kind
 
 TARGET = 0
@@ -60,7 +64,7 @@ class Loot:
     truth: np.ndarray
 
 
-def _attack(lower_target_threshold: bool) -> Loot:
+def _attack(lower_target_threshold: bool = False, hide_from_target: bool = False) -> Loot:
     job = job_of(SIZES)
     inputs = inputs_of(job)
     with network(job) as net:
@@ -79,11 +83,17 @@ def _attack(lower_target_threshold: bool) -> Loot:
                 body = _with(body, thresholds=thresholds)
             channel.send(host, body, ROUND)
         for host, body in route(state, gather(job, channel, Kind.SECAGG_SHARES, state)).items():
+            if hide_from_target and TARGET in body.receivers:
+                kept = body.receivers != TARGET
+                body = wire.SecShares(
+                    ROUND, body.senders[kept], body.receivers[kept], _rows(body.sealed, kept)
+                )
             channel.send(host, body, ROUND)
         keep_masked(state, gather(job, channel, Kind.SECAGG_MASKED, state), DIMS)
         everyone = np.arange(sum(SIZES), dtype=np.int64)
         for host in state.hosts:
-            view = everyone if host in TOLD_SURVIVED else everyone[everyone != TARGET]
+            split = host not in TOLD_SURVIVED and not hide_from_target
+            view = everyone[everyone != TARGET] if split else everyone
             channel.send(host, wire.SecSurvivors(ROUND, view), ROUND)
         replies = gather(job, channel, Kind.SECAGG_UNMASK, state)
     seeds, keys = [], []
@@ -95,6 +105,11 @@ def _attack(lower_target_threshold: bool) -> Loot:
                 point = (int(owner) + 1, shamir.from_bytes(raw))
                 (seeds if body.seeds[i] else keys).append(point)
     return Loot(server.masked.get(TARGET), seeds, keys, server, inputs[TARGET])
+
+
+def _rows(sealed: bytes, kept: np.ndarray) -> bytes:
+    width = wire.SEALED_BYTES
+    return b"".join(sealed[i * width : (i + 1) * width] for i in np.flatnonzero(kept))
 
 
 def _with(body: wire.SecNeighbours, **changes: object) -> wire.SecNeighbours:
@@ -109,8 +124,10 @@ def _read(loot: Loot) -> np.ndarray:
     seed = (shamir.combine(loot.seed_shares) % 2 ** (8 * secagg.SEED_BYTES)).to_bytes(
         secagg.SEED_BYTES, "big"
     )
-    key = (shamir.combine(loot.key_shares) % 2**256).to_bytes(secagg.KEY_BYTES, "big")
     y = loot.masked - secagg.self_mask(seed, server.context, DIMS)
+    if not loot.key_shares:  # the target masked with no neighbour: nothing more to strip
+        return secagg.signed(y)
+    key = (shamir.combine(loot.key_shares) % 2**256).to_bytes(secagg.KEY_BYTES, "big")
     for j in server.graph[TARGET]:
         secret = secagg.agree(key, server.adverts[j].s_public, j)
         ctx = secagg.pair_context(server.context, TARGET, j)
@@ -120,7 +137,7 @@ def _read(loot: Loot) -> np.ndarray:
 
 
 def test_split_views_over_the_wire_leave_three_shares_of_each_secret() -> None:
-    loot = _attack(lower_target_threshold=False)
+    loot = _attack()
 
     assert len(loot.seed_shares) == len(loot.key_shares) == 3 < loot.server.threshold == 4
     read = _read(loot)
@@ -133,7 +150,7 @@ def test_leaky_arm_a_half_threshold_lets_split_views_read_the_input(
 ) -> None:
     monkeypatch.setattr(secagg, "threshold_for", lambda k: k // 2)
 
-    loot = _attack(lower_target_threshold=False)
+    loot = _attack()
 
     np.testing.assert_array_equal(_read(loot), loot.truth)
 
@@ -156,6 +173,28 @@ def test_leaky_arm_without_the_hosts_check_a_lowered_threshold_reads_the_input(
 
     loot = _attack(lower_target_threshold=True)
 
+    np.testing.assert_array_equal(_read(loot), loot.truth)
+
+
+def test_shares_withheld_from_the_target_make_its_host_abort_before_masking(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        loot = _attack(hide_from_target=True)
+
+    assert loot.masked is None  # no input masked by the self mask alone left the host
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "client 0: only 0 of its neighbours shared (threshold 4)" in line
+
+
+def test_leaky_arm_without_that_check_the_self_mask_seed_reads_the_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(secure_host, "_check_shared", lambda state: None)
+
+    loot = _attack(hide_from_target=True)
+
+    assert len(loot.seed_shares) >= loot.server.threshold and not loot.key_shares
     np.testing.assert_array_equal(_read(loot), loot.truth)
 
 
@@ -212,7 +251,6 @@ def test_an_oversized_neighbour_list_on_the_wire_is_refused_with_one_line(
                 "kind": str(Kind.SECAGG_NEIGHBOURS)}  # fmt: skip
         frames = [codec._pack(head), codec._pack(fields)]
         channel.transport.send("clients-1", frames)
-        channel.send("clients-1", RoundEnd(ROUND, 0.0, True, "done"), ROUND)
     assert not net.errors  # the host refused it, kept waiting and ended with the round
     [line] = [r.getMessage() for r in caplog.records if "refused a message" in r.getMessage()]
     assert "degrees must be <= 256" in line and "\n" not in line

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from privfl.config.horizontal import HflJob, check_networked
+from privfl.config.horizontal import HflConfig, HflJob, check_networked
 from privfl.crypto.sealing import seal
 from privfl.learning import fedavg as engine
 from privfl.learning.fedavg import noise_source
@@ -76,7 +76,7 @@ def run_client_host(
         ids = np.array(sorted(mine), dtype=np.int64)
         channel.send(aggregator, JoinRequest(0, "clients", job.fingerprint(), ids), 0)
         log.info("%s hosts clients %d..%d on %s", name, min(mine), max(mine), setup.device)
-        wait = cfg.timeout_seconds + cfg.round_timeout
+        wait = host_wait(cfg)
         early: Envelope | None = None  # a round's message that cut a secure round short
         while True:
             env = early or expect_round(channel, ROUND_KINDS, {aggregator}, wait)
@@ -96,6 +96,13 @@ def run_client_host(
             )
         audit.anchor_all()
     return {"party": name, "reports_sent": sent_total}
+
+
+def host_wait(cfg: HflConfig) -> float:
+    """How long a host waits for the aggregator's next message: its timeout plus the
+    windows of one round (five under secure aggregation: the round's and one per stage;
+    a host left out mid-round hears again only when the others are done)."""
+    return cfg.timeout_seconds + cfg.round_timeout * (5 if cfg.secure_aggregation else 1)
 
 
 def seal_report(session: str, start: RoundStart, index: int, report: np.ndarray) -> Sealed:
@@ -154,9 +161,7 @@ def serve_secure(
         return client_input(updates[client], setup.calib.update_clip, cfg.ddp_noise, size, noise)
 
     host = HostRound.start(start.round, job.session, setup.dims, sorted(updates), cfg.secagg_group)
-    early = serve_secure_round(
-        channel, aggregator, host, inputs, cfg.timeout_seconds + cfg.round_timeout
-    )
+    early = serve_secure_round(channel, aggregator, host, inputs, host_wait(cfg))
     log.info("round %d: sent %d masked input(s)", start.round, len(host.masked))
     return len(host.masked), early
 

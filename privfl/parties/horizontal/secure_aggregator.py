@@ -24,7 +24,7 @@ from privfl.learning import secagg
 from privfl.learning.secure_round import network_context, noise_group, round_groups
 from privfl.parties.horizontal.channels import try_expect
 from privfl.protocol import secagg_messages as wire
-from privfl.protocol.channel import Channel
+from privfl.protocol.channel import Channel, body_as
 from privfl.protocol.messages import Kind, Message
 
 log = logging.getLogger("privfl.parties.horizontal.aggregator")
@@ -85,8 +85,8 @@ def _send_each(channel: Channel, state: SecureRound, bodies: dict[str, Message])
 def plan(job: HflJob, state: SecureRound, adverts: dict[str, Message], dims: int) -> None:
     """Groups and graphs from the hosts' adverts; each host's clients are the ones asked."""
     keys: dict[int, secagg.Advertise] = {}
-    for host, body in adverts.items():
-        assert isinstance(body, wire.SecAdvertise)
+    for host, message in adverts.items():
+        body = body_as(message, wire.SecAdvertise)
         ids = body.clients.tolist()
         if not set(ids) <= set(state.hosts[host]):
             _refuse(state, host, "adverts for clients it was not asked for")
@@ -136,8 +136,8 @@ def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
 def route(state: SecureRound, shares: dict[str, Message]) -> dict[str, wire.SecShares]:
     """Each host's sealed shares checked (its own clients, their neighbours) and forwarded."""
     inbox: dict[int, list[secagg.SealedShares]] = {}
-    for host, body in shares.items():
-        assert isinstance(body, wire.SecShares)
+    for host, message in shares.items():
+        body = body_as(message, wire.SecShares)
         sealed = [
             secagg.SealedShares(
                 int(s), int(r), body.sealed[i * wire.SEALED_BYTES : (i + 1) * wire.SEALED_BYTES]
@@ -170,8 +170,8 @@ def route(state: SecureRound, shares: dict[str, Message]) -> dict[str, wire.SecS
 
 def keep_masked(state: SecureRound, masked: dict[str, Message], dims: int) -> None:
     """The masked inputs of clients that shared, one row of ``dims`` words each."""
-    for host, body in masked.items():
-        assert isinstance(body, wire.SecMasked)
+    for host, message in masked.items():
+        body = body_as(message, wire.SecMasked)
         ids = body.clients.tolist()
         shared = all(c in state.hosts[host] and c in state.group_of for c in ids) and all(
             c in state.groups[state.group_of[c]].shared for c in ids
@@ -184,37 +184,36 @@ def keep_masked(state: SecureRound, masked: dict[str, Message], dims: int) -> No
 
 
 def replies_of(state: SecureRound, unmask: dict[str, Message]) -> list[list[secagg.UnmaskReply]]:
-    """Each group's unmask replies; a host's reply is refused whole if any share is for a
-    client that is not its owner's neighbour, or of the wrong secret for what was named."""
+    """Each group's unmask replies; a host's reply is refused whole if any share does not
+    fit (:func:`_fits`)."""
     per_group: list[list[secagg.UnmaskReply]] = [[] for _ in state.groups]
-    for host, body in unmask.items():
-        assert isinstance(body, wire.SecUnmask)
-        replies: dict[int, secagg.UnmaskReply] = {}
-        fits = True
-        for i, (owner, subject, seed) in enumerate(
-            zip(body.owners.tolist(), body.subjects.tolist(), body.seeds.tolist(), strict=True)
-        ):
-            server = state.groups[state.group_of[owner]] if owner in state.group_of else None
-            fits = fits and (
-                server is not None
-                and owner in server.masked
-                and owner in state.hosts[host]
-                and subject in server.graph[owner]
-                and seed == (subject in server.masked)
-            )
-            if not fits or server is None:
-                break
-            reply = replies.setdefault(owner, secagg.UnmaskReply(owner, {}, {}))
-            share = shamir.from_bytes(
-                body.shares[i * shamir.SHARE_BYTES : (i + 1) * shamir.SHARE_BYTES]
-            )
-            (reply.seed_shares if seed else reply.key_shares)[subject] = share
-        if not fits:
+    for host, message in unmask.items():
+        body = body_as(message, wire.SecUnmask)
+        owners, subjects, seeds = body.owners.tolist(), body.subjects.tolist(), body.seeds.tolist()
+        entries = list(zip(owners, subjects, seeds, strict=True))
+        if not all(_fits(state, host, *entry) for entry in entries):
             _refuse(state, host, "shares of a non-neighbour or of the wrong secret")
             continue
+        replies: dict[int, secagg.UnmaskReply] = {}
+        width = shamir.SHARE_BYTES
+        for i, (owner, subject, seed) in enumerate(entries):
+            reply = replies.setdefault(owner, secagg.UnmaskReply(owner, {}, {}))
+            share = shamir.from_bytes(body.shares[i * width : (i + 1) * width])
+            (reply.seed_shares if seed else reply.key_shares)[subject] = share
         for owner, reply in replies.items():
             per_group[state.group_of[owner]].append(reply)
     return per_group
+
+
+def _fits(state: SecureRound, host: str, owner: int, subject: int, seed: bool) -> bool:
+    """A share ``owner`` may send: it is a survivor of this host's, ``subject`` is its
+    neighbour, and the share is of the secret the named survivors call for (the seed of
+    a survivor, the key of a dropped client)."""
+    if owner not in state.group_of or owner not in state.hosts[host]:
+        return False
+    server = state.groups[state.group_of[owner]]
+    named = subject in server.masked
+    return owner in server.masked and subject in server.graph[owner] and seed == named
 
 
 def secure_collect(
@@ -234,7 +233,8 @@ def secure_collect(
     per_group = replies_of(state, gather(job, channel, Kind.SECAGG_UNMASK, state))
     sums = []
     for index, (server, replies) in enumerate(zip(state.groups, per_group, strict=True)):
-        if len(server.masked) < 2:
+        if len(server.masked) < 2:  # one survivor's sum would be its input
+            log.warning("round %d: group %d has under two survivors; not unmasked", round_, index)
             continue
         try:
             total = secagg.signed(secagg.unmask_sum(server, replies))

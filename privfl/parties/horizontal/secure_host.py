@@ -127,11 +127,23 @@ def mask_all(host: HostRound, body: wire.SecShares, inputs: Inputs) -> wire.SecM
         inbox[int(receiver)].append(secagg.SealedShares(int(sender), int(receiver), blob))
     rows = []
     for client, state in host.states.items():
-        x = inputs(client, host.noise_group)
-        rows.append(secagg.masked_input(state, inbox[client], x))
-        host.masked.append(client)
+        y = secagg.masked_input(state, inbox[client], inputs(client, host.noise_group))
+        _check_shared(state)
+        rows.append(y)
+    host.masked = list(host.states)
     masked = np.stack(rows) if rows else np.zeros((0, host.dims), dtype=np.uint32)
     return wire.SecMasked(host.round, np.array(host.masked, dtype=np.int64), masked)
+
+
+def _check_shared(state: secagg.ClientState) -> None:
+    """Bonawitz et al.'s ``|U₂| ≥ t``: a client masks with the neighbours that shared with
+    it only, so an aggregator that withheld their shares would get an input masked by
+    the self mask alone, and the self-mask seed from the neighbours."""
+    if len(state.held) < state.threshold:
+        raise secagg.SecAggAborted(
+            f"client {state.me}: only {len(state.held)} of its neighbours shared "
+            f"(threshold {state.threshold})"
+        )
 
 
 def unmask_all(host: HostRound, body: wire.SecSurvivors) -> wire.SecUnmask:
@@ -204,6 +216,7 @@ def serve_secure_round(
         reply = _empty(host.round, NEXT[kind])
         if not aborted:
             try:
+                _check_round(host, env.header.round)
                 reply = _step(host, env.body, inputs)
             except (secagg.SecAggAborted, ProtocolError) as exc:
                 log.error(

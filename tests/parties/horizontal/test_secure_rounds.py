@@ -10,10 +10,10 @@ import logging
 
 import numpy as np
 import pytest
-from secagg_harness import ROUND, inputs_of, job_of, network, run_round
+from secagg_harness import DIMS, ROUND, inputs_of, job_of, network, run_round
 
+from privfl.parties.horizontal.secure_aggregator import secure_collect
 from privfl.protocol.channel import body_as
-from privfl.protocol.hfl_messages import RoundEnd
 from privfl.protocol.messages import Kind
 from privfl.protocol.secagg_messages import SecNeighbours, SecShares
 
@@ -83,6 +83,24 @@ def test_two_groups_unmask_separately_and_a_lone_client_is_never_shown(
     assert sums == [] and "alone in its group; left out" in caplog.text
 
 
+def test_a_host_advertising_a_client_it_was_not_asked_for_is_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # clients-3 speaks for client 4 and for client 1, which is clients-1's.
+    job = job_of(SIZES)
+    inputs = inputs_of(job)
+    with network(job) as net, caplog.at_level(logging.WARNING):
+        net.host("clients-1", inputs)
+        net.host("clients-2", inputs)
+        net.host("clients-3", inputs, clients=[1, 4])
+        sums, state = secure_collect(job, net.aggregator, net.asked(), ROUND, DIMS)
+
+    [(alive, total)] = sums
+    assert alive == [0, 1, 2, 3] and state.missed == {"clients-3"} and not net.errors
+    np.testing.assert_array_equal(total, plain_sum(inputs, alive))
+    assert "refused clients-3's secure-aggregation message: adverts for clients" in caplog.text
+
+
 def test_a_host_refuses_neighbours_for_a_client_it_did_not_advertise(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -99,7 +117,6 @@ def test_a_host_refuses_neighbours_for_a_client_it_did_not_advertise(
         # Act
         channel.send("clients-1", bad, ROUND)
         reply = body_as(channel.expect({Kind.SECAGG_SHARES}, {"clients-1"}, 10).body, SecShares)
-        channel.send("clients-1", RoundEnd(ROUND, 0.0, True, "done"), ROUND)
     # Assert: one error line, an empty answer (nothing sealed), and the host moved on.
     assert reply.senders.size == 0 and not net.errors
     [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
