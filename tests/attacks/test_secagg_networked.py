@@ -155,46 +155,33 @@ def test_leaky_arm_a_half_threshold_lets_split_views_read_the_input(
     np.testing.assert_array_equal(_read(loot), loot.truth)
 
 
-def test_a_lowered_threshold_is_refused_by_the_targets_host(
-    caplog: pytest.LogCaptureFixture,
+# The two host checks: what the aggregator does, the check that stops it, its error line.
+HOST_CHECKS = [
+    ({"lower_target_threshold": True}, "_check_group", "threshold 1"),
+    ({"hide_from_target": True}, "_check_shared", "only 0 of its neighbours shared"),
+]
+
+
+@pytest.mark.parametrize(("attack", "check", "line"), HOST_CHECKS)
+def test_the_targets_host_aborts_before_its_input_leaves(
+    attack: dict[str, bool], check: str, line: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.ERROR):
-        loot = _attack(lower_target_threshold=True)
+        loot = _attack(**attack)
 
-    assert loot.masked is None  # the target's host aborted before sharing or masking
-    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert "aborted for clients [0, 1]" in line and "threshold 1" in line
+    assert loot.masked is None  # the target's host aborted before its masked input left
+    [error] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "aborted for clients [0, 1]" in error and line in error
 
 
-def test_leaky_arm_without_the_hosts_check_a_lowered_threshold_reads_the_input(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("attack", "check", "line"), HOST_CHECKS)
+def test_leaky_arm_without_the_hosts_check_the_attack_reads_the_input(
+    attack: dict[str, bool], check: str, line: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(secure_host, "_check_group", lambda *args: None)
+    monkeypatch.setattr(secure_host, check, lambda *args: None)
 
-    loot = _attack(lower_target_threshold=True)
+    loot = _attack(**attack)
 
-    np.testing.assert_array_equal(_read(loot), loot.truth)
-
-
-def test_shares_withheld_from_the_target_make_its_host_abort_before_masking(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    with caplog.at_level(logging.ERROR):
-        loot = _attack(hide_from_target=True)
-
-    assert loot.masked is None  # no input masked by the self mask alone left the host
-    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert "client 0: only 0 of its neighbours shared (threshold 4)" in line
-
-
-def test_leaky_arm_without_that_check_the_self_mask_seed_reads_the_input(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(secure_host, "_check_shared", lambda state: None)
-
-    loot = _attack(hide_from_target=True)
-
-    assert len(loot.seed_shares) >= loot.server.threshold and not loot.key_shares
     np.testing.assert_array_equal(_read(loot), loot.truth)
 
 
