@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privfl.config.horizontal import HflConfig, HflJob, HflParty
+from privfl.learning import secagg
+from privfl.parties.horizontal.advert_tags import HostKeys
 from privfl.parties.horizontal.secure_aggregator import SecureRound, secure_collect
 from privfl.parties.horizontal.secure_host import HostRound, serve_secure_round
 from privfl.protocol.channel import Channel
@@ -87,6 +89,13 @@ class Net:
         self.aggregator = Channel(
             self.hub.transport("aggregator"), session=self.job.session, timeout=HOST_WAIT
         )
+        # each host's CURVE key pair, as its kit's keys/ holds it (raw X25519 here)
+        order = tuple(self.job.names("clients"))
+        pairs = {h: secagg.KeyPair.fresh() for h in order}
+        self.keys = {
+            h: HostKeys(h, pairs[h].secret, {o: pairs[o].public for o in order if o != h}, order)
+            for h in order
+        }
 
     def host(
         self,
@@ -105,7 +114,7 @@ class Net:
             channel = Silent(transport, session=session, timeout=HOST_WAIT, sends=sends)
         group = self.job.config.secagg_group
         ids = clients_of(self.job, name) if clients is None else clients
-        state = HostRound.start(ROUND, session, DIMS, ids, group)
+        state = HostRound.start(ROUND, session, DIMS, ids, group, self.keys[name])
 
         def feed(client: int, size: int) -> np.ndarray:
             return inputs[client]

@@ -19,6 +19,8 @@ KEY_BYTES = 32  # raw X25519 public keys
 TAG_BYTES = 16  # ChaCha20-Poly1305
 SEALED_BYTES = 2 * SHARE_BYTES + TAG_BYTES  # a seed share and a key share, sealed
 MAX_DEGREE = 256  # neighbours per client: 2⌈log₂ n⌉ is 64 at n = 2^32
+MAX_HOSTS = 4096  # client hosts of a job whose adverts one message may carry
+TAG_BYTES = 32  # HMAC-SHA256 (parties/horizontal/advert_tags.py)
 
 
 def _ids(values: np.ndarray, what: str, *, distinct: bool = True) -> None:
@@ -28,7 +30,7 @@ def _ids(values: np.ndarray, what: str, *, distinct: bool = True) -> None:
 
 
 def _same_length(what: str, length: int, *arrays: np.ndarray) -> None:
-    require(all(len(a) == length for a in arrays), f"{what}: one entry per client")
+    require(all(len(a) == length for a in arrays), f"{what}: arrays of unequal length")
 
 
 def _blob(value: bytes, width: int, entries: int, what: str) -> None:
@@ -43,19 +45,25 @@ class SecAdvertise:
     clients: np.ndarray
     c_keys: bytes  # KEY_BYTES per client, in ``clients`` order
     s_keys: bytes
+    tags: bytes  # TAG_BYTES per other client host of the job, in job order
 
     def __post_init__(self) -> None:
         count(self.round, "round", 1)
         _ids(self.clients, "clients")
         _blob(self.c_keys, KEY_BYTES, len(self.clients), "c_keys")
         _blob(self.s_keys, KEY_BYTES, len(self.clients), "s_keys")
+        require(len(self.tags) % TAG_BYTES == 0, f"tags must hold {TAG_BYTES}-byte tags")
+        require(len(self.tags) <= TAG_BYTES * MAX_HOSTS, f"tags: at most {MAX_HOSTS} hosts")
 
 
 @dataclass(frozen=True, slots=True)
 class SecNeighbours:
     """Stage 2, aggregator → host: per client of the host, its group, the group's size,
-    threshold and noise size, and its neighbours' public keys (``degrees[i]`` entries of
-    ``neighbours``/``c_keys``/``s_keys`` per client, in ``clients`` order).
+    threshold and its neighbours (``degrees[i]`` entries of ``neighbours`` per client, in
+    ``clients`` order); and, verbatim, the adverts of the other hosts whose clients are
+    among them: host ``hosts[h]`` (index in the job's client hosts) advertised
+    ``sizes[h]`` clients of ``advertised`` with their keys, and ``tags[h]`` is its tag
+    for the receiving host.
 
     ``noise_group`` is the group size each client draws its Skellam share for
     (``secagg_group``, or every advertiser of the round when that is 0)."""
@@ -67,8 +75,12 @@ class SecNeighbours:
     thresholds: np.ndarray
     degrees: np.ndarray
     neighbours: np.ndarray
+    hosts: np.ndarray
+    sizes: np.ndarray
+    advertised: np.ndarray
     c_keys: bytes
     s_keys: bytes
+    tags: bytes
     noise_group: int
 
     def __post_init__(self) -> None:
@@ -85,8 +97,15 @@ class SecNeighbours:
         require(bool((self.degrees <= MAX_DEGREE).all()), f"degrees must be <= {MAX_DEGREE}")
         _ids(self.neighbours, "neighbours", distinct=False)
         require(len(self.neighbours) == int(self.degrees.sum()), "neighbours: degrees entries")
-        _blob(self.c_keys, KEY_BYTES, len(self.neighbours), "c_keys")
-        _blob(self.s_keys, KEY_BYTES, len(self.neighbours), "s_keys")
+        _ids(self.hosts, "hosts")
+        _ids(self.sizes, "sizes", distinct=False)
+        require(len(self.hosts) <= MAX_HOSTS, f"hosts: at most {MAX_HOSTS}")
+        _same_length("adverts", len(self.hosts), self.sizes)
+        _ids(self.advertised, "advertised")
+        require(len(self.advertised) == int(self.sizes.sum()), "advertised: sizes entries")
+        _blob(self.c_keys, KEY_BYTES, len(self.advertised), "c_keys")
+        _blob(self.s_keys, KEY_BYTES, len(self.advertised), "s_keys")
+        _blob(self.tags, TAG_BYTES, len(self.hosts), "tags")
 
 
 @dataclass(frozen=True, slots=True)

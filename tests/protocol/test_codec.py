@@ -169,7 +169,7 @@ def _secagg_builders(
     degrees = np.ones(size, dtype=np.int64)
     keys = rng.randbytes(32 * size)
     return {
-        Kind.SECAGG_ADVERTISE: lambda: s.SecAdvertise(round_, ids, keys, keys[::-1]),
+        Kind.SECAGG_ADVERTISE: lambda: s.SecAdvertise(round_, ids, keys, keys[::-1], keys),
         Kind.SECAGG_NEIGHBOURS: lambda: s.SecNeighbours(
             round_,
             ids,
@@ -178,6 +178,10 @@ def _secagg_builders(
             degrees,
             degrees,
             ids[::-1].copy(),
+            np.arange(size, dtype=np.int64),
+            degrees,
+            ids,
+            keys,
             keys,
             keys,
             1 + size,

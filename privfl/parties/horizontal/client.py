@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from zmq.utils import z85
 
 from privfl.config.horizontal import HflConfig, HflJob, check_networked
 from privfl.crypto.sealing import seal
@@ -19,6 +20,7 @@ from privfl.learning.secure_round import client_input
 from privfl.learning.threads import one_compute_thread
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.files import private_dir
+from privfl.parties.horizontal.advert_tags import HostKeys
 from privfl.parties.horizontal.channels import (
     expect_round,
     make_channel,
@@ -28,7 +30,7 @@ from privfl.parties.horizontal.channels import (
 )
 from privfl.parties.horizontal.integrity import round_digest
 from privfl.parties.horizontal.secure_host import HostRound, serve_secure_round
-from privfl.parties.session import run_role
+from privfl.parties.session import keyring, run_role
 from privfl.protocol.channel import Channel, Envelope, body_as
 from privfl.protocol.hfl_messages import (
     TOKEN_BYTES,
@@ -67,6 +69,7 @@ def run_client_host(
     engine.train_clients(setup, [min(mine)], get_flat(setup.model), 0, source)
     private_dir(out)
     targets = [aggregator] + ([shuffler] if shuffler else [])
+    host_keys = load_host_keys(job, name) if cfg.secure_aggregation else None
     transport = open_outbound(job, name, targets)
     audit = open_hfl_audit(job, name, out, targets)
     channel = make_channel(job, transport, audit, targets)
@@ -87,8 +90,10 @@ def run_client_host(
                     break
                 continue
             start = body_as(env.body, RoundStart)
-            if cfg.secure_aggregation:
-                sent, early = serve_secure(job, setup, channel, start, mine, aggregator, source)
+            if host_keys is not None:  # secure aggregation
+                sent, early = serve_secure(
+                    job, setup, channel, start, mine, aggregator, source, host_keys
+                )
                 sent_total += sent
                 continue
             sent_total += serve_round(
@@ -96,6 +101,15 @@ def run_client_host(
             )
         audit.anchor_all()
     return {"party": name, "reports_sent": sent_total}
+
+
+def load_host_keys(job: HflJob, name: str) -> HostKeys:
+    """Our CURVE secret key and every other client host's public key, raw, from the job's
+    key folder: secure aggregation tags each advert for every other host with them."""
+    order = tuple(job.names("clients"))
+    ring = keyring(job, name, [h for h in order if h != name])
+    peers = {p: z85.decode(k) for p, k in ring.peers.items()}
+    return HostKeys(name, z85.decode(ring.secret), peers, order)
 
 
 def host_wait(cfg: HflConfig) -> float:
@@ -147,6 +161,7 @@ def serve_secure(
     mine: set[int],
     aggregator: str,
     source: NoiseSource,
+    keys: HostKeys,
 ) -> tuple[int, Envelope | None]:
     """Our clients' round under SecAgg+ (secure_host.py): each one's input is its update
     clipped, quantized and given its Skellam share as in the simulator, from this
@@ -160,7 +175,8 @@ def serve_secure(
         noise = noise_source(cfg, source, start.round, client, 5)
         return client_input(updates[client], setup.calib.update_clip, cfg.ddp_noise, size, noise)
 
-    host = HostRound.start(start.round, job.session, setup.dims, sorted(updates), cfg.secagg_group)
+    ids = sorted(updates)
+    host = HostRound.start(start.round, job.session, setup.dims, ids, cfg.secagg_group, keys)
     early = serve_secure_round(channel, aggregator, host, inputs, host_wait(cfg))
     log.info("round %d: sent %d masked input(s)", start.round, len(host.masked))
     return len(host.masked), early

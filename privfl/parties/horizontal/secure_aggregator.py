@@ -40,6 +40,15 @@ class SecureRound:
     group_of: dict[int, int] = field(default_factory=dict)
     noise_group: int = 1
     missed: set[str] = field(default_factory=set)
+    order: tuple[str, ...] = ()  # the job's client hosts: the wire's host indices
+    adverts: dict[str, wire.SecAdvertise] = field(default_factory=dict)  # forwarded verbatim
+    owner: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, job: HflJob, asked: dict[str, list[int]], round_: int) -> SecureRound:
+        """A round with the asked hosts and their clients."""
+        hosts = {h: list(ids) for h, ids in asked.items()}
+        return cls(round_, hosts, order=tuple(job.names("clients")))
 
 
 def gather(job: HflJob, channel: Channel, kind: Kind, state: SecureRound) -> dict[str, Message]:
@@ -91,7 +100,12 @@ def plan(job: HflJob, state: SecureRound, adverts: dict[str, Message], dims: int
         if not set(ids) <= set(state.hosts[host]):
             _refuse(state, host, "adverts for clients it was not asked for")
             continue
+        if len(body.tags) != wire.TAG_BYTES * (len(state.order) - 1):
+            _refuse(state, host, "not one advert tag per other client host")
+            continue
         state.hosts[host] = ids
+        state.adverts[host] = body
+        state.owner.update(dict.fromkeys(ids, host))
         for i, c in enumerate(ids):
             at = slice(i * wire.KEY_BYTES, (i + 1) * wire.KEY_BYTES)
             keys[c] = secagg.Advertise(c, body.c_keys[at], body.s_keys[at])
@@ -108,17 +122,21 @@ def plan(job: HflJob, state: SecureRound, adverts: dict[str, Message], dims: int
 
 
 def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
-    """What ``host`` needs to share: each of its grouped clients' neighbours and keys."""
+    """What ``host`` needs to share: each of its grouped clients' neighbours, and the
+    adverts of the other hosts among them with their tags for ``host``, verbatim."""
     clients = [c for c in state.hosts[host] if c in state.group_of]
     rows: list[tuple[int, int, int, int]] = []
-    near: list[secagg.Advertise] = []
+    near: list[int] = []
     for c in clients:
         server = state.groups[state.group_of[c]]
         rows.append(
             (state.group_of[c], len(server.adverts), server.threshold, len(server.graph[c]))
         )
-        near += [server.adverts[j] for j in server.graph[c]]
+        near += server.graph[c]
     table = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    owners = {state.owner[j] for j in near} - {host}
+    sources = [h for h in state.order if h in owners]
+    adverts = [state.adverts[h] for h in sources]
     return wire.SecNeighbours(
         state.round,
         np.array(clients, dtype=np.int64),
@@ -126,11 +144,21 @@ def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
         table[:, 1].copy(),
         table[:, 2].copy(),
         table[:, 3].copy(),
-        np.array([a.client for a in near], dtype=np.int64),
-        b"".join(a.c_public for a in near),
-        b"".join(a.s_public for a in near),
+        np.array(near, dtype=np.int64),
+        np.array([state.order.index(h) for h in sources], dtype=np.int64),
+        np.array([len(a.clients) for a in adverts], dtype=np.int64),
+        np.concatenate([a.clients for a in adverts] or [np.zeros(0, np.int64)]),
+        b"".join(a.c_keys for a in adverts),
+        b"".join(a.s_keys for a in adverts),
+        b"".join(_tag_for(state, h, host) for h in sources),
         state.noise_group,
     )
+
+
+def _tag_for(state: SecureRound, sender: str, receiver: str) -> bytes:
+    """``sender``'s advert tag for ``receiver`` (its tags follow the job's host order)."""
+    index = [h for h in state.order if h != sender].index(receiver)
+    return state.adverts[sender].tags[index * wire.TAG_BYTES : (index + 1) * wire.TAG_BYTES]
 
 
 def route(state: SecureRound, shares: dict[str, Message]) -> dict[str, wire.SecShares]:
@@ -221,7 +249,7 @@ def secure_collect(
 ) -> tuple[list[tuple[list[int], np.ndarray]], SecureRound]:
     """Run the four stages with the asked hosts; returns each unmasked group's survivors
     and signed sum, and the round's state (who missed a stage, the noise group size)."""
-    state = SecureRound(round_, {h: list(ids) for h, ids in asked.items()})
+    state = SecureRound.start(job, asked, round_)
     plan(job, state, gather(job, channel, Kind.SECAGG_ADVERTISE, state), dims)
     _send_each(channel, state, {h: neighbours_for(state, h) for h in state.hosts})
     shares = gather(job, channel, Kind.SECAGG_SHARES, state)

@@ -20,6 +20,8 @@ from privfl.crypto import shamir
 from privfl.errors import ProtocolError
 from privfl.learning import secagg
 from privfl.learning.secure_round import network_context
+from privfl.parties.horizontal import advert_tags
+from privfl.parties.horizontal.advert_tags import HostKeys
 from privfl.protocol import secagg_messages as wire
 from privfl.protocol.channel import Channel, Envelope
 from privfl.protocol.messages import Kind, Message
@@ -37,17 +39,24 @@ class HostRound:
     dims: int
     states: dict[int, secagg.ClientState]
     secagg_group: int  # the job's: 0 means one group of every advertiser
+    keys: HostKeys  # to tag our adverts and check the others' (advert_tags.py)
     noise_group: int = 0
     masked: list[int] = field(default_factory=list)
 
     @classmethod
     def start(
-        cls, round_: int, session: str, dims: int, clients: list[int], secagg_group: int
+        cls,
+        round_: int,
+        session: str,
+        dims: int,
+        clients: list[int],
+        secagg_group: int,
+        keys: HostKeys,
     ) -> HostRound:
         """Fresh keys and seeds (OS CSPRNG) for each of ``clients``; the context is set
         once the aggregator names each client's group."""
         states = {c: secagg.ClientState(c, b"", dims) for c in clients}
-        return cls(round_, session, dims, states, secagg_group)
+        return cls(round_, session, dims, states, secagg_group, keys)
 
 
 def _key(blob: bytes, index: int) -> bytes:
@@ -55,12 +64,36 @@ def _key(blob: bytes, index: int) -> bytes:
 
 
 def advertise_all(host: HostRound) -> wire.SecAdvertise:
-    """Stage 1: every client's two public keys."""
+    """Stage 1: every client's two public keys, tagged for every other client host."""
     ads = [secagg.advertise(s) for s in host.states.values()]
     ids = np.array([a.client for a in ads], dtype=np.int64)
-    return wire.SecAdvertise(
-        host.round, ids, b"".join(a.c_public for a in ads), b"".join(a.s_public for a in ads)
-    )
+    c_keys = b"".join(a.c_public for a in ads)
+    s_keys = b"".join(a.s_public for a in ads)
+    covered = advert_tags.digest(host.session, host.round, host.keys.me, ids, c_keys + s_keys)
+    tags = advert_tags.tags_for(host.keys, host.session, host.round, covered)
+    return wire.SecAdvertise(host.round, ids, c_keys, s_keys, tags)
+
+
+def _verified_keys(host: HostRound, body: wire.SecNeighbours) -> dict[int, secagg.Advertise]:
+    """Every key the aggregator forwarded, each advert's tag checked first, and our own."""
+    known = {c: secagg.Advertise(c, s.c_key.public, s.s_key.public) for c, s in host.states.items()}
+    at = 0
+    order = host.keys.order
+    for h, (index, size) in enumerate(zip(body.hosts.tolist(), body.sizes.tolist(), strict=True)):
+        if index >= len(order):
+            raise secagg.SecAggAborted(f"an advert of client host #{index}, not in the job")
+        ids = body.advertised[at : at + size]
+        c_keys = body.c_keys[at * wire.KEY_BYTES : (at + size) * wire.KEY_BYTES]
+        s_keys = body.s_keys[at * wire.KEY_BYTES : (at + size) * wire.KEY_BYTES]
+        covered = advert_tags.digest(host.session, host.round, order[index], ids, c_keys + s_keys)
+        tag = body.tags[h * wire.TAG_BYTES : (h + 1) * wire.TAG_BYTES]
+        advert_tags.check(host.keys, order[index], host.session, host.round, covered, tag)
+        for n, j in enumerate(ids.tolist()):
+            if j in known:
+                raise secagg.SecAggAborted(f"client {j} advertised twice")
+            known[j] = secagg.Advertise(j, _key(c_keys, n), _key(s_keys, n))
+        at += size
+    return known
 
 
 def _check_group(host: HostRound, client: int, members: int, degree: int, threshold: int) -> None:
@@ -90,6 +123,7 @@ def share_all(host: HostRound, body: wire.SecNeighbours) -> wire.SecShares:
             f"neighbours for clients {sorted(set(named) - set(host.states))} "
             "this host did not advertise"
         )
+    known = _verified_keys(host, body)
     host.states = {c: host.states[c] for c in named}
     host.noise_group = body.noise_group
     sealed: list[secagg.SealedShares] = []
@@ -97,13 +131,12 @@ def share_all(host: HostRound, body: wire.SecNeighbours) -> wire.SecShares:
     for i, client in enumerate(named):
         degree = int(body.degrees[i])
         near = body.neighbours[at : at + degree].tolist()
-        ads = [
-            secagg.Advertise(j, _key(body.c_keys, at + n), _key(body.s_keys, at + n))
-            for n, j in enumerate(near)
-        ]
         at += degree
         if client in near or len(set(near)) != degree:
             raise secagg.SecAggAborted(f"client {client}: its neighbour list repeats or names it")
+        if not set(near) <= set(known):
+            raise secagg.SecAggAborted(f"client {client}: a neighbour without a tagged advert")
+        ads = [known[j] for j in near]
         _check_group(host, client, int(body.members[i]), degree, int(body.thresholds[i]))
         state = host.states[client]
         state.context = network_context(host.session, host.round, int(body.groups[i]))

@@ -107,8 +107,9 @@ def test_a_host_refuses_neighbours_for_a_client_it_did_not_advertise(
     # Prepare: the aggregator's side played by hand, naming client 9 to clients-1.
     job = job_of([2])
     one = np.ones(1, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
     bad = SecNeighbours(
-        ROUND, one * 9, one * 0, one * 2, one, one, one * 0, bytes(32), bytes(32), 2
+        ROUND, one * 9, one * 0, one * 2, one, one, one * 0, none, none, none, b"", b"", b"", 2
     )
     with network(job) as net, caplog.at_level(logging.ERROR):
         net.host("clients-1", inputs_of(job))

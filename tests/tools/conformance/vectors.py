@@ -281,14 +281,36 @@ def _secagg_messages() -> list[tuple[str, str, str, int, Message]]:
     sealed = bytes(range(wire.SEALED_BYTES)) * 2
     masked = np.array([[1, 2**32 - 1, 7], [0, 5, 2**31]], dtype=np.uint32)
     share = bytes(SHARE_BYTES - 1) + b"\x05"
+    tag = bytes(range(64, 96))  # for the one other client host
     return [
-        ("secagg_advertise", "clients-1", "aggregator", 1, wire.SecAdvertise(1, ids, keys, keys)),
+        (
+            "secagg_advertise",
+            "clients-1",
+            "aggregator",
+            1,
+            wire.SecAdvertise(1, ids, keys, keys, tag),
+        ),
         (
             "secagg_neighbours",
             "aggregator",
             "clients-1",
             1,
-            wire.SecNeighbours(1, ids, ones * 0, two, ones, ones, ids[::-1].copy(), keys, keys, 2),
+            wire.SecNeighbours(
+                1,
+                ids,
+                ones * 0,
+                two * 2,
+                two,
+                two,
+                np.array([4, 5, 5, 4], dtype=np.int64),
+                np.array([1], dtype=np.int64),
+                np.array([2], dtype=np.int64),
+                ids + 2,
+                keys,
+                keys,
+                tag,
+                4,
+            ),
         ),
         (
             "secagg_shares",
