@@ -173,7 +173,7 @@ class KeyPair:
         return cls.of(secrets.token_bytes(KEY_BYTES))
 
 
-@dataclass
+@dataclass(slots=True)
 class ClientState:
     """One client's round: its secrets, its neighbours' keys and the shares it holds."""
 
@@ -185,8 +185,10 @@ class ClientState:
     seed: bytes = field(default_factory=lambda: secrets.token_bytes(SEED_BYTES))
     neighbours: dict[int, Advertise] = field(default_factory=dict)
     threshold: int = 0
-    held: dict[int, tuple[int, int]] = field(default_factory=dict)  # sender → (seed, key) shares
-    # one AEAD per neighbour, agreed once: it seals this client's shares and opens theirs
+    # sender → its shares held here; two dicts of ints (no tuple per sender to allocate)
+    seed_held: dict[int, int] = field(default_factory=dict)
+    key_held: dict[int, int] = field(default_factory=dict)
+    # one AEAD per neighbour, agreed in stage 2: it seals this client's shares and opens theirs
     seal_boxes: dict[int, ChaCha20Poly1305] = field(default_factory=dict)
     stage: int = 1
 
@@ -207,53 +209,60 @@ def share_keys(
 ) -> list[SealedShares]:
     """Stage 2: Shamir shares of the seed and the ``s`` key, one sealed pair per neighbour."""
     state.advance(2)
-    state.neighbours = {a.client: a for a in neighbours if a.client != state.me}
+    me = state.me
+    state.neighbours = {a.client: a for a in neighbours if a.client != me}
     if not 1 <= threshold <= len(state.neighbours):
-        raise SecAggAborted(f"client {state.me}: threshold {threshold} with too few neighbours")
+        raise SecAggAborted(f"client {me}: threshold {threshold} with too few neighbours")
     state.threshold = threshold
     points = [j + 1 for j in state.neighbours]
     secrets_ = [int.from_bytes(state.seed, "big"), int.from_bytes(state.s_key.secret, "big")]
     seed_shares, key_shares = shamir.split_many(secrets_, threshold, points)
-    nonce = _nonce(state.me)
+    nonce, mine, c_secret = _nonce(me), me.to_bytes(8, "big"), state.c_key.secret
     sealed = []
     for (j, adv), b_share, s_share in zip(
         state.neighbours.items(), seed_shares, key_shares, strict=True
     ):
-        plain = shamir.to_bytes(b_share) + shamir.to_bytes(s_share)
-        ciphertext = _seal_box(state, adv).encrypt(nonce, plain, _ad(state, state.me, j))
-        sealed.append(SealedShares(state.me, j, ciphertext))
+        # the associated data of this client's seal (me → j) and of j's (j → me); the
+        # pair's context is the lower → higher one
+        theirs = j.to_bytes(8, "big")
+        out, back = _ad(state.context, mine, theirs), _ad(state.context, theirs, mine)
+        key = derive(agree(c_secret, adv.c_public, j), b"share seal", out if me < j else back)
+        box = state.seal_boxes[j] = ChaCha20Poly1305(key)
+        plain = b_share.to_bytes(shamir.SHARE_BYTES, "big") + s_share.to_bytes(
+            shamir.SHARE_BYTES, "big"
+        )
+        sealed.append(SealedShares(me, j, box.encrypt(nonce, plain, out)))
     return sealed
 
 
 def masked_input(state: ClientState, shares: Iterable[SealedShares], x: np.ndarray) -> np.ndarray:
     """Stage 3: keep the neighbours' shares, return ``x`` plus the self and pairwise masks."""
     state.advance(3)
+    me, mine, width = state.me, state.me.to_bytes(8, "big"), shamir.SHARE_BYTES
     for msg in shares:
-        adv = state.neighbours.get(msg.sender)
-        if adv is None or msg.receiver != state.me or msg.sender in state.held:
-            raise SecAggAborted(f"client {state.me}: shares from a non-neighbour or twice")
+        j = msg.sender
+        box = state.seal_boxes.get(j)  # one per neighbour since stage 2
+        if box is None or msg.receiver != me or j in state.seed_held:
+            raise SecAggAborted(f"client {me}: shares from a non-neighbour or twice")
         try:
-            plain = _seal_box(state, adv).decrypt(
-                _nonce(msg.sender), msg.ciphertext, _ad(state, msg.sender, state.me)
+            plain = box.decrypt(
+                _nonce(j), msg.ciphertext, _ad(state.context, j.to_bytes(8, "big"), mine)
             )
         except InvalidTag as exc:
-            raise SecAggAborted(
-                f"client {state.me}: shares from {msg.sender} fail to open"
-            ) from exc
-        w = shamir.SHARE_BYTES
-        state.held[msg.sender] = (shamir.from_bytes(plain[:w]), shamir.from_bytes(plain[w:]))
+            raise SecAggAborted(f"client {me}: shares from {j} fail to open") from exc
+        state.seed_held[j] = shamir.from_bytes(plain[:width])
+        state.key_held[j] = shamir.from_bytes(plain[width:])
     values = np.asarray(x)
     if values.shape != (state.dims,):
-        raise SecAggAborted(
-            f"client {state.me}: input of shape {values.shape}, not ({state.dims},)"
-        )
+        raise SecAggAborted(f"client {me}: input of shape {values.shape}, not ({state.dims},)")
     streams = Keystreams(state.dims)
     y: np.ndarray = values.astype(np.int64, copy=False).astype(np.uint32)  # wraps mod 2^32
     y += streams(derive(state.seed, b"self mask", state.context))
-    for j in state.held:  # only neighbours that shared: the others' masks could not be removed
-        secret = agree(state.s_key.secret, state.neighbours[j].s_public, j)
-        mask = streams(derive(secret, b"pair mask", pair_context(state.context, state.me, j)))
-        if state.me < j:  # in place: a client adds k streams of d words
+    s_secret = state.s_key.secret
+    for j in state.seed_held:  # only neighbours that shared: the others' masks could not be removed
+        secret = agree(s_secret, state.neighbours[j].s_public, j)
+        mask = streams(derive(secret, b"pair mask", pair_context(state.context, me, j)))
+        if me < j:  # in place: a client adds k streams of d words
             y += mask
         else:
             y -= mask
@@ -267,8 +276,8 @@ def unmask(state: ClientState, survivors: Iterable[int]) -> UnmaskReply:
     alive = survivors if isinstance(survivors, (set, frozenset)) else set(survivors)
     if state.me not in alive:
         raise SecAggAborted(f"client {state.me}: named as dropped but asked to unmask")
-    seeds = {j: s for j, (s, _) in state.held.items() if j in alive}
-    keys = {j: k for j, (_, k) in state.held.items() if j not in alive}
+    seeds = {j: s for j, s in state.seed_held.items() if j in alive}
+    keys = {j: k for j, k in state.key_held.items() if j not in alive}
     return UnmaskReply(state.me, seeds, keys)
 
 
@@ -290,20 +299,13 @@ def agree(secret: bytes, public: bytes, whose: int) -> bytes:
         ) from exc
 
 
-def _seal_box(state: ClientState, adv: Advertise) -> ChaCha20Poly1305:
-    if adv.client not in state.seal_boxes:
-        secret = agree(state.c_key.secret, adv.c_public, adv.client)
-        context = pair_context(state.context, state.me, adv.client)
-        state.seal_boxes[adv.client] = ChaCha20Poly1305(derive(secret, b"share seal", context))
-    return state.seal_boxes[adv.client]
-
-
 def _nonce(sender: int) -> bytes:
     return sender.to_bytes(12, "big")  # each key seals once per direction: sender is unique
 
 
-def _ad(state: ClientState, sender: int, receiver: int) -> bytes:
-    return state.context + sender.to_bytes(8, "big") + receiver.to_bytes(8, "big")
+def _ad(context: bytes, sender: bytes, receiver: bytes) -> bytes:
+    """A seal's associated data: the round's context, then sender and receiver (8 bytes)."""
+    return context + sender + receiver
 
 
 # ---------------------------------------------------------------- the aggregator

@@ -91,7 +91,9 @@ def client_input(
     update: torch.Tensor, bound: float, noise_multiplier: float, group: int, source: NoiseSource
 ) -> np.ndarray:
     """A client's secure-aggregation input: its quantized update plus its Skellam share."""
-    values = update.double().cpu().numpy()
+    # float32 as it is (client_share divides in float64, exactly): no float64 copy first
+    plain = update.detach().cpu()
+    values = (plain if plain.dtype in (torch.float32, torch.float64) else plain.double()).numpy()
     variance = skellam.client_variance(noise_multiplier, values.size, group)
     return skellam.client_share(values, bound, variance, source)
 

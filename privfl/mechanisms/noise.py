@@ -71,12 +71,23 @@ def randomized_round(x: np.ndarray, grid: float, rng: np.random.Generator) -> np
     return round_by(x, grid, rng.random(np.shape(x)))
 
 
-def round_by(x: np.ndarray, grid: float, uniforms: np.ndarray) -> np.ndarray:
-    """:func:`randomized_round` with its uniforms in ``[0, 1)`` given, one per value."""
-    y = np.asarray(x, dtype=np.float64) / grid
+def round_by(
+    x: np.ndarray, grid: float, uniforms: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    """:func:`randomized_round` with its uniforms in ``[0, 1)`` given, one per value:
+    ``⌊x/grid⌋``, plus one where the uniform is below the fraction. Written into the int64
+    ``out`` when given (its values are overwritten), with two float64 temporaries in all
+    (the skellam client's share rounds this way into its own output)."""
+    y = np.divide(x, grid, dtype=np.float64)  # x as float64 (exact from float32), / grid
     low = np.floor(y)
-    up = uniforms < (y - low)
-    return (low + up).astype(np.int64)
+    y -= low
+    np.less(uniforms, y, out=y)  # the fraction's place now holds the 0/1 to add
+    low += y
+    if out is None:
+        rounded: np.ndarray = low.astype(np.int64)
+        return rounded
+    np.copyto(out, low, casting="unsafe")  # integers below 2^53: exact
+    return out
 
 
 def unit_grid(scale: float) -> float:

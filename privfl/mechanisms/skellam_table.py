@@ -56,7 +56,7 @@ class SkellamTable:
 
     offset: int
     bounds: np.ndarray  # uint64 cumulative counts (of 2^64) up to each index but the last
-    guide: np.ndarray  # uint64 per guide bucket: candidate << shift | the gate's low bits
+    guide: np.ndarray  # uint64 per guide bucket: candidate << shift + 2^shift − its gate
     shift: np.uint64  # u >> shift is u's guide bucket
     left_out: float  # probability of the outcomes without a count
 
@@ -166,31 +166,31 @@ def draw(tab: SkellamTable, size: int, rng: np.random.Generator) -> np.ndarray:
 def lookup(tab: SkellamTable, words: np.ndarray) -> np.ndarray:
     """The values whose cumulative intervals hold the uint64 ``words``."""
     scratch = words >> tab.shift  # each word's guide bucket, then its low bits
-    entry = np.take(tab.guide, scratch.view(np.int64))  # np.take: faster than a[...] here
-    low = _ALL_ONES >> np.uint64(64 - int(tab.shift))
-    np.bitwise_and(words, low, out=scratch)
-    index = entry >> tab.shift  # the candidate; the next index when u's low bits pass the gate
-    entry &= low  # the bucket's gate
-    # candidate + (low bits ≥ gate), as candidate + 1 − borrow: both operands are below
-    # 2^shift ≤ 2^63, so the uint64 difference wraps (top bit set) exactly when below.
-    # Three in-place integer passes instead of a comparison and a bool-to-uint64 add.
-    scratch -= entry
-    scratch >>= np.uint64(63)
-    index -= scratch  # one less than the index; the + 1 rides on the offset below
+    # np.take, and with mode="wrap": a bucket is below the guide's 2^bits entries, so
+    # nothing wraps and the bounds check is skipped (24 against 34 µs for a[...] here)
+    index = np.take(tab.guide, scratch.view(np.int64), mode="wrap")
+    np.bitwise_and(words, _ALL_ONES >> np.uint64(64 - int(tab.shift)), out=scratch)
+    # entry + low bits = candidate·2^shift + (2^shift − gate + low bits): the top bits are
+    # the candidate, plus one exactly when the low bits reach the gate (see _guided). Two
+    # in-place integer passes instead of a comparison and a bool-to-uint64 add.
+    index += scratch
+    index >>= tab.shift
     search = np.flatnonzero(index >= tab.bounds.size)
     if search.size:
-        index[search] = np.searchsorted(tab.bounds, words[search], side="right") - 1
+        index[search] = np.searchsorted(tab.bounds, words[search], side="right")
     result: np.ndarray = index.view(np.int64)
-    result += tab.offset + 1
+    result += tab.offset
     return result
 
 
 def _guided(bounds: np.ndarray, offset: int, left_out: float) -> SkellamTable:
     """Guide buckets over the top bits of u, one word each: the bucket's candidate index
-    in the top bits, and in the low bits the one bound inside it (u's low bits at or
-    above it: the next index). A bucket with no bound inside stores the index before
-    its own and a gate of 0; the tails' buckets, holding several bounds, and the top
-    one store an index past the table: those words take a binary search."""
+    ``c`` and the one bound inside it, its low bits ``g`` (u's low bits at or above it:
+    the next index), stored as ``c·2^shift + (2^shift − g)``, so that adding u's low bits
+    carries into the candidate exactly when they reach ``g``. A bucket with no bound
+    inside stores the index before its own and ``g = 0``; the tails' buckets, holding
+    several bounds, and the top one store an index past the table and ``g = 2^shift``
+    (never reached): those words take a binary search."""
     bits = max(8, bounds.size.bit_length() + 1)  # 2^bits − 1 lies past every index
     shift = np.uint64(64 - bits)
     starts = np.arange(2**bits, dtype=np.uint64) << shift
@@ -200,8 +200,9 @@ def _guided(bounds: np.ndarray, offset: int, left_out: float) -> SkellamTable:
     none = (last == first) & (first > 0)
     one = (last == first + 1) & (first < bounds.size)
     candidate = np.where(none, first - 1, np.where(one, first, 2**bits - 1))
-    gate = np.where(one, inside, 0).astype(np.uint64)
-    guide = (candidate.astype(np.uint64) << shift) | gate
+    span = np.uint64(1) << shift
+    gate = np.where(one, inside, np.where(none, np.uint64(0), span)).astype(np.uint64)
+    guide = (candidate.astype(np.uint64) << shift) + (span - gate)
     return SkellamTable(offset, bounds, guide, shift, left_out)
 
 

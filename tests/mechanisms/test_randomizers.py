@@ -16,6 +16,7 @@ from privfl.mechanisms.noise import (
     laplace_release,
     private_source,
     randomized_round,
+    round_by,
     seeded_source,
     unit_grid,
 )
@@ -44,6 +45,24 @@ def test_randomized_rounding_is_unbiased_and_stays_in_range() -> None:
     assert set(np.unique(n)) == {1, 2}
     assert (n * 0.25).mean() == pytest.approx(0.3, abs=0.003)
     assert np.abs(randomized_round(np.array([-1.0, 1.0]), 2**-10, rng)).max() == 2**10
+
+
+def test_round_by_known_answers_in_place_and_from_float32() -> None:
+    # x/grid = 1.25, −1.25, 3.0, −0.5: floor 1, −2, 3, −1 and fractions .25, .75, 0, .5;
+    # a uniform below the fraction rounds up (0.2 < .25, 0.75 is not < .75, 0 is not < 0)
+    x = np.array([0.3125, -0.3125, 0.75, -0.125])
+    uniforms = np.array([0.2, 0.75, 0.0, 0.4999999999999999])
+    expected = np.array([2, -2, 3, 0])
+    assert np.array_equal(round_by(x, 0.25, uniforms), expected)
+    out = np.full(4, 99, dtype=np.int64)
+    assert round_by(x, 0.25, uniforms, out=out) is out
+    assert np.array_equal(out, expected)
+    # float32 input divides in float64: the same integers as its float64 copy
+    x32 = np.random.default_rng(0).normal(size=1000).astype(np.float32)
+    u = np.random.default_rng(1).random(1000)
+    assert np.array_equal(
+        round_by(x32, 2**-7 / 3, u), round_by(x32.astype(np.float64), 2**-7 / 3, u)
+    )
 
 
 def test_laplace_release_is_on_its_grid_and_unbiased() -> None:
