@@ -169,3 +169,17 @@ def test_shares_that_rebuild_no_secret_abort() -> None:
     # two shares of a line through 2^200 at x = 0: no 16-byte seed
     with pytest.raises(secagg.SecAggAborted, match="rebuild no 16-byte secret"):
         secagg._rebuild(server, [(1, 2**200 + 1), (2, 2**200 + 2)], 3, secagg.SEED_BYTES)
+
+
+def test_a_mask_stream_is_aes_256_ctr_from_a_zero_counter() -> None:
+    # known answer: cryptography's public Cipher path over zeros, and the fallback the
+    # module takes where its direct context constructor is missing
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    key = bytes(range(32))
+    reference = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(4 * 37))
+    streams = secagg.Keystreams(37)
+    assert streams(key).tobytes() == reference
+    assert secagg.prg(bytes(32), 37).tobytes() != reference  # another key, another stream
+    fallback = secagg._cipher_ctx(algorithms.AES(key), modes.CTR(bytes(16)))
+    assert fallback.update(bytes(4 * 37)) == reference
