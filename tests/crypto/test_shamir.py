@@ -100,3 +100,18 @@ def test_split_many_is_each_polynomial_evaluated_plainly(monkeypatch: pytest.Mon
 def test_split_many_refuses_what_split_refuses() -> None:
     with pytest.raises(ValueError, match="secret must lie"):
         shamir.split_many([1, shamir.PRIME], 2, [1, 2])
+
+
+def test_the_batched_inverses_are_the_inverses_mod_p() -> None:
+    # Montgomery's trick against pow(·, −1, p), value by value; negative and full-width too
+    values = [3, -5, 7, 2**520, shamir.PRIME - 1, -(10**50)]
+    inverses = shamir._invert_all(values)
+    assert [int(v) for v in inverses] == [pow(v, -1, shamir.PRIME) for v in values]
+    assert all(v * int(inv) % shamir.PRIME == 1 for v, inv in zip(values, inverses, strict=True))
+
+
+def test_a_known_polynomial_rebuilds_at_zero() -> None:
+    # f(x) = 42 + 5x + 7x² mod p at x = 2, 9, 1000: any three give f(0) = 42
+    shares = [(x, (42 + 5 * x + 7 * x * x) % shamir.PRIME) for x in (2, 9, 1000)]
+    assert shamir.combine(shares) == 42
+    assert shamir.combine(shares[::-1]) == 42
