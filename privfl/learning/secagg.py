@@ -438,7 +438,7 @@ def run_round(
     gone = set(dropped)
     for i, c in clients.items():
         if i not in gone:
-            server.masked[i] = masked_input(c, inbox.get(i, []), inputs[i])
+            server.masked[i] = masked_input(c, inbox.pop(i, []), inputs[i])  # freed as read
     survivors = frozenset(server.masked)
     replies = [unmask(clients[i], survivors) for i in server.masked]
     middle = time.process_time()
