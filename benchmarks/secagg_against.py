@@ -7,8 +7,9 @@ plaintext round, then feeds its updates, in turn, to
 ``git show``, loaded beside this checkout's) and to this checkout's secure round:
 quantizing, Skellam share (z = 1), SecAgg+ with ``--dropout`` of the clients vanishing
 after sharing their keys; ``--repeats`` times, each with its own plaintext round, and
-the ratios' median and range at the end. Every unmasked sum is checked exact. On a
-loaded machine only the figures of one run compare.
+the ratios' median and range at the end. Every unmasked sum is checked exact. With
+``--big N``, then ``secagg_bench.py``'s unmasking round of N random-input clients under
+each code, alternating. On a loaded machine only the figures of one run compare.
 
     python benchmarks/secagg_against.py --against main --clients 1000 --rows 256 --epochs 5
 """
@@ -27,7 +28,7 @@ from types import ModuleType
 
 import numpy as np
 import torch
-from secagg_bench import workload  # this folder is the script's first import path
+from secagg_bench import unmasking, workload  # this folder is the script's first import path
 
 from privfl.learning import fedavg as engine
 from privfl.learning import secagg
@@ -114,6 +115,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--big", type=int, default=0, help="then the bench's unmasking round of this many clients"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as folder:
@@ -145,6 +149,13 @@ def main() -> None:
             f"{name}: (plaintext + extra) / plaintext, median {np.median(values):.2f}x, "
             f"range {min(values):.2f}x to {max(values):.2f}x over {len(values)} repeats"
         )
+    # each code twice, the other's runs around this checkout's (the first run of a
+    # process also pays for its fresh memory)
+    for name in (args.against, "this checkout", "this checkout", args.against)[
+        : 4 * (args.big > 0)
+    ]:
+        print(f"{name}: ", end="")
+        unmasking(args.big, setup.dims, args.dropout, variants[name][1])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -85,19 +86,21 @@ def main() -> None:
         unmasking(args.big, setup.dims, args.dropout)
 
 
-def unmasking(clients: int, dims: int, dropout: float) -> None:
-    """A SecAgg+ round of ``clients`` random inputs: the aggregator's unmasking CPU."""
+def unmasking(clients: int, dims: int, dropout: float, rounds: ModuleType = secagg) -> None:
+    """A SecAgg+ round of ``clients`` random inputs: the aggregator's unmasking CPU
+    (``rounds``: the SecAgg+ module to run, this checkout's by default)."""
     rng = np.random.default_rng(0)
     big = {c: rng.integers(-(2**16), 2**16, dims) for c in range(clients)}
     gone = set(range(0, clients, round(1 / dropout))) if dropout else set()
     cpu = {}
     wall = time.perf_counter()
-    secagg.run_round(big, b"bench-big", gone, cpu)
+    rounds.run_round(big, b"bench-big", gone, cpu)
     print(
         f"{clients} clients ({len(gone)} dropped): clients' stages "
         f"{cpu['clients_and_routing']:.1f} CPU s in all, "
-        f"aggregator's unmasking {cpu['unmasking']:.1f} CPU s "
-        f"(whole run {time.perf_counter() - wall:.0f} s wall)"
+        f"aggregator's unmasking {cpu['unmasking']:.2f} CPU s "
+        f"(whole run {time.perf_counter() - wall:.0f} s wall)",
+        flush=True,
     )
 
 
