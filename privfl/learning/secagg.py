@@ -203,8 +203,9 @@ class ClientState:
     seed: bytes = field(default_factory=lambda: secrets.token_bytes(SEED_BYTES))
     neighbours: dict[int, Advertise] = field(default_factory=dict)
     threshold: int = 0
-    # sender → its shares held here; two dicts of ints (no tuple per sender to allocate)
-    seed_held: dict[int, int] = field(default_factory=dict)
+    # sender → its share of the seed, and of the key, held here (two dicts of ints: no
+    # tuple per sender to allocate); ``held`` names the neighbours that shared
+    held: dict[int, int] = field(default_factory=dict)
     key_held: dict[int, int] = field(default_factory=dict)
     # one AEAD per neighbour, agreed in stage 2: it seals this client's shares and opens theirs
     seal_boxes: dict[int, ChaCha20Poly1305] = field(default_factory=dict)
@@ -260,7 +261,7 @@ def masked_input(state: ClientState, shares: Iterable[SealedShares], x: np.ndarr
     for msg in shares:
         j = msg.sender
         box = state.seal_boxes.get(j)  # one per neighbour since stage 2
-        if box is None or msg.receiver != me or j in state.seed_held:
+        if box is None or msg.receiver != me or j in state.held:
             raise SecAggAborted(f"client {me}: shares from a non-neighbour or twice")
         try:
             plain = box.decrypt(
@@ -268,7 +269,7 @@ def masked_input(state: ClientState, shares: Iterable[SealedShares], x: np.ndarr
             )
         except InvalidTag as exc:
             raise SecAggAborted(f"client {me}: shares from {j} fail to open") from exc
-        state.seed_held[j] = shamir.from_bytes(plain[:width])
+        state.held[j] = shamir.from_bytes(plain[:width])
         state.key_held[j] = shamir.from_bytes(plain[width:])
     values = np.asarray(x)
     if values.shape != (state.dims,):
@@ -277,7 +278,7 @@ def masked_input(state: ClientState, shares: Iterable[SealedShares], x: np.ndarr
     y: np.ndarray = values.astype(np.int64, copy=False).astype(np.uint32)  # wraps mod 2^32
     y += streams(derive(state.seed, b"self mask", state.context))
     s_secret = state.s_key.secret
-    for j in state.seed_held:  # only neighbours that shared: the others' masks could not be removed
+    for j in state.held:  # only neighbours that shared: the others' masks could not be removed
         secret = agree(s_secret, state.neighbours[j].s_public, j)
         mask = streams(derive(secret, b"pair mask", pair_context(state.context, me, j)))
         if me < j:  # in place: a client adds k streams of d words
@@ -294,7 +295,7 @@ def unmask(state: ClientState, survivors: Iterable[int]) -> UnmaskReply:
     alive = survivors if isinstance(survivors, (set, frozenset)) else set(survivors)
     if state.me not in alive:
         raise SecAggAborted(f"client {state.me}: named as dropped but asked to unmask")
-    seeds = {j: s for j, s in state.seed_held.items() if j in alive}
+    seeds = {j: s for j, s in state.held.items() if j in alive}
     keys = {j: k for j, k in state.key_held.items() if j not in alive}
     return UnmaskReply(state.me, seeds, keys)
 
