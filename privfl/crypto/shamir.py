@@ -6,8 +6,8 @@ holder is the polynomial at its nonzero point ``x``. Any ``t`` shares give the s
 by Lagrange interpolation at 0; ``t − 1`` shares are uniformly distributed whatever
 the secret (information-theoretic hiding). Coefficients come from :mod:`secrets`.
 
-The field is the Mersenne prime 2^521 − 1, so 256-bit keys fit in one element and the
-reduction is Python's big-integer ``%``. No library fit here: pycryptodome's Shamir
+The field is the Mersenne prime 2^521 − 1, so 256-bit keys fit in one element; a split
+reduces with Python's big-integer ``%``, a rebuild in gmpy2's arithmetic. No library fit here: pycryptodome's Shamir
 takes 16-byte secrets only (and is not a dependency), the ``secretsharing`` packages
 are unmaintained.
 """
