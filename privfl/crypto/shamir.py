@@ -7,9 +7,9 @@ by Lagrange interpolation at 0; ``t − 1`` shares are uniformly distributed wha
 the secret (information-theoretic hiding). Coefficients come from :mod:`secrets`.
 
 The field is the Mersenne prime 2^521 − 1, so 256-bit keys fit in one element; a split
-reduces with Python's big-integer ``%``, a rebuild in gmpy2's arithmetic. No library fit here: pycryptodome's Shamir
-takes 16-byte secrets only (and is not a dependency), the ``secretsharing`` packages
-are unmaintained.
+reduces with Python's big-integer ``%``, a rebuild in gmpy2's arithmetic. No library fit
+here: pycryptodome's Shamir takes 16-byte secrets only (and is not a dependency), the
+``secretsharing`` packages are unmaintained.
 """
 
 from __future__ import annotations
