@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -86,17 +87,28 @@ def _cipher_ctx(algorithm: algorithms.AES, mode: modes.CTR) -> CipherContext:
     return Cipher(algorithm, mode).encryptor()
 
 
-try:
-    # what ``Cipher(AES(key), CTR).encryptor()`` calls, without the Cipher object: its ABC
-    # isinstance checks and the mode's nonce check (16 bytes: _CTR above) are all it adds,
-    # about a third of a stream's 9 µs set-up, and a client sets up k + 1 = 21 a round
-    from cryptography.hazmat.bindings._rust import openssl as _rust_openssl
+def _private_ctx() -> Callable[[algorithms.AES, modes.CTR], CipherContext]:
+    """What ``Cipher(AES(key), CTR).encryptor()`` calls, without the Cipher object: its ABC
+    isinstance checks and the mode's nonce check (16 bytes: _CTR above) are all it adds,
+    about a third of a stream's 9 µs set-up, and a client sets up k + 1 = 21 a round.
 
-    _create_ctx: Callable[[algorithms.AES, modes.CTR], CipherContext] = (
-        _rust_openssl.ciphers.create_encryption_ctx
-    )
-except (ImportError, AttributeError):  # pragma: no cover - another cryptography layout
-    _create_ctx = _cipher_ctx
+    The constructor lives in a private module of ``cryptography``: it is used only if it
+    exists, takes these arguments and gives the public path's keystream on a known key;
+    any other layout or behaviour falls back to the public path."""
+    try:
+        from cryptography.hazmat.bindings._rust import openssl as _rust_openssl
+
+        create = _rust_openssl.ciphers.create_encryption_ctx
+        probe = algorithms.AES(bytes(range(32)))
+        zeros = bytes(64)
+        if create(probe, _CTR).update(zeros) == _cipher_ctx(probe, _CTR).update(zeros):
+            return create
+    except Exception:  # any failure of the private path means: not this one
+        pass
+    return _cipher_ctx
+
+
+_create_ctx = _private_ctx()
 
 _COUNTER_ONE = (1).to_bytes(4, "big")  # SP 800-56C's counter for the first (only) block
 
@@ -343,12 +355,15 @@ class ServerState:
     masked: dict[int, np.ndarray] = field(default_factory=dict)
 
 
-def plan_graph(server: ServerState, adverts: Iterable[Advertise]) -> dict[int, list[Advertise]]:
-    """After stage 1: a random ring order (OS CSPRNG), the Harary graph and the threshold;
-    returns what each advertiser receives (its neighbours' public keys)."""
+def plan_graph(
+    server: ServerState, adverts: Iterable[Advertise], rng: random.Random | None = None
+) -> dict[int, list[Advertise]]:
+    """After stage 1: a random ring order (``rng``, by default the OS CSPRNG; a test may fix
+    it), the Harary graph and the threshold; returns what each advertiser receives (its
+    neighbours' public keys)."""
     server.adverts = {a.client: a for a in adverts}
     order = list(server.adverts)
-    secrets.SystemRandom().shuffle(order)
+    (rng or secrets.SystemRandom()).shuffle(order)
     k = neighbour_count(len(order))
     server.graph = ring_neighbours(order, k)
     server.threshold = threshold_for(k)
@@ -422,18 +437,20 @@ def run_round(
     context: bytes,
     dropped: Iterable[int] = (),
     cpu: dict[str, float] | None = None,
+    rng: random.Random | None = None,
 ) -> tuple[np.ndarray, list[int]]:
     """Every stage in one process: ``dropped`` clients vanish after sharing (before stage 3).
 
     Returns the signed sum of the survivors' inputs and the survivors. For tests,
     simulations and the benchmark; ``cpu`` (if given) receives the process CPU seconds of
-    the clients' stages and of the aggregator's unmasking.
+    the clients' stages and of the aggregator's unmasking; ``rng`` orders the ring
+    (:func:`plan_graph`).
     """
     start = time.process_time()
     dims = len(next(iter(inputs.values())))
     clients = {i: ClientState(i, context, dims) for i in inputs}
     server = ServerState(context, dims)
-    keys = plan_graph(server, [advertise(c) for c in clients.values()])
+    keys = plan_graph(server, [advertise(c) for c in clients.values()], rng)
     sealed = [m for i, c in clients.items() for m in share_keys(c, keys[i], server.threshold)]
     inbox = route_shares(server, sealed)
     gone = set(dropped)
