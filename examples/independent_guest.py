@@ -29,13 +29,13 @@ import rfc8785
 import zmq
 import zmq.auth
 
-VERSION = 4  # the envelope's protocol version (§4, §5.1)
+VERSION = 5  # the envelope's protocol version (§4, §5.1)
 LINK = struct.Struct(">2sBBQQII")
 CHUNK = 1 << 20
 SLOT, BOUND = 95, 88
 EXPECTED = {  # body fields of the kinds a guest receives (§6); * = defaulted
     "public_key": ["n", "bits", "*h_s", "*plan_commits"], "resume": ["completed"],
-    "plan_reveal": ["shares"], "audit_head": ["seq", "head"],
+    "plan_reveal": ["shares"], "audit_head": ["seq", "head", "*stage"],
     "batch": ["epoch", "batch", "n_batches", "indices"],
     "residual": ["epoch", "batch", "residual", "others"],
     "decrypted": ["epoch", "batch", "purpose", "values"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,8 @@ def test_every_message_is_audited_on_both_sides_without_its_payload(tmp_path: Pa
         size = sum(len(f) for f in sent.frames)
         out = {"direction": "sent", "peer": sent.receiver, "msg_id": header.msg_id, "size": size}
         into = {"direction": "received", "peer": sent.sender, "msg_id": header.msg_id, "size": size}
-        # an audit head goes best-effort: one sent at the close may find its peer gone
-        best_effort = header.kind == Kind.AUDIT_HEAD
-        ends = ((sent.sender, out),) if best_effort else ((sent.sender, out), (sent.receiver, into))
-        for name, want in ends:
+        # every message, audit heads too: the closing exchange waits for the last ones
+        for name, want in ((sent.sender, out), (sent.receiver, into)):
             match = [
                 r
                 for r in audits[name]
@@ -53,13 +52,13 @@ def test_every_message_is_audited_on_both_sides_without_its_payload(tmp_path: Pa
             assert len(match) == 1, (name, want)
             assert match[0]["kind"] == str(header.kind) and match[0]["round"] == header.round
     heads = [r for a in audits.values() for r in a if r["kind"] == "audit_head"]
-    received_heads = sum(r["direction"] == "received" for r in heads)
-    assert (
-        sum(len(a) for a in audits.values()) == 2 * len(hub.sent) - len(heads) + 2 * received_heads
-    )
-    assert received_heads and all(
-        set(r["anchor"]) == {"seq", "head"} for r in heads if r["direction"] == "received"
-    )
+    assert sum(len(a) for a in audits.values()) == 2 * len(hub.sent)
+    assert heads and all(set(r["anchor"]) <= {"seq", "head", "stage"} for r in heads)
+    # each party ends with a done and a last head to each peer it wrote to, both recorded
+    stages = Counter((r["direction"], r["anchor"].get("stage", 0)) for r in heads)
+    pairs = len(job.parties) * (len(job.parties) - 1)
+    assert stages[("sent", 1)] == stages[("received", 1)] == pairs
+    assert stages[("sent", 2)] == stages[("received", 2)] == pairs
     for name, records in audits.items():
         assert all(set(r) - {"anchor"} == FIELDS for r in records), name
         text = (tmp_path / name / FILE_NAME).read_text()

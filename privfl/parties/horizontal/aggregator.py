@@ -273,7 +273,7 @@ def run_aggregator(
                 )
             except PeerUnavailable:
                 log.warning("could not tell %s that the job finished", peer)
-        audit.anchor_all()
+        audit.settle()
         return summary
 
 

@@ -206,7 +206,7 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
         )
         with tell_hosts_on_refusal(inbox, hosts):
             rounds = serve_windows(job, inbox, outbox, aggregator, hosts)
-        audit.anchor_all()
+        audit.settle()
     return {"party": name, "rounds": rounds}
 
 
