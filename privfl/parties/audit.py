@@ -54,7 +54,7 @@ import json
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -147,13 +147,11 @@ class Teller(Protocol):
 
     def tell(self, peer: str, body: AuditHead) -> None: ...
 
-    def settle(self, done: Callable[[], bool]) -> bool: ...
+    def settle(self, done: Callable[[], bool], timeout: float | None = None) -> bool: ...
 
     def gone(self, peer: str) -> bool: ...
 
     def delivered(self, peer: str) -> bool: ...
-
-    def connected(self, peer: str) -> bool: ...
 
 
 class AuditLog:
@@ -177,6 +175,7 @@ class AuditLog:
         self._links = dict(links or {})
         self._sent: dict[str, int] = {}  # messages sent to each peer, audit heads aside
         self._heard: dict[str, int] = {}  # each peer that sent us heads: the highest stage
+        self._gone: set[str] = set()  # peers the closing exchange does not wait for
         self._channel: Teller | None = None
         self._channels: dict[str, Teller] = {}
         self._key = secrets.token_bytes(KEY_BYTES)  # this session's; never reused
@@ -238,18 +237,25 @@ class AuditLog:
         else:
             self._channels.update(dict.fromkeys(peers, channel))
 
-    def settle(self) -> list[str]:
+    def settle(self, *, gone: Collection[str] = (), timeout: float | None = None) -> list[str]:
         """The closing exchange, at the orderly end of our part of the session (module
         docstring): afterwards every peer still running has recorded our last head, and we
-        each peer's. Returns the peers the wait gave up on (stopped, or the job's timeout
-        without progress): our lines after the heads they recorded are anchored nowhere."""
-        missing: set[str] = set()
+        each peer's. ``gone``: peers known to have stopped (not waited for); ``timeout``:
+        each stage's window where a lost peer cannot be told (a listener's client hosts),
+        else the job's timeout without progress. Returns the peers the wait gave up on:
+        our lines after the heads they recorded are anchored nowhere."""
+        self._gone = set(gone)
         for stage in (HEAD_DONE, HEAD_LAST):
             for peer in sorted(self._sent):
                 self._send_head(peer, stage)
-            for channel, peers in self._by_channel():
-                if not channel.settle(partial(self._settled, channel, peers, stage)):
-                    missing |= {p for p in peers if not self._settled(channel, [p], stage)}
+            for channel in self._all_channels():
+                channel.settle(partial(self._settled, channel, stage), timeout)
+        missing = [
+            peer
+            for channel in self._all_channels()
+            for peer in self._waited_on(channel)
+            if self._heard[peer] < HEAD_LAST or not channel.delivered(peer)
+        ]
         if missing:
             log.warning(
                 "%s: %s did not record our last audit head: `privfl audit verify` will name "
@@ -259,29 +265,27 @@ class AuditLog:
             )
         return sorted(missing)
 
-    def _by_channel(self) -> list[tuple[Teller, list[str]]]:
-        """The peers of the closing exchange (we wrote to them, or they sent us heads),
-        grouped by the channel that reaches them."""
-        grouped: dict[int, tuple[Teller, list[str]]] = {}
-        for peer in sorted({*self._sent, *self._heard}):
-            channel = self._channels.get(peer, self._channel)
-            if channel is not None:
-                grouped.setdefault(id(channel), (channel, []))[1].append(peer)
-        return list(grouped.values())
+    def _all_channels(self) -> list[Teller]:
+        channels = [self._channel, *self._channels.values()]
+        return list({id(c): c for c in channels if c is not None}.values())
 
-    def _settled(self, channel: Teller, peers: Iterable[str], stage: int) -> bool:
-        """Whether the wait of ``stage`` is over for every one of ``peers``."""
-        return all(self._peer_settled(channel, peer, stage) for peer in peers)
+    def _waited_on(self, channel: Teller) -> list[str]:
+        """The peers on ``channel`` we wait for: those that sent us heads so far. One that
+        sent none keeps no log (a conformance kit) or never writes to us (a client host to
+        the Shuffler, which waits for our heads itself)."""
+        return [p for p in sorted(self._heard) if self._channels.get(p, self._channel) is channel]
 
-    def _peer_settled(self, channel: Teller, peer: str, stage: int) -> bool:
-        if channel.gone(peer):
-            return True
-        if peer in self._heard:  # it keeps a log: its heads, and our last one read
-            theirs = self._heard[peer] >= stage
-            return theirs and (stage < HEAD_LAST or channel.delivered(peer))
-        # A peer that sends no heads (no log of its own, or it never writes to us, as a
-        # client host to the Shuffler): only our last head's ACK, while it is connected.
-        return stage < HEAD_LAST or channel.delivered(peer) or not channel.connected(peer)
+    def _settled(self, channel: Teller, stage: int) -> bool:
+        """Whether the wait of ``stage`` on ``channel`` is over: each peer's head of that
+        stage recorded and, at the last, every message we sent it ACKed (read, so
+        recorded); or the peer stopped. Asked again as heads arrive (a peer's first may
+        still have been on its way)."""
+        return all(
+            peer in self._gone
+            or channel.gone(peer)
+            or (self._heard[peer] >= stage and (stage < HEAD_LAST or channel.delivered(peer)))
+            for peer in self._waited_on(channel)
+        )
 
     def _send_head(self, peer: str, stage: int = 0) -> None:
         channel = self._channels.get(peer, self._channel)

@@ -453,21 +453,27 @@ class Channel:
 
     # --- the closing exchange (parties/audit.py) -----------------------------------
 
-    def settle(self, done: Callable[[], bool]) -> bool:
+    def settle(self, done: Callable[[], bool], timeout: float | None = None) -> bool:
         """Read until ``done()``, keeping what arrives (the observer records each message);
-        False after the job's timeout without a peer's progress. A peer's Abort or lost
-        connection ends nothing here: ``done`` asks :meth:`gone` about that peer."""
+        False after the job's timeout without a peer's progress, or after ``timeout`` (a
+        window). A peer's Abort or lost connection ends nothing here: ``done`` asks
+        :meth:`gone` about that peer."""
         began = time.monotonic()
-        while not done():
-            if time.monotonic() - max(began, self._advanced) > self.timeout:
-                return False
+        limit = self.timeout if timeout is None else timeout
+        while True:
             try:
+                self._drain()  # what waits already is read before ``done`` is asked
+                if done():
+                    return True
+                # patient without a window: a peer's advancing progress restarts the clock
+                since = max(began, self._advanced) if timeout is None else began
+                if time.monotonic() - since > limit:
+                    return False
                 env = self._receive(SETTLE_POLL_SECONDS)  # an ACK or a message: ask again
             except PeerAborted:
                 continue  # remembered: gone() says so
             if env is not None:
                 self._keep(env)
-        return True
 
     def gone(self, peer: str) -> bool:
         """Whether ``peer`` told us it stopped, or its connection is lost past the grace."""
@@ -483,11 +489,6 @@ class Channel:
         cannot tell): its channel read each, so its observer recorded each."""
         unacked: Callable[[str], int] | None = getattr(self.transport, "unacked_to", None)
         return unacked is None or unacked(peer) == 0
-
-    def connected(self, peer: str) -> bool:
-        """Whether our connection to ``peer`` is up (True where the transport cannot tell)."""
-        up: Callable[[str], bool] | None = getattr(self.transport, "connected", None)
-        return up is None or up(peer)
 
     def abort(self, peers: Iterable[str], error: BaseException) -> None:
         """Tell peers we stopped, so they fail fast instead of waiting out their timeout."""

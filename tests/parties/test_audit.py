@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,9 @@ from helpers import failures, memory_job, run_in_threads
 from privfl.parties.audit import FILE_NAME, GENESIS, AuditLog, line_hash, verify
 from privfl.parties.audit_links import link_digest, link_key
 from privfl.protocol import codec
+from privfl.protocol.channel import Channel
 from privfl.protocol.memory import InMemoryHub
-from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind
+from privfl.protocol.messages import HEAD_LAST, PROTOCOL, VERSION, Abort, Header, Kind, Progress
 
 FIELDS = {
     "time", "direction", "peer", "kind", "session", "round", "msg_id", "size", "key_id",
@@ -122,3 +124,41 @@ def test_a_line_cut_by_a_crash_stays_apart_and_the_chain_goes_on(tmp_path: Path)
     text = path.read_text().splitlines()
     assert len(text) == 4 and json.loads(text[2])["seq"] == 2
     assert json.loads(text[2])["prev"] == line_hash(text[1])
+
+
+def pair(tmp_path: Path, hub: InMemoryHub, name: str) -> tuple[AuditLog, Channel]:
+    """``name``'s audit log and channel on ``hub``, the log attached as the channel's."""
+    audit = AuditLog(tmp_path / name / FILE_NAME, party=name, session="s", job="j")
+    channel = Channel(hub.transport(name), session="s", timeout=30.0, observer=audit)
+    audit.attach(channel)
+    return audit, channel
+
+
+def test_the_closing_exchange_waits_for_the_peer_and_ends_when_it_stops(tmp_path: Path) -> None:
+    # Prepare: alice and bob each write to the other (a first head each goes along)
+    hub = InMemoryHub()
+    (alice, to_bob), (bob, to_alice) = pair(tmp_path, hub, "alice"), pair(tmp_path, hub, "bob")
+    to_bob.send("bob", Progress("training", 1, 2))
+    to_alice.send("alice", Progress("training", 1, 2))
+    missing: dict[str, list[str]] = {}
+    alice_waits = threading.Thread(target=lambda: missing.update(alice=alice.settle()))
+
+    # Act: alice closes first and must wait for bob; then bob closes, and later a peer
+    # that stopped (its Abort) ends alice's wait without its heads
+    alice_waits.start()
+    alice_waits.join(0.3)
+    waited = alice_waits.is_alive()
+    missing["bob"] = bob.settle()
+    alice_waits.join(30)
+    _, to_carol = pair(tmp_path, hub, "carol")
+    to_carol.send("alice", Progress("training", 1, 2))  # a head of carol's goes along
+    to_carol.abort(["alice"], RuntimeError("stopped"))
+    alone = alice.settle()
+
+    # Assert
+    assert waited and missing == {"alice": [], "bob": []}
+    for name, peer in (("alice", "bob"), ("bob", "alice")):
+        records = lines(tmp_path / name / FILE_NAME)
+        got = [r["anchor"] for r in records if r["peer"] == peer and "anchor" in r]
+        assert got[-1]["stage"] == HEAD_LAST, (name, got)
+    assert alone == ["carol"]

@@ -264,6 +264,7 @@ def run_aggregator(
             "dropped_hosts": sorted(roster.dropped),
         }
         summary = recorder.summary(ledger, stop_reason, extra)
+        untold = set()
         for peer in [*job.names("clients"), *([shuffler] if shuffler else [])]:
             try:
                 channel.send(
@@ -273,7 +274,10 @@ def run_aggregator(
                 )
             except PeerUnavailable:
                 log.warning("could not tell %s that the job finished", peer)
-        audit.settle()
+                untold.add(peer)
+        # A listener cannot tell that a client host left: those it could not reach, or
+        # dropped, are not waited for; one that left unseen, only for a round's window.
+        audit.settle(gone=untold | roster.dropped, timeout=job.config.round_timeout)
         return summary
 
 
