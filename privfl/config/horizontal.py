@@ -202,11 +202,13 @@ class HflConfig:
 
 
 def check_networked(config: HflConfig) -> None:
-    """Refuse what the networked roles do not run yet (secure aggregation: in-process only)."""
+    """Refuse what the networked roles do not run yet (the bound check inside secure
+    aggregation: in-process only; SecAgg+ itself runs networked, protocol v5)."""
     _check(
-        not config.secure_aggregation,
-        "secure_aggregation runs in the in-process simulator (privfl.runs.simulate) only; "
-        "the networked roles have no SecAgg+ messages yet: set secure_aggregation = false",
+        not config.secagg_bounds,
+        "secagg_bounds runs in the in-process simulator (privfl.runs.simulate) only; "
+        "the networked roles have no messages for its second server yet: set "
+        "secagg_bounds = false (secure_aggregation alone runs networked)",
     )
 
 

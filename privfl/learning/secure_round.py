@@ -21,10 +21,12 @@ import logging
 import random
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
+from privfl.config.horizontal import HflConfig
 from privfl.learning import bounded, secagg
 from privfl.learning.fedavg import Setup, noise_source
 from privfl.mechanisms import skellam
@@ -78,6 +80,13 @@ def random_groups(
     return [sorted(order[g::count]) for g in range(count)] if order else []
 
 
+def round_groups(config: HflConfig, clients: list[int], round_: int) -> list[list[int]]:
+    """The round's groups: from the OS CSPRNG, or (research runs with ``seeded_noise``)
+    from the job, reproducibly."""
+    seeded = random.Random(f"{config.seed}|{round_}") if config.seeded_noise else None
+    return random_groups(clients, config.secagg_group, seeded)
+
+
 def client_input(
     update: torch.Tensor, bound: float, noise_multiplier: float, group: int, source: NoiseSource
 ) -> np.ndarray:
@@ -96,7 +105,6 @@ def secure_group_reports(
 ) -> tuple[list[torch.Tensor], list[list[int]]]:
     """Each group summed by SecAgg+; returns each group's mean as a weight report
     (``θ + grid·sum/m``) and the members whose inputs made it into each sum."""
-    step = skellam.grid_step(bound)
     reports, survivors = [], []
     for index, group in enumerate(groups):
         members = {c: inputs[c] for c in group if c in inputs}
@@ -105,12 +113,37 @@ def secure_group_reports(
         if len(members) == 1:  # SecAgg needs a neighbour; a lone input is refused, not shown
             continue
         total, alive = secagg.run_round(members, context + index.to_bytes(4, "big"))
-        mean = torch.from_numpy(total * step / len(alive))
-        reports.append(
-            global_weights + mean.to(dtype=global_weights.dtype, device=global_weights.device)
-        )
+        reports.append(group_report(total, len(alive), global_weights, bound))
         survivors.append(alive)
     return reports, survivors
+
+
+def group_report(
+    total: np.ndarray, members: int, global_weights: torch.Tensor, bound: float
+) -> torch.Tensor:
+    """A group's unmasked signed sum as a weight report: ``θ + grid·sum/m``."""
+    mean = torch.from_numpy(total * skellam.grid_step(bound) / members)
+    return global_weights + mean.to(dtype=global_weights.dtype, device=global_weights.device)
+
+
+def noise_group(config_group: int, clients: int) -> int:
+    """The group size each client draws its Skellam share for: ``secagg_group``, or every
+    client of the round when that is 0 (one group)."""
+    return config_group or max(1, clients)
+
+
+def book_groups(
+    accountant: skellam.SkellamAccountant,
+    released: list[list[int]],
+    noise: float,
+    dims: int,
+    size: int,
+) -> None:
+    """Book every member of each released group sum (its noise: the members' shares)."""
+    variance = skellam.client_variance(noise, dims, size)
+    share_tv = skellam.share_distance(variance, dims)  # the table sampler's, per share
+    for members in released:
+        accountant.book(members, len(members) * variance, len(members) * share_tv)
 
 
 def secure_round(round_in: RoundInput, accountant: skellam.SkellamAccountant) -> list[torch.Tensor]:
@@ -119,22 +152,17 @@ def secure_round(round_in: RoundInput, accountant: skellam.SkellamAccountant) ->
     setup, clients, reports, global_weights, round_, source = round_in.parts()
     cfg = setup.config
     bound = setup.calib.update_clip
-    size = cfg.secagg_group or max(1, len(clients))
+    size = noise_group(cfg.secagg_group, len(clients))
     inputs = {
         c: client_input(
             r - global_weights, bound, cfg.ddp_noise, size, noise_source(cfg, source, round_, c, 5)
         )
         for c, r in zip(clients, reports, strict=True)
     }
-    # research runs with seeded_noise draw the grouping from the job too (reproducible)
-    seeded = random.Random(f"{cfg.seed}|{round_}") if cfg.seeded_noise else None
-    groups = random_groups(clients, cfg.secagg_group, seeded)
-    context = f"privfl-hfl|seed {cfg.seed}|round {round_}".encode()
+    groups = round_groups(cfg, clients, round_)
+    context = f"privfl-hfl|seed {cfg.seed}|round {round_}".encode()  # networked: the session
     group_reports, alive = secure_group_reports(inputs, groups, global_weights, bound, context)
-    variance = skellam.client_variance(cfg.ddp_noise, setup.dims, size)
-    share_tv = skellam.share_distance(variance, setup.dims)  # the table sampler's, per share
-    for members in alive:
-        accountant.book(members, len(members) * variance, len(members) * share_tv)
+    book_groups(accountant, alive, cfg.ddp_noise, setup.dims, size)
     return group_reports
 
 
@@ -204,3 +232,19 @@ def _bounded_check(
         if bounded.accept(*answers):
             valid.append(c)
     return valid
+
+
+def network_context(session: str, round_: int, group: int) -> bytes:
+    """What a networked group's keys and masks are bound to: the session, round and group."""
+    return f"privfl-hfl|{session}|round {round_}".encode() + group.to_bytes(4, "big")
+
+
+def distributed_extra(accountant: skellam.SkellamAccountant, bounds: bool) -> dict[str, Any]:
+    """The run summary's distributed-DP entries: central ε, its δ and its assumptions."""
+    return {
+        "epsilon_distributed": accountant.epsilon(),
+        "delta_distributed": accountant.delta_booked(),
+        "epsilon_distributed_assumptions": BOUNDED_ASSUMPTIONS
+        if bounds
+        else DISTRIBUTED_ASSUMPTIONS,
+    }

@@ -32,7 +32,7 @@ from privfl.protocol.messages import (
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 4096
 MAX_INT_BYTES = 1024  # 8192-bit integers: room for ciphertexts of 4096-bit keys
-ALLOWED_DTYPES = frozenset({"<i8", "<i4", "<f8", "<f4", "|b1", "|u1"})
+ALLOWED_DTYPES = frozenset({"<i8", "<i4", "<u4", "<f8", "<f4", "|b1", "|u1"})
 _EXT_NDARRAY, _EXT_BIGINTS, _EXT_BIGINT = 1, 2, 3
 _INT64 = (-(2**63), 2**63 - 1)
 _HEADER_KEYS = ("protocol", "version", "session", "sender", "receiver", "round", "msg_id", "kind")

@@ -37,6 +37,14 @@ from privfl.protocol.hfl_messages import (
     ShuffleWindow,
     Update,
 )
+from privfl.protocol.secagg_messages import (
+    SecAdvertise,
+    SecMasked,
+    SecNeighbours,
+    SecShares,
+    SecSurvivors,
+    SecUnmask,
+)
 
 PROTOCOL = "privfl"
 VERSION = 5
@@ -102,6 +110,13 @@ class Kind(enum.StrEnum):
     BOOST_CANDIDATES = "boost_candidates"
     BOOST_REVEAL = "boost_reveal"
     BOOST_REVEALED = "boost_revealed"
+    # networked SecAgg+ (bodies in secagg_messages.py; protocol v5)
+    SECAGG_ADVERTISE = "secagg_advertise"
+    SECAGG_NEIGHBOURS = "secagg_neighbours"
+    SECAGG_SHARES = "secagg_shares"
+    SECAGG_MASKED = "secagg_masked"
+    SECAGG_SURVIVORS = "secagg_survivors"
+    SECAGG_UNMASK = "secagg_unmask"
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,6 +578,12 @@ Message = (
     | BoostCandidates
     | BoostReveal
     | BoostRevealed
+    | SecAdvertise
+    | SecNeighbours
+    | SecShares
+    | SecMasked
+    | SecSurvivors
+    | SecUnmask
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -614,6 +635,13 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.BOOST_CANDIDATES: BoostCandidates,
     Kind.BOOST_REVEAL: BoostReveal,
     Kind.BOOST_REVEALED: BoostRevealed,
+    # --- networked SecAgg+ ---
+    Kind.SECAGG_ADVERTISE: SecAdvertise,
+    Kind.SECAGG_NEIGHBOURS: SecNeighbours,
+    Kind.SECAGG_SHARES: SecShares,
+    Kind.SECAGG_MASKED: SecMasked,
+    Kind.SECAGG_SURVIVORS: SecSurvivors,
+    Kind.SECAGG_UNMASK: SecUnmask,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 

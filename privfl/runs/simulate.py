@@ -16,10 +16,9 @@ from privfl.errors import PrivacyBudgetExceeded
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
 from privfl.learning.secure_round import (
-    BOUNDED_ASSUMPTIONS,
-    DISTRIBUTED_ASSUMPTIONS,
     RoundInput,
     bounded_round,
+    distributed_extra,
     secure_round,
 )
 from privfl.learning.threads import one_compute_thread
@@ -66,9 +65,5 @@ def run_experiment(
         last_update, weights = new - weights, new
     extra: dict[str, Any] = {"device": str(setup.device), "transport": "in-process"}
     if config.secure_aggregation:
-        extra["epsilon_distributed"] = accountant.epsilon()
-        extra["delta_distributed"] = accountant.delta_booked()
-        extra["epsilon_distributed_assumptions"] = (
-            BOUNDED_ASSUMPTIONS if config.secagg_bounds else DISTRIBUTED_ASSUMPTIONS
-        )
+        extra |= distributed_extra(accountant, config.secagg_bounds)
     return recorder.summary(ledger, stop_reason, extra)

@@ -25,7 +25,9 @@ def test_impossible_combinations_are_one_line_errors(
     assert "\n" not in str(caught.value)
 
 
-def test_the_networked_roles_refuse_secure_aggregation_with_a_way_out() -> None:
+def test_the_networked_roles_refuse_only_the_bound_check_with_a_way_out() -> None:
     check_networked(HflConfig())  # the default runs anywhere
-    with pytest.raises(ConfigError, match="set secure_aggregation = false"):
-        check_networked(HflConfig(secure_aggregation=True))
+    check_networked(HflConfig(secure_aggregation=True, update_clip=1.0))  # SecAgg+: v5
+    with pytest.raises(ConfigError, match="set secagg_bounds = false") as caught:
+        check_networked(HflConfig(secure_aggregation=True, secagg_bounds=True, update_clip=1.0))
+    assert "\n" not in str(caught.value)

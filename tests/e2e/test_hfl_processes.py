@@ -6,6 +6,7 @@ CURVE ZeroMQ on loopback; failure cases kill real processes.
 from __future__ import annotations
 
 import json
+import math
 import signal
 import subprocess
 import time
@@ -183,6 +184,35 @@ def test_slow_clients_exercise_the_window_and_dummy_padding(tmp_path: Path) -> N
     assert len(padded) == 2 and all(p > 0 for p in padded)
     assert [r["invalid_reports"] for r in records] == padded
     assert all(r["reports"] + r["invalid_reports"] >= 5 for r in records)
+
+
+def test_a_secure_aggregation_run_over_the_network_unmasks_groups_and_books_epsilon(
+    tmp_path: Path,
+) -> None:
+    # One aggregator and two client hosts of two clients; groups of 2 (two group sums a
+    # round); each client adds its Skellam share (ddp_noise). The sums equal the plaintext
+    # ones exactly: tests/parties/horizontal/test_secure_rounds.py, over the same stages.
+    job = init_kit(
+        tmp_path, "--clients", "4", "--rounds", "2", "--local-epochs", "1", "--timeout", "240"
+    )
+    text = (
+        job.read_text()
+        .replace("secure_aggregation = false", "secure_aggregation = true")
+        .replace("secagg_group = 4", "secagg_group = 2")
+        .replace("ddp_noise = 0.0", "ddp_noise = 1.0")
+    )
+    job.write_text(text)
+    agg = party(job, "aggregator", "aggregator", tmp_path / "agg", *QUIET)
+    hosts = [party(job, "client", f"clients-{i}", tmp_path / f"c{i}") for i in (1, 2)]
+
+    assert agg.wait(timeout=300) == 0, (tmp_path / "agg.log").read_text()
+    assert all(h.wait(timeout=60) == 0 for h in hosts), (tmp_path / "c1.log").read_text()
+    records = rounds(tmp_path / "agg")
+    assert [r["reports"] for r in records] == [2, 2]  # one noisy mean per group
+    summary = json.loads((tmp_path / "agg" / "summary.json").read_text())
+    assert 0 < summary["epsilon_distributed"] < math.inf
+    assert "other members of its groups add" in summary["epsilon_distributed_assumptions"]
+    assert "sent 2 masked input(s)" in (tmp_path / "c1" / "party.log").read_text()
 
 
 @dataclass(frozen=True)

@@ -150,10 +150,57 @@ def _build(kind: Kind, seed: int) -> Message:
         ),
         Kind.RESUME: lambda: Resume(completed=rng.randrange(0, 2**32)),
         **_boost_builders(rng, np_rng, size),
+        **_secagg_builders(rng, np_rng, size),
         Kind.PROGRESS: lambda: Progress(_text(rng)[:64], size, size + rng.randrange(0, 2**20)),
         Kind.AUDIT_HEAD: lambda: AuditHead(size + 1, rng.randbytes(32).hex()),
     }
     return builders[kind]()
+
+
+def _secagg_builders(
+    rng: random.Random, np_rng: np.random.Generator, size: int
+) -> dict[Kind, Callable[[], Message]]:
+    """Builders for the networked SecAgg+ kinds (protocol v5)."""
+    from privfl.crypto.shamir import SHARE_BYTES
+    from privfl.protocol import secagg_messages as s
+
+    round_ = rng.randrange(1, 2**32)
+    ids = np_rng.permutation(2**20)[:size].astype(np.int64)
+    degrees = np.ones(size, dtype=np.int64)
+    keys = rng.randbytes(32 * size)
+    return {
+        Kind.SECAGG_ADVERTISE: lambda: s.SecAdvertise(round_, ids, keys, keys[::-1], keys),
+        Kind.SECAGG_NEIGHBOURS: lambda: s.SecNeighbours(
+            round_,
+            ids,
+            degrees * 0,
+            degrees * 2,
+            degrees,
+            degrees,
+            ids[::-1].copy(),
+            np.arange(size, dtype=np.int64),
+            degrees,
+            ids,
+            keys,
+            keys,
+            keys,
+            1 + size,
+        ),
+        Kind.SECAGG_SHARES: lambda: s.SecShares(
+            round_, ids, ids[::-1].copy(), rng.randbytes(s.SEALED_BYTES * size)
+        ),
+        Kind.SECAGG_MASKED: lambda: s.SecMasked(
+            round_, ids, np_rng.integers(0, 2**32, size=(size, 5)).astype(np.uint32)
+        ),
+        Kind.SECAGG_SURVIVORS: lambda: s.SecSurvivors(round_, ids),
+        Kind.SECAGG_UNMASK: lambda: s.SecUnmask(
+            round_,
+            ids,
+            ids[::-1].copy(),
+            np_rng.integers(0, 2, size).astype(np.bool_),
+            rng.randbytes(SHARE_BYTES * size),
+        ),
+    }
 
 
 def _boost_builders(

@@ -24,8 +24,10 @@ from privfl.crypto.sealing import new_report_key, open_sealed
 from privfl.errors import PeerUnavailable, PrivacyBudgetExceeded, ProtocolError
 from privfl.learning import fedavg as engine
 from privfl.learning.models import get_flat
+from privfl.learning.secure_round import book_groups, distributed_extra, group_report
 from privfl.learning.threads import one_compute_thread
 from privfl.mechanisms.noise import NoiseSource, private_source
+from privfl.mechanisms.skellam import SkellamAccountant
 from privfl.parties.horizontal.channels import (
     make_channel,
     open_hfl_audit,
@@ -35,6 +37,7 @@ from privfl.parties.horizontal.channels import (
 from privfl.parties.horizontal.integrity import round_digest
 from privfl.parties.horizontal.outputs import Recorder, chance_level
 from privfl.parties.horizontal.rounds import RoundHook, close_round, make_ledger
+from privfl.parties.horizontal.secure_aggregator import secure_collect
 from privfl.parties.session import run_role
 from privfl.protocol.channel import Channel, body_as
 from privfl.protocol.hfl_messages import (
@@ -232,6 +235,25 @@ def client_tokens(asked: dict[str, list[int]]) -> tuple[dict[str, bytes], bytes,
     return tokens, b"".join(digests), caps
 
 
+def secure_reports(
+    job: HflJob,
+    setup: engine.Setup,
+    channel: Channel,
+    live: dict[str, list[int]],
+    round_: int,
+    weights: torch.Tensor,
+    accountant: SkellamAccountant,
+) -> tuple[list[torch.Tensor], list[int], set[str]]:
+    """The round under SecAgg+ (secure_aggregator.py): one report per unmasked group (its
+    noisy mean), every member of a released sum booked as the simulator books it."""
+    sums, state = secure_collect(job, channel, live, round_, setup.dims)
+    bound = setup.calib.update_clip
+    released = [members for members, _ in sums]
+    book_groups(accountant, released, job.config.ddp_noise, setup.dims, state.noise_group)
+    reports = [group_report(total, len(members), weights, bound) for members, total in sums]
+    return reports, sorted(c for members in released for c in members), state.missed
+
+
 def run_aggregator(
     job: HflJob, name: str, out: Path, on_round: RoundHook | None = None, plots: bool = True
 ) -> dict[str, Any]:
@@ -256,13 +278,18 @@ def run_aggregator(
     # linger: let the last messages leave before the sockets close
     with audit, run_role(name, channel, alive_peers, [transport], linger_seconds=0.2):
         roster = wait_for_joins(job, channel, shuffler)
-        stop_reason = train(job, setup, channel, roster, ledger, recorder, shuffler, on_round)
+        accountant = SkellamAccountant(setup.dims, cfg.delta)
+        stop_reason = train(
+            job, setup, channel, roster, ledger, recorder, shuffler, on_round, accountant
+        )
         extra = {
             "device": str(setup.device),
             "transport": "zmq+curve",
             "shuffler": bool(shuffler),
             "dropped_hosts": sorted(roster.dropped),
         }
+        if cfg.secure_aggregation:
+            extra |= distributed_extra(accountant, cfg.secagg_bounds)
         summary = recorder.summary(ledger, stop_reason, extra)
         untold = set()
         for peer in [*job.names("clients"), *([shuffler] if shuffler else [])]:
@@ -290,6 +317,7 @@ def train(
     recorder: Recorder,
     shuffler: str | None,
     on_round: RoundHook | None,
+    accountant: SkellamAccountant,
 ) -> str:
     cfg = job.config
     weights = get_flat(setup.model)
@@ -340,6 +368,13 @@ def train(
             )
             reports = [torch.from_numpy(r).to(setup.device) for r in valid]
             reported: list[int] | None = None  # hidden by the Shuffler: all asked are booked
+        elif cfg.secure_aggregation:  # the aggregator sees only the groups' noisy sums
+            live = {h: ids for h, ids in asked.items() if h not in roster.dropped}
+            reports, reported, missed = secure_reports(
+                job, setup, channel, live, round_, weights, accountant
+            )
+            roster.missed(missed, set(live))
+            dropped = 0
         else:
             live = {h: ids for h, ids in asked.items() if h not in roster.dropped}
             got, missed = collect_direct(job, channel, live, round_, setup.dims)

@@ -9,14 +9,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from zmq.utils import z85
 
-from privfl.config.horizontal import HflJob
+from privfl.config.horizontal import HflConfig, HflJob, check_networked
 from privfl.crypto.sealing import seal
 from privfl.learning import fedavg as engine
+from privfl.learning.fedavg import noise_source
 from privfl.learning.models import get_flat
+from privfl.learning.secure_round import client_input
 from privfl.learning.threads import one_compute_thread
 from privfl.mechanisms.noise import NoiseSource, private_source
 from privfl.parties.files import private_dir
+from privfl.parties.horizontal.advert_tags import HostKeys
 from privfl.parties.horizontal.channels import (
     expect_round,
     make_channel,
@@ -25,8 +29,9 @@ from privfl.parties.horizontal.channels import (
     wait_until_connected,
 )
 from privfl.parties.horizontal.integrity import round_digest
-from privfl.parties.session import run_role
-from privfl.protocol.channel import body_as
+from privfl.parties.horizontal.secure_host import HostRound, serve_secure_round
+from privfl.parties.session import keyring, run_role
+from privfl.protocol.channel import Channel, Envelope, body_as
 from privfl.protocol.hfl_messages import (
     TOKEN_BYTES,
     JoinRequest,
@@ -39,6 +44,7 @@ from privfl.protocol.hfl_messages import (
 from privfl.protocol.messages import Kind
 
 log = logging.getLogger("privfl.parties.horizontal.client")
+ROUND_KINDS = {Kind.ROUND_START, Kind.ROUND_END}
 
 
 def run_client_host(
@@ -50,6 +56,7 @@ def run_client_host(
     """
     one_compute_thread()
     cfg = job.config
+    check_networked(cfg)
     spec = job.party(name)
     mine = set(range(spec.first_client, spec.first_client + spec.num_clients))
     aggregator = job.names("aggregator")[0]
@@ -62,6 +69,7 @@ def run_client_host(
     engine.train_clients(setup, [min(mine)], get_flat(setup.model), 0, source)
     private_dir(out)
     targets = [aggregator] + ([shuffler] if shuffler else [])
+    host_keys = load_host_keys(job, name) if cfg.secure_aggregation else None
     transport = open_outbound(job, name, targets)
     audit = open_hfl_audit(job, name, out, targets)
     channel = make_channel(job, transport, audit, targets)
@@ -71,20 +79,44 @@ def run_client_host(
         ids = np.array(sorted(mine), dtype=np.int64)
         channel.send(aggregator, JoinRequest(0, "clients", job.fingerprint(), ids), 0)
         log.info("%s hosts clients %d..%d on %s", name, min(mine), max(mine), setup.device)
-        wait = cfg.timeout_seconds + cfg.round_timeout
+        wait = host_wait(cfg)
+        early: Envelope | None = None  # a round's message that cut a secure round short
         while True:
-            env = expect_round(channel, {Kind.ROUND_START, Kind.ROUND_END}, {aggregator}, wait)
+            env = early or expect_round(channel, ROUND_KINDS, {aggregator}, wait)
+            early = None
             if isinstance(env.body, RoundEnd):
                 if env.body.stop:
                     log.info("aggregator finished: %s", env.body.reason)
                     break
                 continue
             start = body_as(env.body, RoundStart)
+            if host_keys is not None:  # secure aggregation
+                sent, early = serve_secure(
+                    job, setup, channel, start, mine, aggregator, source, host_keys
+                )
+                sent_total += sent
+                continue
             sent_total += serve_round(
                 job, setup, channel, start, mine, aggregator, shuffler, source, slow_seconds
             )
         audit.settle()
     return {"party": name, "reports_sent": sent_total}
+
+
+def load_host_keys(job: HflJob, name: str) -> HostKeys:
+    """Our CURVE secret key and every other client host's public key, raw, from the job's
+    key folder: secure aggregation tags each advert for every other host with them."""
+    order = tuple(job.names("clients"))
+    ring = keyring(job, name, [h for h in order if h != name])
+    peers = {p: z85.decode(k) for p, k in ring.peers.items()}
+    return HostKeys(name, z85.decode(ring.secret), peers, order)
+
+
+def host_wait(cfg: HflConfig) -> float:
+    """How long a host waits for the aggregator's next message: its timeout plus the
+    windows of one round (five under secure aggregation: the round's and one per stage;
+    a host left out mid-round hears again only when the others are done)."""
+    return cfg.timeout_seconds + cfg.round_timeout * (5 if cfg.secure_aggregation else 1)
 
 
 def seal_report(session: str, start: RoundStart, index: int, report: np.ndarray) -> Sealed:
@@ -103,6 +135,53 @@ def seal_report(session: str, start: RoundStart, index: int, report: np.ndarray)
     return Sealed(start.round, blob, token, digest)
 
 
+def train_ours(
+    job: HflJob, setup: engine.Setup, start: RoundStart, mine: set[int], source: NoiseSource
+) -> tuple[list[tuple[int, int]], list[torch.Tensor], torch.Tensor]:
+    """Our selected clients that join (position in ``selected``, id), their reports and
+    the weights they started from; the same trainer as the simulator (batched when the
+    job says so)."""
+    weights = torch.from_numpy(start.weights.copy()).to(setup.device)
+    indices = torch.from_numpy(start.indices.copy()).to(setup.device)
+    ours = [
+        (i, client)
+        for i, client in enumerate(int(c) for c in start.selected)
+        if client in mine and engine.joins(job.config, client, start.round, source)
+    ]
+    clients = [c for _, c in ours]
+    reports = engine.client_reports(setup, clients, weights, indices, start.round, source)
+    return ours, reports, weights
+
+
+def serve_secure(
+    job: HflJob,
+    setup: engine.Setup,
+    channel: Channel,
+    start: RoundStart,
+    mine: set[int],
+    aggregator: str,
+    source: NoiseSource,
+    keys: HostKeys,
+) -> tuple[int, Envelope | None]:
+    """Our clients' round under SecAgg+ (secure_host.py): each one's input is its update
+    clipped, quantized and given its Skellam share as in the simulator, from this
+    process's CSPRNG; returns the masked inputs sent and a next round's message that
+    came first, if any."""
+    cfg = job.config
+    ours, reports, weights = train_ours(job, setup, start, mine, source)
+    updates = {c: r - weights for (_, c), r in zip(ours, reports, strict=True)}
+
+    def inputs(client: int, size: int) -> np.ndarray:
+        noise = noise_source(cfg, source, start.round, client, 5)
+        return client_input(updates[client], setup.calib.update_clip, cfg.ddp_noise, size, noise)
+
+    ids = sorted(updates)
+    host = HostRound.start(start.round, job.session, setup.dims, ids, cfg.secagg_group, keys)
+    early = serve_secure_round(channel, aggregator, host, inputs, host_wait(cfg))
+    log.info("round %d: sent %d masked input(s)", start.round, len(host.masked))
+    return len(host.masked), early
+
+
 def serve_round(
     job: HflJob,
     setup: engine.Setup,
@@ -119,18 +198,9 @@ def serve_round(
     Through a Shuffler, each report travels with its client's single-use token and
     the digest of the round this host was given, which the Shuffler checks.
     """
-    cfg = job.config
     round_ = start.round
-    weights = torch.from_numpy(start.weights.copy()).to(setup.device)
-    indices = torch.from_numpy(start.indices.copy()).to(setup.device)
     sent = 0
-    ours = [
-        (i, client)
-        for i, client in enumerate(int(c) for c in start.selected)
-        if client in mine and engine.joins(cfg, client, round_, source)
-    ]
-    # the same trainer as the simulator (batched when the job says so)
-    reports = engine.client_reports(setup, [c for _, c in ours], weights, indices, round_, source)
+    ours, reports, _ = train_ours(job, setup, start, mine, source)
     for (i, client), noisy in zip(ours, reports, strict=True):
         report = noisy.float().cpu().numpy()
         if slow_seconds:

@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from privfl.crypto.shamir import SHARE_BYTES
 from privfl.parties.vertical import joint_plan
 from privfl.protocol import codec
+from privfl.protocol import secagg_messages as wire
 from privfl.protocol.boost_messages import (
     BoostCandidates,
     BoostDecide,
@@ -266,8 +268,69 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ),
         ("boost_reveal", "host", "guest-1", 0, BoostReveal(0, 2, BigInts(CIPHER[:1]))),
         ("boost_revealed", "guest-1", "host", 0, BoostRevealed(0, 2, BigInts((N - 5,)))),
+        # networked SecAgg+ (protocol v5, §6.7), appended: earlier ids and bytes stay
+        *_secagg_messages(),
         # the closing exchange's last head (§11, version 5), appended
         ("audit_head_last", "host", "guest-1", 0, AuditHead(13, "cd" * 32, HEAD_LAST)),
+    ]
+
+
+def _secagg_messages() -> list[tuple[str, str, str, int, Message]]:
+    """One round of two clients on one host: keys, shares and masks of fixed bytes."""
+    ids = np.array([2, 3], dtype=np.int64)
+    two = np.array([2, 2], dtype=np.int64)
+    ones = np.ones(2, dtype=np.int64)
+    keys = bytes(range(32)) + bytes(range(32, 64))
+    sealed = bytes(range(wire.SEALED_BYTES)) * 2
+    masked = np.array([[1, 2**32 - 1, 7], [0, 5, 2**31]], dtype=np.uint32)
+    share = bytes(SHARE_BYTES - 1) + b"\x05"
+    tag = bytes(range(64, 96))  # for the one other client host
+    return [
+        (
+            "secagg_advertise",
+            "clients-1",
+            "aggregator",
+            1,
+            wire.SecAdvertise(1, ids, keys, keys, tag),
+        ),
+        (
+            "secagg_neighbours",
+            "aggregator",
+            "clients-1",
+            1,
+            wire.SecNeighbours(
+                1,
+                ids,
+                ones * 0,
+                two * 2,
+                two,
+                two,
+                np.array([4, 5, 5, 4], dtype=np.int64),
+                np.array([1], dtype=np.int64),
+                np.array([2], dtype=np.int64),
+                ids + 2,
+                keys,
+                keys,
+                tag,
+                4,
+            ),
+        ),
+        (
+            "secagg_shares",
+            "clients-1",
+            "aggregator",
+            1,
+            wire.SecShares(1, ids, ids[::-1].copy(), sealed),
+        ),
+        ("secagg_masked", "clients-1", "aggregator", 1, wire.SecMasked(1, ids, masked)),
+        ("secagg_survivors", "aggregator", "clients-1", 1, wire.SecSurvivors(1, ids)),
+        (
+            "secagg_unmask",
+            "clients-1",
+            "aggregator",
+            1,
+            wire.SecUnmask(1, ids, ids[::-1].copy(), np.array([True, False]), share * 2),
+        ),
     ]
 
 

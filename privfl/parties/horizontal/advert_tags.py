@@ -1,0 +1,87 @@
+"""Advert tags: a client host authenticates its SecAgg+ public keys to every other host.
+
+The aggregator forwards every client's public keys; without authentication it could
+hand a target's neighbours keys of its own (or the target its own keys as theirs),
+open the shares sealed under them and unmask the target. So each host tags its
+round's advert for each other client host of the job with HMAC-SHA256 under a key
+only the two hosts can compute: the X25519 of one's CURVE secret key and the other's
+CURVE public key (both already in every kit's ``keys/``), through the SP 800-56C KDF
+of :func:`privfl.learning.secagg.derive`, bound to the session, the round and the
+pair. A receiving host checks the tag of every advert it is forwarded before it uses
+one key of it. CurveZMQ's handshake never uses this static-static secret; the KDF's
+purpose string keeps it apart from everything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+
+import numpy as np
+from nacl.bindings import crypto_scalarmult
+from nacl.exceptions import CryptoError
+
+from privfl.learning import secagg
+
+TAG_BYTES = 32
+
+
+@dataclass(frozen=True)
+class HostKeys:
+    """A client host's CURVE secret key and every other client host's public key (raw)."""
+
+    me: str
+    secret: bytes = field(repr=False)
+    peers: dict[str, bytes]  # every other client host of the job
+    order: tuple[str, ...]  # the job's client hosts, in job-file order (the wire's indices)
+
+    def others(self, sender: str) -> list[str]:
+        """The hosts ``sender`` tags for, in the order its tags travel."""
+        return [h for h in self.order if h != sender]
+
+
+def digest(session: str, round_: int, host: str, clients: np.ndarray, keys: bytes) -> bytes:
+    """What a tag covers: the session, round, sending host, its clients and their keys
+    (``keys``: the c keys then the s keys, as the advert carries them)."""
+    ids = np.ascontiguousarray(clients, dtype="<i8").tobytes()
+    parts = [b"privfl secagg advert v1", session.encode(), round_.to_bytes(8, "big")]
+    parts += [host.encode(), ids, keys]
+    return hashlib.sha256(b"".join(len(p).to_bytes(8, "big") + p for p in parts)).digest()
+
+
+def _pair_key(keys: HostKeys, other: str, session: str, round_: int) -> bytes:
+    try:
+        shared = crypto_scalarmult(keys.secret, keys.peers[other])
+    except CryptoError as exc:  # an all-zero secret: libsodium refuses a low-order key
+        raise secagg.SecAggAborted(f"{other}'s public key is of low order") from exc
+    low, high = sorted((keys.me, other))
+    context = f"{session}|round {round_}|{low}|{high}".encode()
+    return secagg.derive(shared, b"advert tag", context)
+
+
+def _tag(key: bytes, sender: str, receiver: str, covered: bytes) -> bytes:
+    label = f"{sender}->{receiver}|".encode()  # one key per pair: the direction is named
+    return hmac.new(key, label + covered, hashlib.sha256).digest()
+
+
+def tags_for(keys: HostKeys, session: str, round_: int, covered: bytes) -> bytes:
+    """This host's tags of ``covered`` for every other client host, in job order."""
+    return b"".join(
+        _tag(_pair_key(keys, other, session, round_), keys.me, other, covered)
+        for other in keys.others(keys.me)
+    )
+
+
+def check(
+    keys: HostKeys, sender: str, session: str, round_: int, covered: bytes, tag: bytes
+) -> None:
+    """Refuse an advert whose tag for us does not verify (SecAggAborted, one line)."""
+    if sender == keys.me or sender not in keys.peers:
+        raise secagg.SecAggAborted(f"an advert said to be from {sender!r}, not another client host")
+    expected = _tag(_pair_key(keys, sender, session, round_), sender, keys.me, covered)
+    if not hmac.compare_digest(expected, tag):
+        raise secagg.SecAggAborted(
+            f"the advert of {sender} fails its tag for {keys.me}: its keys were changed on "
+            "the way (or are not this round's)"
+        )
