@@ -16,7 +16,7 @@ exchange; every line up to the last heads is anchored and both tamperings are fl
 Leaky arm: the heads as they went before, sent as each party stops and never waited
 for; the peers stop reading first, the Host's tail is anchored nowhere and either
 tampering leaves the verification exactly as it was for the untouched logs.
-The three parties run in threads over the in-memory hub (256-bit test keys; link keys
+The three parties run in threads over the in-memory hub (512-bit test keys; link keys
 derived per pair, as the CURVE keys would give them); tests/attacks/test_audit_chain.py
 checks the same on real processes.
 """
