@@ -35,7 +35,7 @@ CHUNK = 1 << 20
 SLOT, BOUND = 95, 88
 EXPECTED = {  # body fields of the kinds a guest receives (§6); * = defaulted
     "public_key": ["n", "bits", "*h_s", "*plan_commits"], "resume": ["completed"],
-    "plan_reveal": ["shares"], "audit_head": ["seq", "head"],
+    "plan_reveal": ["shares"], "audit_head": ["seq", "head", "*stage"],
     "batch": ["epoch", "batch", "n_batches", "indices"],
     "residual": ["epoch", "batch", "residual", "others"],
     "decrypted": ["epoch", "batch", "purpose", "values"],

@@ -25,13 +25,25 @@ and ends with a ``closed`` line, so a log cut after a session shows it
 Why anchored: a party can recompute its whole chain after rewriting every line (its
 times, its ``hmac_sha256``), and the chain alone cannot tell. So each party sends each
 peer the head of its chain (``audit_head``: ``seq`` lines so far and the sha256 of the
-last) after its first message to that peer, every ANCHOR_EVERY messages after, and
-when its session ends; the peer records the head in its own chain (``anchor``).
-``privfl audit verify`` then checks every recorded head against the sender's log, so
-a rewrite of any anchored line is caught with any one peer's log present. The head
-is authenticated by CURVE and by the link digest both ends record, not by a signature:
-either end of the link could have written it, so two logs that disagree show that one
-of them was rewritten, and a third party's log tells which.
+last) after its first message to that peer and every ANCHOR_EVERY messages after; the
+peer records the head in its own chain (``anchor``). ``privfl audit verify`` then checks
+every recorded head against the sender's log, so a rewrite of any anchored line is
+caught with any one peer's log present. The head is authenticated by CURVE and by the
+link digest both ends record, not by a signature: either end of the link could have
+written it, so two logs that disagree show that one of them was rewritten, and a third
+party's log tells which.
+
+Why a closing exchange (:meth:`AuditLog.settle`): a head sent as a party stops, never
+waited for, reached no peer once its peers had stopped reading, and the session's last
+lines were then anchored nowhere. On an orderly end each party sends every peer it
+wrote to a HEAD_DONE head and waits until each peer that sent it heads sent its own;
+then, when no peer sends anything but heads any more, a HEAD_LAST head, and it waits
+for each such peer's HEAD_LAST and for the link layer's ACK of its own (a peer ACKs
+what its channel read, and its channel records what it reads). Every line before our
+last HEAD_LAST is then anchored in a peer's log; what follows is HEAD_LAST heads sent
+and received, which both ends record, and the closed line. A peer that stops (its
+Abort, its connection lost past the grace) or the job's timeout ends the wait for it:
+the verifier then names the lines its log does not anchor.
 """
 
 from __future__ import annotations
@@ -39,10 +51,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import secrets
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,7 +65,9 @@ from privfl.errors import PrivflError
 from privfl.parties.audit_links import link_digest, link_keys
 from privfl.parties.files import append_jsonl, open_private, private_dir
 from privfl.protocol import codec
-from privfl.protocol.messages import AuditHead, Header, Kind
+from privfl.protocol.messages import HEAD_DONE, HEAD_LAST, AuditHead, Header, Kind
+
+log = logging.getLogger("privfl.audit")
 
 FILE_NAME = "audit.jsonl"
 KEYS_FILE = "audit-keys.jsonl"
@@ -127,9 +143,15 @@ def _now(timespec: str = "microseconds") -> str:
 
 
 class Teller(Protocol):
-    """What sends our heads: a Channel's best-effort send."""
+    """What sends our heads and waits for the peers' at the end: a Channel."""
 
     def tell(self, peer: str, body: AuditHead) -> None: ...
+
+    def settle(self, done: Callable[[], bool], timeout: float | None = None) -> bool: ...
+
+    def gone(self, peer: str) -> bool: ...
+
+    def delivered(self, peer: str) -> bool: ...
 
 
 class AuditLog:
@@ -152,6 +174,8 @@ class AuditLog:
         self.party, self.session = party, session
         self._links = dict(links or {})
         self._sent: dict[str, int] = {}  # messages sent to each peer, audit heads aside
+        self._heard: dict[str, int] = {}  # each peer that sent us heads: the highest stage
+        self._gone: set[str] = set()  # peers the closing exchange does not wait for
         self._channel: Teller | None = None
         self._channels: dict[str, Teller] = {}
         self._key = secrets.token_bytes(KEY_BYTES)  # this session's; never reused
@@ -173,7 +197,9 @@ class AuditLog:
 
         A received ``audit_head`` also records the head it carries (``anchor``)."""
         link = self._links.get(peer)
-        anchor = _anchor(header, frames) if direction == "received" else None
+        anchor = _anchor(header, frames) if direction != "refused" else None
+        if anchor is not None and direction == "received":
+            self._heard[peer] = max(self._heard.get(peer, 0), anchor.get("stage", 0))
         counted = header is not None and direction == "sent" and header.kind != Kind.AUDIT_HEAD
         if counted:
             self._sent[peer] = self._sent.get(peer, 0) + 1
@@ -197,30 +223,74 @@ class AuditLog:
         if counted and (sent == 1 or sent % ANCHOR_EVERY == 0):
             self._send_head(peer)  # after the line: the head covers this message too
 
-    def head(self) -> AuditHead:
+    def head(self, stage: int = 0) -> AuditHead:
         """The chain's head now, to send a peer."""
         seq, prev = self._chain.head()
-        return AuditHead(seq=seq, head=prev)
+        return AuditHead(seq=seq, head=prev, stage=stage)
 
     def attach(self, channel: Teller, peers: Collection[str] | None = None) -> None:
         """Send our chain's head to ``peers`` (None: every peer) over ``channel``: after
-        our first message to each, every ANCHOR_EVERY messages, and at :meth:`anchor_all`.
+        our first message to each, every ANCHOR_EVERY messages, and at :meth:`settle`.
         A party with two channels (the Shuffler) attaches each with its peers."""
         if peers is None:
             self._channel = channel
         else:
             self._channels.update(dict.fromkeys(peers, channel))
 
-    def anchor_all(self) -> None:
-        """Send every peer we wrote to our chain's last head (at the end of a session,
-        while the channels are still open; best effort, as peers may have stopped)."""
-        for peer in sorted(self._sent):
-            self._send_head(peer)
+    def settle(self, *, gone: Collection[str] = (), timeout: float | None = None) -> list[str]:
+        """The closing exchange, at the orderly end of our part of the session (module
+        docstring): afterwards every peer still running has recorded our last head, and we
+        each peer's. ``gone``: peers known to have stopped (not waited for); ``timeout``:
+        each stage's window where a lost peer cannot be told (a listener's client hosts),
+        else the job's timeout without progress. Returns the peers the wait gave up on:
+        our lines after the heads they recorded are anchored nowhere."""
+        self._gone = set(gone)
+        for stage in (HEAD_DONE, HEAD_LAST):
+            for peer in sorted(self._sent):
+                self._send_head(peer, stage)
+            for channel in self._all_channels():
+                channel.settle(partial(self._settled, channel, stage), timeout)
+        missing = [
+            peer
+            for channel in self._all_channels()
+            for peer in self._waited_on(channel)
+            if self._heard[peer] < HEAD_LAST or not channel.delivered(peer)
+        ]
+        if missing:
+            log.warning(
+                "%s: %s did not record our last audit head: `privfl audit verify` will name "
+                "the lines of our log that no peer anchors",
+                self.party,
+                ", ".join(sorted(missing)),
+            )
+        return sorted(missing)
 
-    def _send_head(self, peer: str) -> None:
+    def _all_channels(self) -> list[Teller]:
+        channels = [self._channel, *self._channels.values()]
+        return list({id(c): c for c in channels if c is not None}.values())
+
+    def _waited_on(self, channel: Teller) -> list[str]:
+        """The peers on ``channel`` we wait for: those that sent us heads so far. One that
+        sent none keeps no log (a conformance kit) or never writes to us (a client host to
+        the Shuffler, which waits for our heads itself)."""
+        return [p for p in sorted(self._heard) if self._channels.get(p, self._channel) is channel]
+
+    def _settled(self, channel: Teller, stage: int) -> bool:
+        """Whether the wait of ``stage`` on ``channel`` is over: each peer's head of that
+        stage recorded and, at the last, every message we sent it ACKed (read, so
+        recorded); or the peer stopped. Asked again as heads arrive (a peer's first may
+        still have been on its way)."""
+        return all(
+            peer in self._gone
+            or channel.gone(peer)
+            or (self._heard[peer] >= stage and (stage < HEAD_LAST or channel.delivered(peer)))
+            for peer in self._waited_on(channel)
+        )
+
+    def _send_head(self, peer: str, stage: int = 0) -> None:
         channel = self._channels.get(peer, self._channel)
         if channel is not None:
-            channel.tell(peer, self.head())
+            channel.tell(peer, self.head(stage))
 
     def __enter__(self) -> AuditLog:
         return self
@@ -252,12 +322,12 @@ def open_audit_log(job: JobFile[Any], name: str, out: Path, peers: Collection[st
 
 
 def _anchor(header: Header | None, frames: list[bytes]) -> dict[str, Any] | None:
-    """The head an ``audit_head`` carries, as the receiver records it."""
+    """The head an ``audit_head`` carries, as its sender and its receiver record it."""
     if header is None or header.kind != Kind.AUDIT_HEAD or len(frames) != 2:
         return None
     body = codec.decode_body(header.kind, frames[1])
     assert isinstance(body, AuditHead)
-    return {"seq": body.seq, "head": body.head}
+    return {"seq": body.seq, "head": body.head} | ({"stage": body.stage} if body.stage else {})
 
 
 def verify(folder: Path, record: dict[str, object], payload: bytes) -> bool:

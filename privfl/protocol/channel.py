@@ -59,6 +59,8 @@ LIVENESS_POLL_SECONDS = 0.5  # how often a wait asks the transport whether a pee
 # How often a first send asks whether its peer's connection is up: the handshake of a peer
 # that starts a moment after us completes within milliseconds of its start.
 FIRST_CONTACT_POLL_SECONDS = 0.05
+# How often a closing party looks again whether its peers acknowledged its last head.
+SETTLE_POLL_SECONDS = 0.02
 PULSE_SECONDS = 2.0  # a busy party tells its peers how far it is at least this often
 PULSE_LOG_SECONDS = 10.0  # and writes it to its own log this often
 log = logging.getLogger("privfl.channel")
@@ -120,6 +122,7 @@ class Channel:
         self._advanced = 0.0
         self._pulse_peers: tuple[str, ...] = ()
         self._pulsed = self._pulse_logged = 0.0
+        self._aborted: set[str] = set()  # peers whose Abort we read
 
     def send(self, peer: str, body: Message, round_: int = 0) -> None:
         """Wrap ``body`` in an envelope and send it to ``peer``.
@@ -448,6 +451,45 @@ class Channel:
         except Exception:  # best effort: the peer may be gone already
             log.debug("could not send a %s to %s", kind_of(body), peer)
 
+    # --- the closing exchange (parties/audit.py) -----------------------------------
+
+    def settle(self, done: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Read until ``done()``, keeping what arrives (the observer records each message);
+        False after the job's timeout without a peer's progress, or after ``timeout`` (a
+        window). A peer's Abort or lost connection ends nothing here: ``done`` asks
+        :meth:`gone` about that peer."""
+        began = time.monotonic()
+        limit = self.timeout if timeout is None else timeout
+        while True:
+            try:
+                self._drain()  # what waits already is read before ``done`` is asked
+                if done():
+                    return True
+                # patient without a window: a peer's advancing progress restarts the clock
+                since = max(began, self._advanced) if timeout is None else began
+                if time.monotonic() - since > limit:
+                    return False
+                env = self._receive(SETTLE_POLL_SECONDS)  # an ACK or a message: ask again
+            except PeerAborted:
+                continue  # remembered: gone() says so
+            if env is not None:
+                self._keep(env)
+
+    def gone(self, peer: str) -> bool:
+        """Whether ``peer`` told us it stopped, or its connection is lost past the grace."""
+        if peer in self._aborted:
+            return True
+        lost_peers: Callable[[], dict[str, float]] | None = getattr(
+            self.transport, "lost_peers", None
+        )
+        return lost_peers is not None and peer in lost_peers()
+
+    def delivered(self, peer: str) -> bool:
+        """Whether ``peer`` acknowledged every message we sent it (True where the transport
+        cannot tell): its channel read each, so its observer recorded each."""
+        unacked: Callable[[str], int] | None = getattr(self.transport, "unacked_to", None)
+        return unacked is None or unacked(peer) == 0
+
     def abort(self, peers: Iterable[str], error: BaseException) -> None:
         """Tell peers we stopped, so they fail fast instead of waiting out their timeout."""
         reason = abort_reason(self.name, error)
@@ -479,6 +521,7 @@ class Channel:
         if self._observer:
             self._observer("received", sender, env.header, frames)
         if isinstance(env.body, Abort):
+            self._aborted.add(sender)
             raise PeerAborted(f"peer {sender} stopped: {env.body.reason}")
         if isinstance(env.body, Progress):
             self._on_progress(sender, env.body)

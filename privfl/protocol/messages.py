@@ -51,6 +51,10 @@ VERSION = 5
 PURPOSES = ("gradient", "scores")
 SPLITS = ("train", "test")
 VERDICTS = ("", "converged", "diverged", "max_epochs")  # EpochResult.reason
+# AuditHead.stage: during the session; our part is over (no message but heads follows);
+# our last head, sent once every peer's HEAD_DONE is recorded (docs/protocol.md §11).
+HEAD_DURING, HEAD_DONE, HEAD_LAST = 0, 1, 2
+HEAD_STAGES = (HEAD_DURING, HEAD_DONE, HEAD_LAST)
 MIN_LOSS_DENOMINATOR = LOSS_FACTOR  # the Host sends [[8·b·L]] for a batch of b >= 1 rows
 
 
@@ -437,15 +441,18 @@ class Progress:
 class AuditHead:
     """The head of the sender's audit chain: its first ``seq`` lines end in one whose
     sha256 is ``head``. The receiver records it in its own chain (parties/audit.py), so
-    the sender cannot later rewrite those lines alone."""
+    the sender cannot later rewrite those lines alone. ``stage`` marks the closing
+    exchange (HEAD_DONE, HEAD_LAST); 0 is a head sent during the session."""
 
     seq: int
     head: str
+    stage: int = 0
 
     def __post_init__(self) -> None:
         count(self.seq, "seq")
         _require(self.seq >= 1, "an audit head covers at least one line")
         _require(_is_sha256_hex(self.head), "head must be 64 lowercase hex digits")
+        _require(self.stage in HEAD_STAGES, f"stage must be one of {HEAD_STAGES}")
 
 
 # PSI and prediction

@@ -189,6 +189,10 @@ class ReliableTransport(Closeable):
         """How many sent messages still wait for their ACK."""
         return sum(len(p) for p in self._unacked.values())
 
+    def unacked_to(self, peer: str) -> int:
+        """How many messages sent to ``peer`` still wait for its ACK."""
+        return len(self._unacked.get(peer, ()))
+
     def _recent_unacked(self) -> bool:
         """Whether a recent send waits for its ACK from a peer that may still send one."""
         cutoff = time.monotonic() - 2 * self._flush_seconds

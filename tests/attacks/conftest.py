@@ -26,14 +26,15 @@ def vertical_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     """Two finished ``run-local`` sessions (Server, Host, one guest; 512-bit test keys).
 
     One epoch each, label ε = 1: their audit logs, label draws and kits are read, never
-    written (tests tamper with copies).
+    written (tests tamper with copies). Run b decrypts with ``--workers 1``: its parties
+    stop sooner after training, the timing that once left the last audit heads unread.
     """
     made = []
-    for name in ("a", "b"):
+    for name, workers in (("a", ()), ("b", ("--workers", "1"))):
         out = tmp_path_factory.mktemp("runs") / name
         result = privfl(
             "vfl", "run-local", *WEAK, "--epochs", "1", "--label-epsilon", str(LABEL_EPSILON),
-            "--out", str(out), "--no-progress", timeout=300,
+            "--out", str(out), "--no-progress", *workers, timeout=300,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         made.append(out)

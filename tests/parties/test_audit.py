@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,9 @@ from helpers import failures, memory_job, run_in_threads
 from privfl.parties.audit import FILE_NAME, GENESIS, AuditLog, line_hash, verify
 from privfl.parties.audit_links import link_digest, link_key
 from privfl.protocol import codec
+from privfl.protocol.channel import Channel
 from privfl.protocol.memory import InMemoryHub
-from privfl.protocol.messages import PROTOCOL, VERSION, Abort, Header, Kind
+from privfl.protocol.messages import HEAD_LAST, PROTOCOL, VERSION, Abort, Header, Kind, Progress
 
 FIELDS = {
     "time", "direction", "peer", "kind", "session", "round", "msg_id", "size", "key_id",
@@ -41,10 +44,8 @@ def test_every_message_is_audited_on_both_sides_without_its_payload(tmp_path: Pa
         size = sum(len(f) for f in sent.frames)
         out = {"direction": "sent", "peer": sent.receiver, "msg_id": header.msg_id, "size": size}
         into = {"direction": "received", "peer": sent.sender, "msg_id": header.msg_id, "size": size}
-        # an audit head goes best-effort: one sent at the close may find its peer gone
-        best_effort = header.kind == Kind.AUDIT_HEAD
-        ends = ((sent.sender, out),) if best_effort else ((sent.sender, out), (sent.receiver, into))
-        for name, want in ends:
+        # every message, audit heads too: the closing exchange waits for the last ones
+        for name, want in ((sent.sender, out), (sent.receiver, into)):
             match = [
                 r
                 for r in audits[name]
@@ -53,13 +54,13 @@ def test_every_message_is_audited_on_both_sides_without_its_payload(tmp_path: Pa
             assert len(match) == 1, (name, want)
             assert match[0]["kind"] == str(header.kind) and match[0]["round"] == header.round
     heads = [r for a in audits.values() for r in a if r["kind"] == "audit_head"]
-    received_heads = sum(r["direction"] == "received" for r in heads)
-    assert (
-        sum(len(a) for a in audits.values()) == 2 * len(hub.sent) - len(heads) + 2 * received_heads
-    )
-    assert received_heads and all(
-        set(r["anchor"]) == {"seq", "head"} for r in heads if r["direction"] == "received"
-    )
+    assert sum(len(a) for a in audits.values()) == 2 * len(hub.sent)
+    assert heads and all(set(r["anchor"]) <= {"seq", "head", "stage"} for r in heads)
+    # each party ends with a done and a last head to each peer it wrote to, both recorded
+    stages = Counter((r["direction"], r["anchor"].get("stage", 0)) for r in heads)
+    pairs = len(job.parties) * (len(job.parties) - 1)
+    assert stages[("sent", 1)] == stages[("received", 1)] == pairs
+    assert stages[("sent", 2)] == stages[("received", 2)] == pairs
     for name, records in audits.items():
         assert all(set(r) - {"anchor"} == FIELDS for r in records), name
         text = (tmp_path / name / FILE_NAME).read_text()
@@ -123,3 +124,41 @@ def test_a_line_cut_by_a_crash_stays_apart_and_the_chain_goes_on(tmp_path: Path)
     text = path.read_text().splitlines()
     assert len(text) == 4 and json.loads(text[2])["seq"] == 2
     assert json.loads(text[2])["prev"] == line_hash(text[1])
+
+
+def pair(tmp_path: Path, hub: InMemoryHub, name: str) -> tuple[AuditLog, Channel]:
+    """``name``'s audit log and channel on ``hub``, the log attached as the channel's."""
+    audit = AuditLog(tmp_path / name / FILE_NAME, party=name, session="s", job="j")
+    channel = Channel(hub.transport(name), session="s", timeout=30.0, observer=audit)
+    audit.attach(channel)
+    return audit, channel
+
+
+def test_the_closing_exchange_waits_for_the_peer_and_ends_when_it_stops(tmp_path: Path) -> None:
+    # Prepare: alice and bob each write to the other (a first head each goes along)
+    hub = InMemoryHub()
+    (alice, to_bob), (bob, to_alice) = pair(tmp_path, hub, "alice"), pair(tmp_path, hub, "bob")
+    to_bob.send("bob", Progress("training", 1, 2))
+    to_alice.send("alice", Progress("training", 1, 2))
+    missing: dict[str, list[str]] = {}
+    alice_waits = threading.Thread(target=lambda: missing.update(alice=alice.settle()))
+
+    # Act: alice closes first and must wait for bob; then bob closes, and later a peer
+    # that stopped (its Abort) ends alice's wait without its heads
+    alice_waits.start()
+    alice_waits.join(0.3)
+    waited = alice_waits.is_alive()
+    missing["bob"] = bob.settle()
+    alice_waits.join(30)
+    _, to_carol = pair(tmp_path, hub, "carol")
+    to_carol.send("alice", Progress("training", 1, 2))  # a head of carol's goes along
+    to_carol.abort(["alice"], RuntimeError("stopped"))
+    alone = alice.settle()
+
+    # Assert
+    assert waited and missing == {"alice": [], "bob": []}
+    for name, peer in (("alice", "bob"), ("bob", "alice")):
+        records = lines(tmp_path / name / FILE_NAME)
+        got = [r["anchor"] for r in records if r["peer"] == peer and "anchor" in r]
+        assert got[-1]["stage"] == HEAD_LAST, (name, got)
+    assert alone == ["carol"]

@@ -291,6 +291,7 @@ def run_aggregator(
         if cfg.secure_aggregation:
             extra |= distributed_extra(accountant, cfg.secagg_bounds)
         summary = recorder.summary(ledger, stop_reason, extra)
+        untold = set()
         for peer in [*job.names("clients"), *([shuffler] if shuffler else [])]:
             try:
                 channel.send(
@@ -300,7 +301,10 @@ def run_aggregator(
                 )
             except PeerUnavailable:
                 log.warning("could not tell %s that the job finished", peer)
-        audit.anchor_all()
+                untold.add(peer)
+        # A listener cannot tell that a client host left: those it could not reach, or
+        # dropped, are not waited for; one that left unseen, only for a round's window.
+        audit.settle(gone=untold | roster.dropped, timeout=job.config.round_timeout)
         return summary
 
 

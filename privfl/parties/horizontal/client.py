@@ -99,7 +99,7 @@ def run_client_host(
             sent_total += serve_round(
                 job, setup, channel, start, mine, aggregator, shuffler, source, slow_seconds
             )
-        audit.anchor_all()
+        audit.settle()
     return {"party": name, "reports_sent": sent_total}
 
 

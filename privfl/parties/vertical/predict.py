@@ -141,7 +141,7 @@ def prediction_session(
             # The row commitment (docs/protocol.md §2.3): ids, or 0-based positions.
             ids = rows.ids if by_id else positions(range(len(rows.ids)))
             result = answer(ctx, rows, x, rows_digest(ctx, ids, ()))
-        audit.anchor_all()  # our last head, while the channel is open
+        audit.settle()  # our last head recorded by each peer, and theirs by us
         return result
 
 

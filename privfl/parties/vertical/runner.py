@@ -148,14 +148,14 @@ def run_party(
     ):
         if role == "server":
             result: dict[str, Any] = party(ctx, None, options)
-            audit.anchor_all()
+            audit.settle()
             return result
         if table is not None:
             data = psi_stage.training_rows(ctx, table)
         assert data is not None
         check_feature_count(job, name, data)
         result = party(ctx, data, options)
-        audit.anchor_all()  # our last head, while the channel is open
+        audit.settle()  # our last head recorded by each peer, and theirs by us
         return psi_stage.recorded(ctx, table, data, result) if role == "host" else result
 
 

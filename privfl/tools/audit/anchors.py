@@ -4,8 +4,13 @@ Each party sends each peer the head of its chain (``audit_head``) and the peer r
 it in its own chain (``anchor``: ``seq`` lines and the sha256 of the last; see
 privfl/parties/audit.py). A party that rewrites lines of its log — even every line,
 with every ``seq`` and ``prev`` recomputed — no longer has the head its peers recorded,
-unless it also rewrites every peer's log. What this check cannot see is said too: a
-log whose peers' logs were not given, or the lines after the last head a peer recorded.
+unless it also rewrites every peer's log. A session that ended ok ends with the closing
+exchange (privfl/parties/audit.py): each peer that recorded heads of a party also recorded
+its last head (HEAD_LAST), which anchors every line before it; a peer's log that ended ok
+without it is a finding (the sender's log was cut before its exchange, or it stopped).
+What this check cannot see is said too: a log whose peers' logs were not given, or lines
+after the last recorded head that no peer's log records (the closing exchange's last
+heads are recorded by both ends, and the cross-check matches them).
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from privfl.parties.audit import line_hash
-from privfl.tools.audit.chain import Chain
+from privfl.protocol.messages import HEAD_LAST
+from privfl.tools.audit.chain import Chain, Line, Session
+
+Key = tuple[str, str]  # (party, session)
 
 
 @dataclass(frozen=True)
@@ -30,7 +38,7 @@ def check_anchors(chains: list[Chain], texts: dict[str, str]) -> Anchored:
     logs = {(s.party, s.session): chain.log for chain in chains for s in chain.sessions}
     lines = {log: texts[log].split("\n") for log in {c.log for c in chains}}
     findings: list[str] = []
-    covered: dict[tuple[str, str], int] = defaultdict(int)  # lines a head vouches for
+    covered: dict[Key, int] = defaultdict(int)  # lines a head vouches for
     for chain in chains:
         for session in chain.sessions:
             for line in session.lines:
@@ -52,7 +60,45 @@ def check_anchors(chains: list[Chain], texts: dict[str, str]) -> Anchored:
                     f"{sender}'s log was rewritten after it sent that head (or "
                     f"{session.party}'s log was)"
                 )
-    return Anchored(findings, _notes(chains, covered))
+    sessions = {(s.party, s.session): s for chain in chains for s in chain.sessions}
+    findings += _no_last_head(chains, sessions, covered)
+    return Anchored(findings, _notes(chains, sessions, covered))
+
+
+def is_last_head(line: Line) -> bool:
+    """Whether ``line`` records a HEAD_LAST head of the closing exchange (sent or received)."""
+    anchor = line.record.get("anchor")
+    return isinstance(anchor, dict) and anchor.get("stage") == HEAD_LAST
+
+
+def _no_last_head(
+    chains: list[Chain], sessions: dict[tuple[str, str], Session], covered: dict[Key, int]
+) -> list[str]:
+    """One finding per peer that ended ok, recorded heads of a party that ended ok, and
+    not its last head: that party's last lines are anchored in no peer's log."""
+    findings = []
+    for chain in chains:
+        for session in chain.sessions:
+            if session.outcome != "ok":
+                continue
+            heads: dict[str, bool] = {}  # sender: whether its last head is among them
+            for line in session.lines:
+                if line.record.get("direction") == "received" and "anchor" in line.record:
+                    sender = str(line.record.get("peer"))
+                    heads[sender] = heads.get(sender, False) or is_last_head(line)
+            for sender in sorted(p for p, last in heads.items() if not last):
+                theirs = sessions.get((sender, session.session))
+                if theirs is None or theirs.outcome != "ok":
+                    continue  # a missing log is the cross-check's; a failed session, a note's
+                upto = covered.get((sender, session.session), 0)
+                findings.append(
+                    f"{theirs.log}: {session.party} recorded no last head of {sender} "
+                    f"({chain.log}), though both sessions ended ok: lines {upto + 1}–"
+                    f"{theirs.closed_at} of {sender}'s session {session.session} are anchored "
+                    f"in no peer's log (the log was cut before its closing exchange, or the "
+                    "exchange did not complete)"
+                )
+    return findings
 
 
 def _matches(lines: list[str], seq: int, head: str) -> bool:
@@ -60,7 +106,9 @@ def _matches(lines: list[str], seq: int, head: str) -> bool:
     return 1 <= seq <= len(lines) and line_hash(lines[seq - 1]) == head
 
 
-def _notes(chains: list[Chain], covered: dict[tuple[str, str], int]) -> list[str]:
+def _notes(
+    chains: list[Chain], sessions: dict[tuple[str, str], Session], covered: dict[Key, int]
+) -> list[str]:
     notes = []
     for chain in chains:
         for session in chain.sessions:
@@ -71,10 +119,31 @@ def _notes(chains: list[Chain], covered: dict[tuple[str, str], int]) -> list[str
                     f"{session.session}: a rewrite of its whole chain cannot be told from the "
                     "chain alone (pass a peer's run folder of that session)"
                 )
-            elif upto < session.closed_at:
+                continue
+            loose = [
+                line.number
+                for line in session.lines
+                if line.number > upto
+                and not (
+                    is_last_head(line)
+                    and (str(line.record.get("peer")), session.session) in sessions
+                )
+            ]
+            if loose:
                 notes.append(
-                    f"{chain.log}: lines 1–{upto} of session {session.session} are anchored in "
-                    f"a peer's log; lines {upto + 1}–{session.closed_at} are checked by the "
-                    "chain and the link digests only"
+                    f"{chain.log}: lines {_spans(loose)} of session {session.session} come "
+                    f"after line {upto}, the last one a peer's log anchors: a rewrite of what "
+                    "they claim is told by the chain and the link digests only"
                 )
     return notes
+
+
+def _spans(numbers: list[int]) -> str:
+    """``3–5, 8`` for [3, 4, 5, 8]."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)

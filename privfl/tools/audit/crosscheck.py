@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from privfl.tools.audit.anchors import is_last_head
 from privfl.tools.audit.chain import Line, Session
 
 RECEIVED = ("received", "refused")  # a refused message reached the receiver's log too
 SHARED = ("link", "kind", "round", "msg_id", "size")  # what both ends record of a message
 # sent to peers that may be gone already: may never be received (a progress tick goes out
-# without waiting, and the last one may reach a peer that has just closed its inbox)
+# without waiting, and the last one may reach a peer that has just closed its inbox) —
+# except the closing exchange's last heads, which each end waits for (parties/audit.py)
 BEST_EFFORT = {"abort", "audit_head", "progress"}
 STOPPED = "; or {} stopped before it arrived (its session did not end ok)"
 
@@ -80,7 +82,7 @@ def _unmatched(sender: str, receiver: str, parties: dict[str, list[Session]]) ->
     stopped = any(s.outcome != "ok" for s in parties[receiver])
     for link, lines in sorted(sent.items()):
         for line in lines[len(got.get(link, [])) :]:
-            if line.record.get("kind") not in BEST_EFFORT:
+            if line.record.get("kind") not in BEST_EFFORT or is_last_head(line):
                 finding = _say(parties[sender][0].log, line, f"to {receiver}", "received")
                 findings.append(finding + (STOPPED.format(receiver) if stopped else ""))
     for link, lines in sorted(got.items()):

@@ -45,6 +45,7 @@ from privfl.protocol.hfl_messages import (
     Update,
 )
 from privfl.protocol.messages import (
+    HEAD_LAST,
     PROTOCOL,
     VERSION,
     Abort,
@@ -269,6 +270,8 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ("boost_revealed", "guest-1", "host", 0, BoostRevealed(0, 2, BigInts((N - 5,)))),
         # networked SecAgg+ (protocol v5, §6.7), appended: earlier ids and bytes stay
         *_secagg_messages(),
+        # the closing exchange's last head (§11, version 5), appended
+        ("audit_head_last", "host", "guest-1", 0, AuditHead(13, "cd" * 32, HEAD_LAST)),
     ]
 
 
