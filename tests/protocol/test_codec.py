@@ -165,7 +165,7 @@ def _secagg_builders(
     from privfl.protocol import secagg_messages as s
 
     round_ = rng.randrange(1, 2**32)
-    ids = np_rng.permutation(2**20)[:size].astype(np.int64)
+    ids = np.array(rng.sample(range(2**20), size), dtype=np.int64)  # distinct, O(size)
     degrees = np.ones(size, dtype=np.int64)
     keys = rng.randbytes(32 * size)
     return {
