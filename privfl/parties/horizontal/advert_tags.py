@@ -38,7 +38,12 @@ class HostKeys:
 
     def others(self, sender: str) -> list[str]:
         """The hosts ``sender`` tags for, in the order its tags travel."""
-        return [h for h in self.order if h != sender]
+        return others(self.order, sender)
+
+
+def others(order: tuple[str, ...], sender: str) -> list[str]:
+    """The client hosts of ``order`` that ``sender`` tags its advert for, in tag order."""
+    return [h for h in order if h != sender]
 
 
 def digest(session: str, round_: int, host: str, clients: np.ndarray, keys: bytes) -> bytes:

@@ -29,7 +29,7 @@ from privfl.parties.horizontal.channels import (
     wait_until_connected,
 )
 from privfl.parties.horizontal.integrity import round_digest
-from privfl.parties.horizontal.secure_host import HostRound, serve_secure_round
+from privfl.parties.horizontal.secure_host import ROUND_KINDS, HostRound, serve_secure_round
 from privfl.parties.session import keyring, run_role
 from privfl.protocol.channel import Channel, Envelope, body_as
 from privfl.protocol.hfl_messages import (
@@ -41,10 +41,8 @@ from privfl.protocol.hfl_messages import (
     Sealed,
     Update,
 )
-from privfl.protocol.messages import Kind
 
 log = logging.getLogger("privfl.parties.horizontal.client")
-ROUND_KINDS = {Kind.ROUND_START, Kind.ROUND_END}
 
 
 def run_client_host(

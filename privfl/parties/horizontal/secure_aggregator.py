@@ -22,6 +22,7 @@ from privfl.crypto import shamir
 from privfl.errors import PeerUnavailable
 from privfl.learning import secagg
 from privfl.learning.secure_round import network_context, noise_group, round_groups
+from privfl.parties.horizontal import advert_tags
 from privfl.parties.horizontal.channels import try_expect
 from privfl.protocol import secagg_messages as wire
 from privfl.protocol.channel import Channel, body_as
@@ -157,7 +158,7 @@ def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
 
 def _tag_for(state: SecureRound, sender: str, receiver: str) -> bytes:
     """``sender``'s advert tag for ``receiver`` (its tags follow the job's host order)."""
-    index = [h for h in state.order if h != sender].index(receiver)
+    index = advert_tags.others(state.order, sender).index(receiver)
     return state.adverts[sender].tags[index * wire.TAG_BYTES : (index + 1) * wire.TAG_BYTES]
 
 
@@ -172,8 +173,9 @@ def route(state: SecureRound, shares: dict[str, Message]) -> dict[str, wire.SecS
             )
             for i, (s, r) in enumerate(zip(body.senders, body.receivers, strict=True))
         ]
+        own = set(state.hosts[host])
         ok = all(
-            m.sender in state.hosts[host]
+            m.sender in own
             and m.sender in state.group_of
             and m.receiver in state.groups[state.group_of[m.sender]].graph[m.sender]
             for m in sealed
@@ -201,7 +203,8 @@ def keep_masked(state: SecureRound, masked: dict[str, Message], dims: int) -> No
     for host, message in masked.items():
         body = body_as(message, wire.SecMasked)
         ids = body.clients.tolist()
-        shared = all(c in state.hosts[host] and c in state.group_of for c in ids) and all(
+        own = set(state.hosts[host])
+        shared = all(c in own and c in state.group_of for c in ids) and all(
             c in state.groups[state.group_of[c]].shared for c in ids
         )
         if not shared or (ids and body.masked.shape[1] != dims):
@@ -219,7 +222,8 @@ def replies_of(state: SecureRound, unmask: dict[str, Message]) -> list[list[seca
         body = body_as(message, wire.SecUnmask)
         owners, subjects, seeds = body.owners.tolist(), body.subjects.tolist(), body.seeds.tolist()
         entries = list(zip(owners, subjects, seeds, strict=True))
-        if not all(_fits(state, host, *entry) for entry in entries):
+        own = set(state.hosts[host])
+        if not all(_fits(state, own, *entry) for entry in entries):
             _refuse(state, host, "shares of a non-neighbour or of the wrong secret")
             continue
         replies: dict[int, secagg.UnmaskReply] = {}
@@ -233,11 +237,11 @@ def replies_of(state: SecureRound, unmask: dict[str, Message]) -> list[list[seca
     return per_group
 
 
-def _fits(state: SecureRound, host: str, owner: int, subject: int, seed: bool) -> bool:
-    """A share ``owner`` may send: it is a survivor of this host's, ``subject`` is its
-    neighbour, and the share is of the secret the named survivors call for (the seed of
-    a survivor, the key of a dropped client)."""
-    if owner not in state.group_of or owner not in state.hosts[host]:
+def _fits(state: SecureRound, own: set[int], owner: int, subject: int, seed: bool) -> bool:
+    """A share ``owner`` may send: it is a survivor among the sending host's clients
+    (``own``), ``subject`` is its neighbour, and the share is of the secret the named
+    survivors call for (the seed of a survivor, the key of a dropped client)."""
+    if owner not in state.group_of or owner not in own:
         return False
     server = state.groups[state.group_of[owner]]
     named = subject in server.masked

@@ -256,8 +256,7 @@ def serve_secure_round(
                     "round %d: secure aggregation aborted for clients %s: %s",
                     host.round, sorted(host.states), exc,
                 )  # fmt: skip
-                aborted = True
-                reply = _empty(host.round, NEXT[kind])
+                aborted = True  # ``reply`` is still the empty one
         channel.send(aggregator, reply, host.round)
     return None
 
