@@ -42,8 +42,8 @@ def test_the_unmasked_sum_is_the_plaintext_sum() -> None:
     [
         # after its advert: it never shares, so nobody masks with it; the four others' sum
         (1, [0, 1, 2, 3]),
-        # after its masked input: its seed is rebuilt from the four others' shares (t = 3)
-        (3, [0, 1, 2, 3, 4]),
+        # after its view tags: its seed is rebuilt from the four others' shares (t = 3)
+        (4, [0, 1, 2, 3, 4]),
     ],
 )
 def test_a_host_that_goes_silent_mid_round_drops_out_and_the_rest_unmasks(
@@ -59,6 +59,21 @@ def test_a_host_that_goes_silent_mid_round_drops_out_and_the_rest_unmasks(
     [(survivors, total)] = sums
     assert survivors == alive
     np.testing.assert_array_equal(total, plain_sum(inputs, alive))
+
+
+def test_a_host_silent_between_its_masked_input_and_its_view_stops_its_group(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # clients-3 masks, then sends no view tags: the others cannot tell that from an
+    # aggregator hiding a view that disagrees, so they refuse to unmask (one line each).
+    job = job_of(SIZES)
+
+    with caplog.at_level(logging.ERROR):
+        sums, state, net = run_round(job, inputs_of(job), silent={"clients-3": 3})
+
+    assert sums == [] and not net.errors and state.missed == {"clients-3"}
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(lines) == 2 and all("no view from clients-3" in line for line in lines)
 
 
 def test_two_groups_unmask_separately_and_a_lone_client_is_never_shown(
@@ -109,8 +124,9 @@ def test_a_host_refuses_neighbours_for_a_client_it_did_not_advertise(
     one = np.ones(1, dtype=np.int64)
     none = np.zeros(0, dtype=np.int64)
     bad = SecNeighbours(
-        ROUND, one * 9, one * 0, one * 2, one, one, one * 0, none, none, none, b"", b"", b"", 2
-    )
+        ROUND, one * 9, one * 0, one * 2, one, one, one * 0, none, none, none, none, b"", b"",
+        b"", 2,
+    )  # fmt: skip
     with network(job) as net, caplog.at_level(logging.ERROR):
         net.host("clients-1", inputs_of(job))
         channel = net.aggregator
