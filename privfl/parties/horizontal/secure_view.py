@@ -57,6 +57,10 @@ class View:
         return {self.owner[c] for c in self.alive if self.placement.get(c) in groups} - {me}
 
 
+def _listed(parts: list[str]) -> str:
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+
+
 def check_agreement(
     keys: HostKeys,
     session: str,
@@ -66,22 +70,27 @@ def check_agreement(
     body: wire.SecConsistency,
 ) -> None:
     """Refuse to unmask (SecAggAborted, one line) unless every other host with a surviving
-    client in ``groups`` sent a view tag for us, and every tag forwarded matches our view."""
+    client in ``groups`` sent a view tag for us that matches our view. The tags of hosts
+    outside our groups are not checked: a host could otherwise stop every group of the
+    round, not only its own, with tags that do not verify."""
     mine = view.digests()
+    peers = view.peers(keys.me, groups)
     got: set[str] = set()
     for h, index in enumerate(body.hosts.tolist()):
         if index >= len(keys.order) or keys.order[index] == keys.me:
             raise secagg.SecAggAborted(f"a view said to be from client host #{index}")
         sender = keys.order[index]
+        if sender not in peers:
+            continue
         tags = body.tags[h * wire.VIEW_BYTES : (h + 1) * wire.VIEW_BYTES]
         differs = advert_tags.view_differs(keys, sender, session, round_, mine, tags)
         if differs:
             raise secagg.SecAggAborted(
-                f"{sender} was shown other {' and '.join(differs)} than we were: the "
+                f"{sender} was shown other {_listed(differs)} than we were: the "
                 "aggregator's views of the round disagree"
             )
         got.add(sender)
-    missing = sorted(view.peers(keys.me, groups) - got)
+    missing = sorted(peers - got)
     if missing:
         raise secagg.SecAggAborted(
             f"no view from {', '.join(missing)}, which the aggregator names with surviving "
