@@ -12,6 +12,10 @@ neighbours 1, 2, 3 (hosts clients-1, clients-2) and 5, 6, 7 (clients-3, clients-
   forwarded or withheld, even at a threshold of half the neighbours. Leaky arm: without
   the agreement that threshold reads the input exactly; the real threshold of 4 of 6
   alone leaves it 3 shares of each secret.
+- **Two self-consistent halves.** It names clients 0-3 survivors and 4-7 dropped to
+  clients-1 and clients-2, and the reverse to clients-3 and clients-4: the agreement
+  holds inside each half, and the threshold is what stops it (each half names 3 of the
+  target's 6 neighbours). Leaky arm: at half the neighbours it reads the input.
 - **A group made small.** It puts the target in a group of 2 with an accomplice's client
   where the eight clients make groups of 4. The target's host refuses it before sharing.
   Leaky arm: without that check, the group's sum less the accomplice's input is the
@@ -87,6 +91,7 @@ def _attack(
     hide_from_target: bool = False,
     substitute_keys: bool = False,
     withhold_views: bool = False,
+    halves: bool = False,
 ) -> Loot:
     job = job_of(SIZES)
     inputs = inputs_of(job)
@@ -124,6 +129,8 @@ def _attack(
         for host in state.hosts:
             split = host not in TOLD_SURVIVED and not (hide_from_target or substitute_keys)
             view = everyone[everyone != TARGET] if split else everyone
+            if halves:  # each half's clients (0-3, 4-7) survived, the other half's dropped
+                view = everyone[(everyone < 4) == (host in TOLD_SURVIVED)]
             channel.send(host, wire.SecSurvivors(ROUND, view), ROUND)
         views = gather(job, channel, Kind.SECAGG_CONSISTENCY, state)
         forwarded = forward_views(state, views)
@@ -279,6 +286,29 @@ def test_without_the_agreement_the_threshold_alone_leaves_three_shares_of_each_s
     read = _read(loot)
     assert not np.array_equal(read, loot.truth)
     assert np.abs(read).max() > 2**20  # mask noise, nowhere near the input's ±1000
+
+
+def test_two_self_consistent_halves_fall_short_of_the_threshold(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The agreement holds inside each half; |U| >= t (3 of the 6 neighbours named, t = 4)
+    # is what every host refuses.
+    with caplog.at_level(logging.ERROR):
+        loot = _attack(halves=True)
+
+    assert not loot.seed_shares and not loot.key_shares
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 4 and all("fewer than 4 of its neighbours survived" in e for e in errors)
+
+
+def test_leaky_arm_at_a_half_threshold_two_halves_read_the_input_despite_the_agreement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(secagg, "threshold_for", lambda k: k // 2)
+
+    loot = _attack(halves=True)
+
+    np.testing.assert_array_equal(_read(loot), loot.truth)
 
 
 # A group made small: the target (client 0) with client 2 alone, whose host colludes (the
