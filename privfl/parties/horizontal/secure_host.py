@@ -148,6 +148,19 @@ def _check_size(host: HostRound, client: int, members: int, group: set[int], see
         )
 
 
+def _neighbour_keys(
+    client: int, near: list[int], known: dict[int, secagg.Advertise], group: set[int]
+) -> list[secagg.Advertise]:
+    """The tagged keys of ``client``'s neighbours: distinct, not itself, in its group."""
+    if client in near or len(set(near)) != len(near):
+        raise secagg.SecAggAborted(f"client {client}: its neighbour list repeats or names it")
+    if not set(near) <= known.keys():
+        raise secagg.SecAggAborted(f"client {client}: a neighbour without a tagged advert")
+    if not set(near) <= group:
+        raise secagg.SecAggAborted(f"client {client}: a neighbour outside its group")
+    return [known[j] for j in near]
+
+
 def share_all(host: HostRound, body: wire.SecNeighbours) -> wire.SecShares:
     """Stage 2: check each client's neighbours, group and graph; seal its shares for them.
     Clients of ours the aggregator left out of every group drop out of the round."""
@@ -169,14 +182,8 @@ def share_all(host: HostRound, body: wire.SecNeighbours) -> wire.SecShares:
         degree = int(body.degrees[i])
         near = body.neighbours[at : at + degree].tolist()
         at += degree
-        if client in near or len(set(near)) != degree:
-            raise secagg.SecAggAborted(f"client {client}: its neighbour list repeats or names it")
-        if not set(near) <= set(known):
-            raise secagg.SecAggAborted(f"client {client}: a neighbour without a tagged advert")
         group = groups[int(body.groups[i])]
-        if not set(near) <= group:
-            raise secagg.SecAggAborted(f"client {client}: a neighbour outside its group")
-        ads = [known[j] for j in near]
+        ads = _neighbour_keys(client, near, known, group)
         _check_size(host, client, int(body.members[i]), group, seen)
         _check_group(host, client, int(body.members[i]), degree, int(body.thresholds[i]))
         state = host.states[client]
