@@ -45,6 +45,7 @@ class SecureRound:
     noise_group: int = 1
     missed: set[str] = field(default_factory=set)
     order: tuple[str, ...] = ()  # the job's client hosts: the wire's host indices
+    position: dict[str, int] = field(default_factory=dict)  # each host's index in ``order``
     adverts: dict[str, wire.SecAdvertise] = field(default_factory=dict)  # forwarded verbatim
     owner: dict[int, str] = field(default_factory=dict)
 
@@ -52,7 +53,8 @@ class SecureRound:
     def start(cls, job: HflJob, asked: dict[str, list[int]], round_: int) -> SecureRound:
         """A round with the asked hosts and their clients."""
         hosts = {h: list(ids) for h, ids in asked.items()}
-        return cls(round_, hosts, order=tuple(job.names("clients")))
+        order = tuple(job.names("clients"))
+        return cls(round_, hosts, order=order, position={h: i for i, h in enumerate(order)})
 
 
 def gather(job: HflJob, channel: Channel, kind: Kind, state: SecureRound) -> dict[str, Message]:
@@ -152,7 +154,7 @@ def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
         table[:, 2].copy(),
         table[:, 3].copy(),
         np.array(near, dtype=np.int64),
-        np.array([state.order.index(h) for h in sources], dtype=np.int64),
+        np.array([state.position[h] for h in sources], dtype=np.int64),
         np.array([len(a.clients) for a in adverts], dtype=np.int64),
         advertised,
         np.array([state.placed[c] for c in advertised.tolist()], dtype=np.int64),
@@ -165,7 +167,7 @@ def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
 
 def _tag_for(state: SecureRound, sender: str, receiver: str) -> bytes:
     """``sender``'s advert tag for ``receiver`` (its tags follow the job's host order)."""
-    index = advert_tags.others(state.order, sender).index(receiver)
+    index = advert_tags.slot(state.position, sender, receiver)
     return state.adverts[sender].tags[index * wire.TAG_BYTES : (index + 1) * wire.TAG_BYTES]
 
 
@@ -211,7 +213,7 @@ def forward_views(state: SecureRound, views: dict[str, Message]) -> dict[str, wi
     tags: dict[str, bytes] = {}
     for host, message in views.items():
         body = body_as(message, wire.SecConsistency)
-        others = [state.order.index(h) for h in advert_tags.others(state.order, host)]
+        others = [i for i in range(len(state.order)) if i != state.position[host]]
         if len(body.hosts) and body.hosts.tolist() != others:
             _refuse(state, host, "view tags not one per other client host in job order")
         elif len(body.hosts):
@@ -219,10 +221,10 @@ def forward_views(state: SecureRound, views: dict[str, Message]) -> dict[str, wi
     out = {}
     for host in state.hosts:
         senders = [h for h in state.order if h in tags and h != host]
-        at = [advert_tags.others(state.order, h).index(host) for h in senders]
+        at = [advert_tags.slot(state.position, h, host) for h in senders]
         out[host] = wire.SecConsistency(
             state.round,
-            np.array([state.order.index(h) for h in senders], dtype=np.int64),
+            np.array([state.position[h] for h in senders], dtype=np.int64),
             b"".join(
                 tags[h][i * wire.VIEW_BYTES : (i + 1) * wire.VIEW_BYTES]
                 for h, i in zip(senders, at, strict=True)
