@@ -531,7 +531,10 @@ class Listener(_Endpoint):
                 self._closed_at[peer] = now
 
     def _heard(self, peer: str, frame: zmq.Frame) -> None:
-        fd = int(frame.get(zmq.SRCFD))
+        try:  # a libzmq without the (deprecated) property: no departures noted, waits as before
+            fd = int(frame.get(zmq.SRCFD))
+        except (AttributeError, zmq.ZMQError):
+            return
         if fd in self._closed_fds:  # read after its connection closed: still departed
             self._closed_at.setdefault(peer, self._closed_fds[fd])
             return
