@@ -80,6 +80,12 @@ def random_groups(
     return [sorted(order[g::count]) for g in range(count)] if order else []
 
 
+def smallest_group(clients: int, size: int) -> int:
+    """The smallest group :func:`random_groups` makes of ``clients`` (``size`` as there):
+    what a host may expect when it sees ``clients`` advertised."""
+    return clients // max(1, clients // size) if size else clients
+
+
 def round_groups(config: HflConfig, clients: list[int], round_: int) -> list[list[int]]:
     """The round's groups: from the OS CSPRNG, or (research runs with ``seeded_noise``)
     from the job, reproducibly."""

@@ -476,13 +476,17 @@ class Channel:
                 self._keep(env)
 
     def gone(self, peer: str) -> bool:
-        """Whether ``peer`` told us it stopped, or its connection is lost past the grace."""
+        """Whether ``peer`` told us it stopped, or its connection is lost past the grace
+        (a listener: the connection of its last message closed, and it said nothing since)."""
         if peer in self._aborted:
             return True
         lost_peers: Callable[[], dict[str, float]] | None = getattr(
             self.transport, "lost_peers", None
         )
-        return lost_peers is not None and peer in lost_peers()
+        departed: Callable[[], set[str]] | None = getattr(self.transport, "departed_peers", None)
+        return (lost_peers is not None and peer in lost_peers()) or (
+            departed is not None and peer in departed()
+        )
 
     def delivered(self, peer: str) -> bool:
         """Whether ``peer`` acknowledged every message we sent it (True where the transport

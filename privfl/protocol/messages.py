@@ -39,6 +39,7 @@ from privfl.protocol.hfl_messages import (
 )
 from privfl.protocol.secagg_messages import (
     SecAdvertise,
+    SecConsistency,
     SecMasked,
     SecNeighbours,
     SecShares,
@@ -47,7 +48,7 @@ from privfl.protocol.secagg_messages import (
 )
 
 PROTOCOL = "privfl"
-VERSION = 5
+VERSION = 6
 PURPOSES = ("gradient", "scores")
 SPLITS = ("train", "test")
 VERDICTS = ("", "converged", "diverged", "max_epochs")  # EpochResult.reason
@@ -110,13 +111,14 @@ class Kind(enum.StrEnum):
     BOOST_CANDIDATES = "boost_candidates"
     BOOST_REVEAL = "boost_reveal"
     BOOST_REVEALED = "boost_revealed"
-    # networked SecAgg+ (bodies in secagg_messages.py; protocol v5)
+    # networked SecAgg+ (bodies in secagg_messages.py; protocol v5, the agreement v6)
     SECAGG_ADVERTISE = "secagg_advertise"
     SECAGG_NEIGHBOURS = "secagg_neighbours"
     SECAGG_SHARES = "secagg_shares"
     SECAGG_MASKED = "secagg_masked"
     SECAGG_SURVIVORS = "secagg_survivors"
     SECAGG_UNMASK = "secagg_unmask"
+    SECAGG_CONSISTENCY = "secagg_consistency"
 
 
 @dataclass(frozen=True, slots=True)
@@ -584,6 +586,7 @@ Message = (
     | SecMasked
     | SecSurvivors
     | SecUnmask
+    | SecConsistency
 )
 
 MESSAGE_TYPES: dict[Kind, type] = {
@@ -642,6 +645,7 @@ MESSAGE_TYPES: dict[Kind, type] = {
     Kind.SECAGG_MASKED: SecMasked,
     Kind.SECAGG_SURVIVORS: SecSurvivors,
     Kind.SECAGG_UNMASK: SecUnmask,
+    Kind.SECAGG_CONSISTENCY: SecConsistency,
 }
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in MESSAGE_TYPES.items()}
 

@@ -1,4 +1,4 @@
-"""Messages of networked SecAgg+ (horizontal mode, protocol v5), one kind per stage.
+"""Messages of networked SecAgg+ (horizontal mode, protocol v6), one kind per stage.
 
 A client host speaks for several logical clients, so each message carries parallel
 arrays, one entry per client (or per share): the checks here are the shape rules
@@ -16,11 +16,13 @@ from privfl.crypto.shamir import SHARE_BYTES
 from privfl.protocol.bounds import count, require
 
 KEY_BYTES = 32  # raw X25519 public keys
-TAG_BYTES = 16  # ChaCha20-Poly1305
-SEALED_BYTES = 2 * SHARE_BYTES + TAG_BYTES  # a seed share and a key share, sealed
+AEAD_BYTES = 16  # ChaCha20-Poly1305's tag
+SEALED_BYTES = 2 * SHARE_BYTES + AEAD_BYTES  # a seed share and a key share, sealed
 MAX_DEGREE = 256  # neighbours per client: 2⌈log₂ n⌉ is 64 at n = 2^32
 MAX_HOSTS = 4096  # client hosts of a job whose adverts one message may carry
 TAG_BYTES = 32  # HMAC-SHA256 (parties/horizontal/advert_tags.py)
+VIEW_PARTS = ("adverts", "groups", "survivors")  # what a consistency tag covers, part by part
+VIEW_BYTES = TAG_BYTES * len(VIEW_PARTS)  # one HMAC per part, so a mismatch names its part
 
 
 def _ids(values: np.ndarray, what: str, *, distinct: bool = True) -> None:
@@ -63,7 +65,9 @@ class SecNeighbours:
     ``clients`` order); and, verbatim, the adverts of the other hosts whose clients are
     among them: host ``hosts[h]`` (index in the job's client hosts) advertised
     ``sizes[h]`` clients of ``advertised`` with their keys, and ``tags[h]`` is its tag
-    for the receiving host.
+    for the receiving host. Every other host's accepted advert is forwarded (v6), so a
+    host sees how many clients take part; ``placed[i]`` is the group of ``advertised[i]``
+    (-1: left out, alone in its group).
 
     ``noise_group`` is the group size each client draws its Skellam share for
     (``secagg_group``, or every advertiser of the round when that is 0)."""
@@ -78,6 +82,7 @@ class SecNeighbours:
     hosts: np.ndarray
     sizes: np.ndarray
     advertised: np.ndarray
+    placed: np.ndarray
     c_keys: bytes
     s_keys: bytes
     tags: bytes
@@ -103,6 +108,9 @@ class SecNeighbours:
         _same_length("adverts", len(self.hosts), self.sizes)
         _ids(self.advertised, "advertised")
         require(len(self.advertised) == int(self.sizes.sum()), "advertised: sizes entries")
+        require(self.placed.ndim == 1 and self.placed.dtype == np.int64, "placed: 1-d int64")
+        require(bool((self.placed >= -1).all()), "placed must be >= -1")
+        _same_length("placed", len(self.advertised), self.placed)
         _blob(self.c_keys, KEY_BYTES, len(self.advertised), "c_keys")
         _blob(self.s_keys, KEY_BYTES, len(self.advertised), "s_keys")
         _blob(self.tags, TAG_BYTES, len(self.hosts), "tags")
@@ -176,3 +184,23 @@ class SecUnmask:
         pairs = set(zip(self.owners.tolist(), self.subjects.tolist(), strict=True))
         require(len(pairs) == len(self.owners), "one share per owner and subject")
         _blob(self.shares, SHARE_BYTES, len(self.owners), "shares")
+
+
+@dataclass(frozen=True, slots=True)
+class SecConsistency:
+    """Stage 5, both ways (v6): the hosts' agreement on the round's view before unmasking.
+
+    Host → aggregator: ``tags[h]`` (VIEW_BYTES) is this host's tag of its view (the
+    adverts, the groups and the survivors it was told) for host ``hosts[h]``, every other
+    client host of the job in job order (none: its clients are out of the round).
+    Aggregator → host: ``hosts[h]`` made ``tags[h]`` for the receiving host."""
+
+    round: int
+    hosts: np.ndarray  # indices among the job's client hosts (job-file order)
+    tags: bytes
+
+    def __post_init__(self) -> None:
+        count(self.round, "round", 1)
+        _ids(self.hosts, "hosts")
+        require(len(self.hosts) <= MAX_HOSTS, f"hosts: at most {MAX_HOSTS}")
+        _blob(self.tags, VIEW_BYTES, len(self.hosts), "tags")

@@ -28,6 +28,7 @@ The in-memory transport for tests lives in protocol/memory.py.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -39,6 +40,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from privfl.errors import ConfigError, PeerUnavailable, PrivflError
 from privfl.protocol.keys import KeyRing, check_party_name, fingerprint
@@ -473,6 +475,12 @@ class Listener(_Endpoint):
 
     The horizontal mode's aggregator and Shuffler. Its peers connect under their bare
     name as routing id (an :class:`Outbound`), which is how a reply finds them.
+
+    It does not watch its peers as an Outbound does (a client host that leaves ends no
+    wait), but it notes which connection each peer's last message came over (the
+    frame's source descriptor) and when the ROUTER's monitor says that connection
+    closed: :meth:`departed_peers`, for the closing exchange, which need not wait for
+    a peer that is gone.
     """
 
     def __init__(
@@ -483,14 +491,61 @@ class Listener(_Endpoint):
         *,
         send_timeout: float = 10.0,
         linger_ms: int = 1000,
+        grace: float = DEFAULT_GRACE_SECONDS,
     ) -> None:
         super().__init__(name, keys, linger_ms=linger_ms, send_timeout=send_timeout)
         self._peers = frozenset(keys.peers)
+        self._grace = grace
+        self._fd_of: dict[str, int] = {}  # the connection of each peer's last message
+        self._closed_at: dict[str, float] = {}  # peers whose connection closed, and when
+        self._closed_fds: dict[int, float] = {}  # closed connections not yet reused
+        self._monitor: zmq.Socket[bytes] | None = None
         try:
             self._router = self._sockets.router(endpoint, mandatory=True)
+            events = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+            self._monitor = self._router.get_monitor_socket(events)
         except BaseException:
             self.close()
             raise
+
+    def departed_peers(self) -> set[str]:
+        """Peers whose last message's connection closed over the grace ago, silent since."""
+        self._check_open()
+        self._drain_monitor()
+        now = time.monotonic()
+        return {p for p, at in self._closed_at.items() if now - at >= self._grace}
+
+    def _drain_monitor(self) -> None:
+        # Read before each message: a descriptor is reused only after its close event, and
+        # a message still queued from a closed connection finds it in ``_closed_fds``.
+        monitor = self._monitor
+        while monitor is not None and monitor.poll(0):
+            event = recv_monitor_message(monitor)
+            fd, now = int(event["value"]), time.monotonic()
+            if event["event"] == zmq.EVENT_ACCEPTED:
+                self._closed_fds.pop(fd, None)
+                continue
+            self._closed_fds[fd] = now
+            for peer in [p for p, mine in self._fd_of.items() if mine == fd]:
+                del self._fd_of[peer]
+                self._closed_at[peer] = now
+
+    def _heard(self, peer: str, frame: zmq.Frame) -> None:
+        try:  # a libzmq without the (deprecated) property: no departures noted, waits as before
+            fd = int(frame.get(zmq.SRCFD))
+        except (AttributeError, zmq.ZMQError):
+            return
+        if fd in self._closed_fds:  # read after its connection closed: still departed
+            self._closed_at.setdefault(peer, self._closed_fds[fd])
+            return
+        self._fd_of[peer] = fd
+        self._closed_at.pop(peer, None)
+
+    def _stop_watching(self) -> None:
+        if self._monitor is not None:
+            with contextlib.suppress(zmq.ZMQError):
+                self._router.disable_monitor()
+            self._monitor.close(linger=0)
 
     def send(self, peer: str, frames: Sequence[bytes]) -> None:
         self._check_open()
@@ -508,6 +563,7 @@ class Listener(_Endpoint):
             wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
             if not self._router.poll(wait_ms, zmq.POLLIN):
                 return None
+            self._drain_monitor()
             parts = self._router.recv_multipart(copy=False)
             sender = parts[0].bytes.decode("utf-8", "replace")
             if (
@@ -515,6 +571,7 @@ class Listener(_Endpoint):
                 and sender in self._peers
                 and frame_property(parts[0], "User-Id") == sender
             ):
+                self._heard(sender, parts[0])
                 return sender, [p.bytes for p in parts[1:]]
             if time.monotonic() >= deadline:
                 return None

@@ -6,19 +6,31 @@ the protocol says, choosing its own ring order (it may), so the target (client 0
 neighbours 1, 2, 3 (hosts clients-1, clients-2) and 5, 6, 7 (clients-3, clients-4); then:
 
 - **Split views.** It names the target a survivor to clients-1 and clients-2 (their
-  clients return shares of its self-mask seed) and dropped to clients-3 and clients-4
-  (shares of its mask key), to rebuild both and strip every mask. The threshold of 4 of
-  6 neighbours leaves it 3 shares of each. Leaky arm: a threshold of half the neighbours
-  (3) lets the same attack read the input exactly.
+  clients would return shares of its self-mask seed) and dropped to clients-3 and
+  clients-4 (shares of its mask key), to rebuild both and strip every mask. The hosts'
+  agreement (v6: view tags, ``secure_view.py``) stops it, the other story's tags
+  forwarded or withheld, even at a threshold of half the neighbours. Leaky arm: without
+  the agreement that threshold reads the input exactly; the real threshold of 4 of 6
+  alone leaves it 3 shares of each secret.
+- **Two self-consistent halves.** It names clients 0-3 survivors and 4-7 dropped to
+  clients-1 and clients-2, and the reverse to clients-3 and clients-4: the agreement
+  holds inside each half, and the threshold is what stops it (each half names 3 of the
+  target's 6 neighbours). Leaky arm: at half the neighbours it reads the input.
+- **A group made small.** It puts the target in a group of 2 with an accomplice's client
+  where the eight clients make groups of 4. The target's host refuses it before sharing.
+  Leaky arm: without that check, the group's sum less the accomplice's input is the
+  target's input.
 - **Shares withheld from the target.** It forwards the target none of its neighbours'
   shares: the target would mask with no neighbour (only with the neighbours that
   shared), and the neighbours' shares of its self-mask seed would read its input. The
   target's host refuses to mask with fewer than the threshold of neighbours sharing
-  (Bonawitz et al.'s ``|U₂| ≥ t``). Leaky arm: without that check the attack reads it.
+  (Bonawitz et al.'s ``|U₂| ≥ t``). Leaky arm: without that check (and the agreement,
+  which the aborted host's missing view trips) the attack reads it.
 - **A lowered threshold for the target.** It also tells the target's host that the
   target's threshold is 1, so one share of each secret would do. The host checks the
   threshold against the one SecAgg+ plans for the group and aborts its clients: the
-  target never sends a masked input. Leaky arm: without that check the attack reads it.
+  target never sends a masked input. Leaky arm: without that check (and the agreement,
+  which the split views trip) the attack reads it.
 
 - **Substituted keys.** It hands the target's host keys of its own as the target's
   neighbours' sealing keys (and the other hosts its own as the target's), opens the
@@ -38,14 +50,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-from secagg_harness import DIMS, ROUND, inputs_of, job_of, network
+from secagg_harness import DIMS, ROUND, inputs_of, job_of, network, run_round
 
 from privfl.crypto import shamir
 from privfl.errors import ProtocolError
 from privfl.learning import secagg
-from privfl.parties.horizontal import advert_tags, secure_host
+from privfl.parties.horizontal import advert_tags, secure_aggregator, secure_host
 from privfl.parties.horizontal.secure_aggregator import (
     SecureRound,
+    forward_views,
     gather,
     keep_masked,
     neighbours_for,
@@ -77,6 +90,8 @@ def _attack(
     lower_target_threshold: bool = False,
     hide_from_target: bool = False,
     substitute_keys: bool = False,
+    withhold_views: bool = False,
+    halves: bool = False,
 ) -> Loot:
     job = job_of(SIZES)
     inputs = inputs_of(job)
@@ -114,7 +129,18 @@ def _attack(
         for host in state.hosts:
             split = host not in TOLD_SURVIVED and not (hide_from_target or substitute_keys)
             view = everyone[everyone != TARGET] if split else everyone
+            if halves:  # each half's clients (0-3, 4-7) survived, the other half's dropped
+                view = everyone[(everyone < 4) == (host in TOLD_SURVIVED)]
             channel.send(host, wire.SecSurvivors(ROUND, view), ROUND)
+        views = gather(job, channel, Kind.SECAGG_CONSISTENCY, state)
+        forwarded = forward_views(state, views)
+        if withhold_views:  # each host gets only the views of the hosts told its story
+            for host in forwarded:
+                told = host in TOLD_SURVIVED
+                same = {h: v for h, v in views.items() if (h in TOLD_SURVIVED) == told}
+                forwarded[host] = forward_views(state, same)[host]
+        for host, body in forwarded.items():
+            channel.send(host, body, ROUND)
         replies = gather(job, channel, Kind.SECAGG_UNMASK, state)
     seeds, keys = [], []
     for body in replies.values():
@@ -220,7 +246,40 @@ def _read(loot: Loot) -> np.ndarray:
     return secagg.signed(y)
 
 
-def test_split_views_over_the_wire_leave_three_shares_of_each_secret() -> None:
+@pytest.mark.parametrize(
+    ("withhold", "line"),
+    [(False, "was shown other survivors than we were"), (True, "no view from clients-")],
+)
+def test_split_views_fail_the_hosts_agreement_even_at_a_half_threshold(
+    withhold: bool, line: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Forwarded, the other story's view tags differ; withheld, they are missing.
+    monkeypatch.setattr(secagg, "threshold_for", lambda k: k // 2)
+
+    with caplog.at_level(logging.ERROR):
+        loot = _attack(withhold_views=withhold)
+
+    assert not loot.seed_shares and not loot.key_shares  # no host answered the unmask stage
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 4 and all(line in e and "\n" not in e for e in errors)
+
+
+def test_leaky_arm_without_the_agreement_a_half_threshold_lets_split_views_read_the_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(secagg, "threshold_for", lambda k: k // 2)
+    monkeypatch.setattr(secure_host, "check_agreement", lambda *args: None)
+
+    loot = _attack()
+
+    np.testing.assert_array_equal(_read(loot), loot.truth)
+
+
+def test_without_the_agreement_the_threshold_alone_leaves_three_shares_of_each_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(secure_host, "check_agreement", lambda *args: None)
+
     loot = _attack()
 
     assert len(loot.seed_shares) == len(loot.key_shares) == 3 < loot.server.threshold == 4
@@ -229,40 +288,98 @@ def test_split_views_over_the_wire_leave_three_shares_of_each_secret() -> None:
     assert np.abs(read).max() > 2**20  # mask noise, nowhere near the input's ±1000
 
 
-def test_leaky_arm_a_half_threshold_lets_split_views_read_the_input(
+def test_two_self_consistent_halves_fall_short_of_the_threshold(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The agreement holds inside each half; |U| >= t (3 of the 6 neighbours named, t = 4)
+    # is what every host refuses.
+    with caplog.at_level(logging.ERROR):
+        loot = _attack(halves=True)
+
+    assert not loot.seed_shares and not loot.key_shares
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 4 and all("fewer than 4 of its neighbours survived" in e for e in errors)
+
+
+def test_leaky_arm_at_a_half_threshold_two_halves_read_the_input_despite_the_agreement(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(secagg, "threshold_for", lambda k: k // 2)
 
-    loot = _attack()
+    loot = _attack(halves=True)
 
     np.testing.assert_array_equal(_read(loot), loot.truth)
 
 
+# A group made small: the target (client 0) with client 2 alone, whose host colludes (the
+# aggregator knows its input); with secagg_group = 4 the eight clients make groups of 4.
+SMALL = [[TARGET, 2], [1, 3, 4, 5, 6, 7]]
+
+
+def _small_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[list[tuple[list[int], np.ndarray]], SecureRound, dict[int, np.ndarray]]:
+    job = job_of(SIZES, secagg_group=4)
+    inputs = inputs_of(job)
+    monkeypatch.setattr(secure_aggregator, "round_groups", lambda config, ids, round_: SMALL)
+    sums, state, net = run_round(job, inputs)
+    assert not net.errors
+    return sums, state, inputs
+
+
+def test_a_group_made_small_on_purpose_is_refused_before_the_target_shares(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        sums, state, _ = _small_group(monkeypatch)
+
+    assert TARGET not in state.groups[state.group_of[TARGET]].shared  # no share of it left
+    assert all(TARGET not in alive for alive, _ in sums)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    line = "client 0: a group of 2 (2 placed in it) where 8 clients advertised make groups of"
+    assert any("aborted for clients [0, 1]" in e and line in e for e in errors)
+
+
+def test_leaky_arm_without_the_size_check_a_group_of_two_reads_the_input(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(secure_host, "_check_size", lambda *args: None)
+
+    sums, _, inputs = _small_group(monkeypatch)
+
+    [total] = [total for alive, total in sums if alive == SMALL[0]]
+    np.testing.assert_array_equal(total - inputs[2], inputs[TARGET])  # the accomplice's own
+
+
 # The two host checks: what the aggregator does, the check that stops it, its error line.
+# Both attacks also need the other hosts to answer the unmask stage, which the agreement
+# refuses (split views; a target's host that aborted sends no view): the leaky arms turn
+# the agreement off as well.
 HOST_CHECKS = [
-    ({"lower_target_threshold": True}, "_check_group", "threshold 1"),
-    ({"hide_from_target": True}, "_check_shared", "only 0 of its neighbours shared"),
+    ({"lower_target_threshold": True}, ("_check_group", "check_agreement"), "threshold 1"),
+    ({"hide_from_target": True}, ("_check_shared", "check_agreement"), "only 0 of its"),
 ]
 
 
-@pytest.mark.parametrize(("attack", "check", "line"), HOST_CHECKS)
+@pytest.mark.parametrize(("attack", "checks", "line"), HOST_CHECKS)
 def test_the_targets_host_aborts_before_its_input_leaves(
-    attack: dict[str, bool], check: str, line: str, caplog: pytest.LogCaptureFixture
+    attack: dict[str, bool], checks: tuple[str, ...], line: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.ERROR):
         loot = _attack(**attack)
 
     assert loot.masked is None  # the target's host aborted before its masked input left
-    [error] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert "aborted for clients [0, 1]" in error and line in error
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    [error] = [e for e in errors if "aborted for clients [0, 1]" in e]
+    assert line in error
 
 
-@pytest.mark.parametrize(("attack", "check", "line"), HOST_CHECKS)
+@pytest.mark.parametrize(("attack", "checks", "line"), HOST_CHECKS)
 def test_leaky_arm_without_the_hosts_check_the_attack_reads_the_input(
-    attack: dict[str, bool], check: str, line: str, monkeypatch: pytest.MonkeyPatch
+    attack: dict[str, bool], checks: tuple[str, ...], line: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(secure_host, check, lambda *args: None)
+    for check in checks:
+        monkeypatch.setattr(secure_host, check, lambda *args: None)
 
     loot = _attack(**attack)
 
@@ -285,7 +402,7 @@ def test_leaky_arm_without_advert_tags_substituted_keys_read_the_input(
 ) -> None:
     monkeypatch.setattr(advert_tags, "check", lambda *args: None)
 
-    loot = _attack(substitute_keys=True)
+    loot = _attack(substitute_keys=True)  # it reads before the agreement: tags must hold
 
     # it opened five of the target's six sealed pairs (client 1 shares its host with it)
     assert len(loot.seed_shares) == len(loot.key_shares) == 5
@@ -315,6 +432,9 @@ ONE = np.ones(1, dtype=np.int64)
         (lambda: wire.SecMasked(1, ONE, np.zeros((1, 4), np.int64)), "2-d uint32"),
         (lambda: wire.SecMasked(1, ONE, np.zeros((2, 4), np.uint32)), "one row per client"),
         (lambda: wire.SecSurvivors(1, -ONE), "survivors must be >= 0"),
+        (lambda: _neighbours(placed=ONE), "placed: arrays of unequal length"),
+        (lambda: wire.SecConsistency(1, ONE, bytes(95)), "tags must hold 1 x 96"),
+        (lambda: wire.SecConsistency(1, -ONE, bytes(96)), "hosts must be >= 0"),
         (
             lambda: wire.SecUnmask(1, ONE.repeat(2), ONE.repeat(2), np.ones(2, bool), bytes(132)),
             "one share per owner and subject",
@@ -357,6 +477,7 @@ def _neighbours(**changes: object) -> wire.SecNeighbours:
     fields: dict[str, object] = {
         "round": ROUND, "clients": ONE * 0, "groups": ONE * 0, "members": ONE * 2,
         "thresholds": ONE, "degrees": ONE, "neighbours": ONE, "hosts": none, "sizes": none,
-        "advertised": none, "c_keys": b"", "s_keys": b"", "tags": b"", "noise_group": 2,
+        "advertised": none, "placed": none, "c_keys": b"", "s_keys": b"", "tags": b"",
+        "noise_group": 2,
     }  # fmt: skip
     return wire.SecNeighbours(**(fields | changes))  # type: ignore[arg-type]

@@ -160,7 +160,7 @@ def _build(kind: Kind, seed: int) -> Message:
 def _secagg_builders(
     rng: random.Random, np_rng: np.random.Generator, size: int
 ) -> dict[Kind, Callable[[], Message]]:
-    """Builders for the networked SecAgg+ kinds (protocol v5)."""
+    """Builders for the networked SecAgg+ kinds (protocol v6)."""
     from privfl.crypto.shamir import SHARE_BYTES
     from privfl.protocol import secagg_messages as s
 
@@ -181,6 +181,7 @@ def _secagg_builders(
             np.arange(size, dtype=np.int64),
             degrees,
             ids,
+            degrees * 0 - 1,
             keys,
             keys,
             keys,
@@ -193,6 +194,9 @@ def _secagg_builders(
             round_, ids, np_rng.integers(0, 2**32, size=(size, 5)).astype(np.uint32)
         ),
         Kind.SECAGG_SURVIVORS: lambda: s.SecSurvivors(round_, ids),
+        Kind.SECAGG_CONSISTENCY: lambda: s.SecConsistency(
+            round_, ids, rng.randbytes(s.VIEW_BYTES * size)
+        ),
         Kind.SECAGG_UNMASK: lambda: s.SecUnmask(
             round_,
             ids,
@@ -420,7 +424,7 @@ def test_public_key_big_ints_round_trip(half: int, bits: int) -> None:
 
 
 GOLDEN_HEADER = (
-    b"\x88\xa8protocol\xa6privfl\xa7version\x05\xa7session\xa6golden\xa6sender\xa6guest1"
+    b"\x88\xa8protocol\xa6privfl\xa7version\x06\xa7session\xa6golden\xa6sender\xa6guest1"
     b"\xa8receiver\xa4host\xa5round\x00\xa6msg_id\x01\xa4kind\xa5hello"
 )
 GOLDEN_HELLO = b"\x84\xa4role\xa5guest\xafjob_fingerprint\xa45e55\xa4rows\xcd\x029\xa8features\x0f"

@@ -1,4 +1,4 @@
-"""Advert tags: a client host authenticates its SecAgg+ public keys to every other host.
+"""Host tags: a client host authenticates its SecAgg+ keys, and its view, to every other host.
 
 The aggregator forwards every client's public keys; without authentication it could
 hand a target's neighbours keys of its own (or the target its own keys as theirs),
@@ -10,12 +10,19 @@ of :func:`privfl.learning.secagg.derive`, bound to the session, the round and th
 pair. A receiving host checks the tag of every advert it is forwarded before it uses
 one key of it. CurveZMQ's handshake never uses this static-static secret; the KDF's
 purpose string keeps it apart from everything else.
+
+View tags (protocol v6) use the same pairwise secret under another purpose string
+(``view tag``): before it unmasks, a host tags the round as it was shown to it (the
+adverts, the groups, the survivors: one HMAC per part, ``wire.VIEW_PARTS``) for every
+other client host, so an aggregator that told two hosts different stories is caught
+by the hosts themselves (``secure_view.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,8 +30,7 @@ from nacl.bindings import crypto_scalarmult
 from nacl.exceptions import CryptoError
 
 from privfl.learning import secagg
-
-TAG_BYTES = 32
+from privfl.protocol.secagg_messages import TAG_BYTES, VIEW_PARTS
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,12 @@ def others(order: tuple[str, ...], sender: str) -> list[str]:
     return [h for h in order if h != sender]
 
 
+def slot(position: Mapping[str, int], sender: str, receiver: str) -> int:
+    """Where ``sender``'s tag for ``receiver`` sits among its tags: ``receiver``'s index in
+    :func:`others` (``position``: each host's index in the job order), without a scan."""
+    return position[receiver] - (position[receiver] > position[sender])
+
+
 def digest(session: str, round_: int, host: str, clients: np.ndarray, keys: bytes) -> bytes:
     """What a tag covers: the session, round, sending host, its clients and their keys
     (``keys``: the c keys then the s keys, as the advert carries them)."""
@@ -55,14 +67,16 @@ def digest(session: str, round_: int, host: str, clients: np.ndarray, keys: byte
     return hashlib.sha256(b"".join(len(p).to_bytes(8, "big") + p for p in parts)).digest()
 
 
-def _pair_key(keys: HostKeys, other: str, session: str, round_: int) -> bytes:
+def _pair_key(
+    keys: HostKeys, other: str, session: str, round_: int, purpose: bytes = b"advert tag"
+) -> bytes:
     try:
         shared = crypto_scalarmult(keys.secret, keys.peers[other])
     except CryptoError as exc:  # an all-zero secret: libsodium refuses a low-order key
         raise secagg.SecAggAborted(f"{other}'s public key is of low order") from exc
     low, high = sorted((keys.me, other))
     context = f"{session}|round {round_}|{low}|{high}".encode()
-    return secagg.derive(shared, b"advert tag", context)
+    return secagg.derive(shared, purpose, context)
 
 
 def _tag(key: bytes, sender: str, receiver: str, covered: bytes) -> bytes:
@@ -90,3 +104,34 @@ def check(
             f"the advert of {sender} fails its tag for {keys.me}: its keys were changed on "
             "the way (or are not this round's)"
         )
+
+
+def _view_tags(key: bytes, sender: str, receiver: str, view: tuple[bytes, ...]) -> list[bytes]:
+    return [
+        _tag(key, sender, receiver, part.encode() + b"|" + digest)
+        for part, digest in zip(VIEW_PARTS, view, strict=True)
+    ]
+
+
+def view_tags_for(keys: HostKeys, session: str, round_: int, view: tuple[bytes, ...]) -> bytes:
+    """This host's tags of its round ``view`` (one digest per ``VIEW_PARTS``) for every
+    other client host, in job order: ``VIEW_BYTES`` per host."""
+    return b"".join(
+        b"".join(_view_tags(_pair_key(keys, o, session, round_, b"view tag"), keys.me, o, view))
+        for o in keys.others(keys.me)
+    )
+
+
+def view_differs(
+    keys: HostKeys, sender: str, session: str, round_: int, view: tuple[bytes, ...], tags: bytes
+) -> list[str]:
+    """The parts of our ``view`` that ``sender``'s tags for us do not match (none: it was
+    shown the same round as we were)."""
+    key = _pair_key(keys, sender, session, round_, b"view tag")
+    expected = _view_tags(key, sender, keys.me, view)
+    got = [tags[i * TAG_BYTES : (i + 1) * TAG_BYTES] for i in range(len(VIEW_PARTS))]
+    return [
+        p
+        for p, e, g in zip(VIEW_PARTS, expected, got, strict=True)
+        if not hmac.compare_digest(e, g)
+    ]

@@ -302,8 +302,8 @@ def run_aggregator(
             except PeerUnavailable:
                 log.warning("could not tell %s that the job finished", peer)
                 untold.add(peer)
-        # A listener cannot tell that a client host left: those it could not reach, or
-        # dropped, are not waited for; one that left unseen, only for a round's window.
+        # Those it could not reach, or dropped, are not waited for; one whose connection
+        # closed, within the grace (Listener.departed_peers); else a round's window.
         audit.settle(gone=untold | roster.dropped, timeout=job.config.round_timeout)
         return summary
 

@@ -2,9 +2,11 @@
 
 Per round: the hosts' adverts → random groups (OS CSPRNG, as the simulator) and one
 SecAgg+ graph per group (:func:`secagg.plan_graph`) → each host gets its clients'
-neighbours → sealed shares are routed to their receivers → masked inputs → the
-survivors are named → the hosts' shares rebuild the masks and each group's sum is
-unmasked (:func:`secagg.unmask_sum`). A host that misses a stage's deadline (the job's
+neighbours and every other host's advert → sealed shares are routed to their receivers
+→ masked inputs → the survivors are named → the hosts' view tags are forwarded to the
+hosts they are for (:func:`forward_views`; each host checks the others saw the round it
+saw) → the hosts' shares rebuild the masks and each group's sum is unmasked
+(:func:`secagg.unmask_sum`). A host that misses a stage's deadline (the job's
 ``round_timeout``) or sends something that does not fit is out of the rest of the
 round: its clients drop out at that stage, which SecAgg+ is built to survive.
 """
@@ -39,9 +41,11 @@ class SecureRound:
     hosts: dict[str, list[int]]
     groups: list[secagg.ServerState] = field(default_factory=list)
     group_of: dict[int, int] = field(default_factory=dict)
+    placed: dict[int, int] = field(default_factory=dict)  # every advertised client: -1 alone
     noise_group: int = 1
     missed: set[str] = field(default_factory=set)
     order: tuple[str, ...] = ()  # the job's client hosts: the wire's host indices
+    position: dict[str, int] = field(default_factory=dict)  # each host's index in ``order``
     adverts: dict[str, wire.SecAdvertise] = field(default_factory=dict)  # forwarded verbatim
     owner: dict[int, str] = field(default_factory=dict)
 
@@ -49,7 +53,8 @@ class SecureRound:
     def start(cls, job: HflJob, asked: dict[str, list[int]], round_: int) -> SecureRound:
         """A round with the asked hosts and their clients."""
         hosts = {h: list(ids) for h, ids in asked.items()}
-        return cls(round_, hosts, order=tuple(job.names("clients")))
+        order = tuple(job.names("clients"))
+        return cls(round_, hosts, order=order, position={h: i for i, h in enumerate(order)})
 
 
 def gather(job: HflJob, channel: Channel, kind: Kind, state: SecureRound) -> dict[str, Message]:
@@ -114,17 +119,20 @@ def plan(job: HflJob, state: SecureRound, adverts: dict[str, Message], dims: int
     for members in round_groups(job.config, sorted(keys), state.round):
         if len(members) < 2:  # SecAgg needs a neighbour: a lone input is left out, not shown
             log.warning("round %d: client %s alone in its group; left out", state.round, members)
+            state.placed.update(dict.fromkeys(members, -1))
             continue
         index = len(state.groups)
         server = secagg.ServerState(network_context(job.session, state.round, index), dims)
         secagg.plan_graph(server, [keys[c] for c in members])
         state.groups.append(server)
         state.group_of.update(dict.fromkeys(members, index))
+        state.placed.update(dict.fromkeys(members, index))
 
 
 def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
-    """What ``host`` needs to share: each of its grouped clients' neighbours, and the
-    adverts of the other hosts among them with their tags for ``host``, verbatim."""
+    """What ``host`` needs to share: each of its grouped clients' neighbours, and every
+    other host's advert with its tag for ``host``, verbatim, with each client's group
+    (the host counts the clients advertised and checks its groups' sizes against them)."""
     clients = [c for c in state.hosts[host] if c in state.group_of]
     rows: list[tuple[int, int, int, int]] = []
     near: list[int] = []
@@ -135,9 +143,9 @@ def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
         )
         near += server.graph[c]
     table = np.array(rows, dtype=np.int64).reshape(-1, 4)
-    owners = {state.owner[j] for j in near} - {host}
-    sources = [h for h in state.order if h in owners]
+    sources = [h for h in state.order if h in state.adverts and h != host]
     adverts = [state.adverts[h] for h in sources]
+    advertised = np.concatenate([a.clients for a in adverts] or [np.zeros(0, np.int64)])
     return wire.SecNeighbours(
         state.round,
         np.array(clients, dtype=np.int64),
@@ -146,9 +154,10 @@ def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
         table[:, 2].copy(),
         table[:, 3].copy(),
         np.array(near, dtype=np.int64),
-        np.array([state.order.index(h) for h in sources], dtype=np.int64),
+        np.array([state.position[h] for h in sources], dtype=np.int64),
         np.array([len(a.clients) for a in adverts], dtype=np.int64),
-        np.concatenate([a.clients for a in adverts] or [np.zeros(0, np.int64)]),
+        advertised,
+        np.array([state.placed[c] for c in advertised.tolist()], dtype=np.int64),
         b"".join(a.c_keys for a in adverts),
         b"".join(a.s_keys for a in adverts),
         b"".join(_tag_for(state, h, host) for h in sources),
@@ -158,7 +167,7 @@ def neighbours_for(state: SecureRound, host: str) -> wire.SecNeighbours:
 
 def _tag_for(state: SecureRound, sender: str, receiver: str) -> bytes:
     """``sender``'s advert tag for ``receiver`` (its tags follow the job's host order)."""
-    index = advert_tags.others(state.order, sender).index(receiver)
+    index = advert_tags.slot(state.position, sender, receiver)
     return state.adverts[sender].tags[index * wire.TAG_BYTES : (index + 1) * wire.TAG_BYTES]
 
 
@@ -194,6 +203,32 @@ def route(state: SecureRound, shares: dict[str, Message]) -> dict[str, wire.SecS
             np.array([m.sender for m in mine], dtype=np.int64),
             np.array([m.receiver for m in mine], dtype=np.int64),
             b"".join(m.ciphertext for m in mine),
+        )
+    return out
+
+
+def forward_views(state: SecureRound, views: dict[str, Message]) -> dict[str, wire.SecConsistency]:
+    """Each host's view tags (one per other client host, in job order, or none from a host
+    whose clients aborted) forwarded to the hosts they are for."""
+    tags: dict[str, bytes] = {}
+    for host, message in views.items():
+        body = body_as(message, wire.SecConsistency)
+        others = [i for i in range(len(state.order)) if i != state.position[host]]
+        if len(body.hosts) and body.hosts.tolist() != others:
+            _refuse(state, host, "view tags not one per other client host in job order")
+        elif len(body.hosts):
+            tags[host] = body.tags
+    out = {}
+    for host in state.hosts:
+        senders = [h for h in state.order if h in tags and h != host]
+        at = [advert_tags.slot(state.position, h, host) for h in senders]
+        out[host] = wire.SecConsistency(
+            state.round,
+            np.array([state.position[h] for h in senders], dtype=np.int64),
+            b"".join(
+                tags[h][i * wire.VIEW_BYTES : (i + 1) * wire.VIEW_BYTES]
+                for h, i in zip(senders, at, strict=True)
+            ),
         )
     return out
 
@@ -251,7 +286,7 @@ def _fits(state: SecureRound, own: set[int], owner: int, subject: int, seed: boo
 def secure_collect(
     job: HflJob, channel: Channel, asked: dict[str, list[int]], round_: int, dims: int
 ) -> tuple[list[tuple[list[int], np.ndarray]], SecureRound]:
-    """Run the four stages with the asked hosts; returns each unmasked group's survivors
+    """Run the five stages with the asked hosts; returns each unmasked group's survivors
     and signed sum, and the round's state (who missed a stage, the noise group size)."""
     state = SecureRound.start(job, asked, round_)
     plan(job, state, gather(job, channel, Kind.SECAGG_ADVERTISE, state), dims)
@@ -262,6 +297,8 @@ def secure_collect(
     alive = sorted(c for server in state.groups for c in server.masked)
     named = wire.SecSurvivors(round_, np.array(alive, dtype=np.int64))
     _send_each(channel, state, dict.fromkeys(state.hosts, named))
+    views = gather(job, channel, Kind.SECAGG_CONSISTENCY, state)
+    _send_each(channel, state, dict(forward_views(state, views)))
     per_group = replies_of(state, gather(job, channel, Kind.SECAGG_UNMASK, state))
     sums = []
     for index, (server, replies) in enumerate(zip(state.groups, per_group, strict=True)):

@@ -1,9 +1,10 @@
 """A client host's side of networked SecAgg+: one SecAgg+ state per logical client.
 
 Each stage is a pure step (:func:`advertise_all`, :func:`share_all`, :func:`mask_all`,
-:func:`unmask_all`) that checks what the aggregator sent against the host's own state
-(its clients, the round, the group sizes the graph implies, the keys) before any
-secret is used; :func:`serve_secure_round` is the thin loop around them. Anything
+:func:`agree_all`, :func:`unmask_all`) that checks what the aggregator sent against the
+host's own state (its clients, the round, the group sizes the graph and the adverts
+imply, the keys, the other hosts' views) before any secret is used;
+:func:`serve_secure_round` is the thin loop around them. Anything
 malformed aborts the round for this host's clients with one log line; the host then
 answers the remaining stages empty, so nobody waits for it.
 """
@@ -19,9 +20,10 @@ import numpy as np
 from privfl.crypto import shamir
 from privfl.errors import ProtocolError
 from privfl.learning import secagg
-from privfl.learning.secure_round import network_context
+from privfl.learning.secure_round import network_context, smallest_group
 from privfl.parties.horizontal import advert_tags
 from privfl.parties.horizontal.advert_tags import HostKeys
+from privfl.parties.horizontal.secure_view import View, check_agreement
 from privfl.protocol import secagg_messages as wire
 from privfl.protocol.channel import Channel, Envelope
 from privfl.protocol.messages import Kind, Message
@@ -42,6 +44,8 @@ class HostRound:
     keys: HostKeys  # to tag our adverts and check the others' (advert_tags.py)
     noise_group: int = 0
     masked: list[int] = field(default_factory=list)
+    covered: bytes = b""  # what our advert's tags cover (advert_tags.digest)
+    view: View = field(default_factory=View)  # the round as the aggregator shows it to us
 
     @classmethod
     def start(
@@ -71,14 +75,18 @@ def advertise_all(host: HostRound) -> wire.SecAdvertise:
     s_keys = b"".join(a.s_public for a in ads)
     covered = advert_tags.digest(host.session, host.round, host.keys.me, ids, c_keys + s_keys)
     tags = advert_tags.tags_for(host.keys, host.session, host.round, covered)
+    host.covered = covered
     return wire.SecAdvertise(host.round, ids, c_keys, s_keys, tags)
 
 
 def _verified_keys(host: HostRound, body: wire.SecNeighbours) -> dict[int, secagg.Advertise]:
-    """Every key the aggregator forwarded, each advert's tag checked first, and our own."""
+    """Every key the aggregator forwarded, each advert's tag checked first, and our own;
+    each advert's digest and clients go into the host's view of the round."""
     known = {c: secagg.Advertise(c, s.c_key.public, s.s_key.public) for c, s in host.states.items()}
     at = 0
     order = host.keys.order
+    host.view.adverts[order.index(host.keys.me)] = host.covered
+    host.view.owner = dict.fromkeys(host.states, host.keys.me)
     for h, (index, size) in enumerate(zip(body.hosts.tolist(), body.sizes.tolist(), strict=True)):
         if index >= len(order):
             raise secagg.SecAggAborted(f"an advert of client host #{index}, not in the job")
@@ -92,6 +100,8 @@ def _verified_keys(host: HostRound, body: wire.SecNeighbours) -> dict[int, secag
             if j in known:
                 raise secagg.SecAggAborted(f"client {j} advertised twice")
             known[j] = secagg.Advertise(j, _key(c_keys, n), _key(s_keys, n))
+            host.view.owner[j] = order[index]
+        host.view.adverts[index] = covered
         at += size
     return known
 
@@ -113,8 +123,46 @@ def _check_group(host: HostRound, client: int, members: int, degree: int, thresh
         raise secagg.SecAggAborted(f"noise group {host.noise_group} where the job implies {wanted}")
 
 
+def _groups_seen(
+    host: HostRound, body: wire.SecNeighbours, named: list[int]
+) -> dict[int, set[int]]:
+    """Each group's members as the aggregator places them (ours and the forwarded adverts')."""
+    placed = zip(body.advertised.tolist(), body.placed.tolist(), strict=True)
+    host.view.placement = {c: g for c, g in placed if g >= 0}
+    host.view.placement.update(zip(named, body.groups.tolist(), strict=True))
+    members: dict[int, set[int]] = {}
+    for c, g in host.view.placement.items():
+        members.setdefault(g, set()).add(c)
+    return members
+
+
+def _check_size(host: HostRound, client: int, members: int, group: set[int], seen: int) -> None:
+    """A group is as the aggregator places it, and no smaller than :func:`random_groups`
+    makes of the clients advertised to us: a group made small on purpose would release a
+    sum with less noise (each share is drawn for ``secagg_group``) among fewer clients."""
+    least = smallest_group(seen, host.secagg_group)
+    if members != len(group) or members < least:
+        raise secagg.SecAggAborted(
+            f"client {client}: a group of {members} ({len(group)} placed in it) where "
+            f"{seen} clients advertised make groups of at least {least}"
+        )
+
+
+def _neighbour_keys(
+    client: int, near: list[int], known: dict[int, secagg.Advertise], group: set[int]
+) -> list[secagg.Advertise]:
+    """The tagged keys of ``client``'s neighbours: distinct, not itself, in its group."""
+    if client in near or len(set(near)) != len(near):
+        raise secagg.SecAggAborted(f"client {client}: its neighbour list repeats or names it")
+    if not set(near) <= known.keys():
+        raise secagg.SecAggAborted(f"client {client}: a neighbour without a tagged advert")
+    if not set(near) <= group:
+        raise secagg.SecAggAborted(f"client {client}: a neighbour outside its group")
+    return [known[j] for j in near]
+
+
 def share_all(host: HostRound, body: wire.SecNeighbours) -> wire.SecShares:
-    """Stage 2: check each client's neighbours and graph; seal its shares for them.
+    """Stage 2: check each client's neighbours, group and graph; seal its shares for them.
     Clients of ours the aggregator left out of every group drop out of the round."""
     _check_round(host, body.round)
     named = body.clients.tolist()
@@ -124,6 +172,8 @@ def share_all(host: HostRound, body: wire.SecNeighbours) -> wire.SecShares:
             "this host did not advertise"
         )
     known = _verified_keys(host, body)
+    seen = len(host.states) + len(body.advertised)  # every client advertised to us
+    groups = _groups_seen(host, body, named)
     host.states = {c: host.states[c] for c in named}
     host.noise_group = body.noise_group
     sealed: list[secagg.SealedShares] = []
@@ -132,11 +182,9 @@ def share_all(host: HostRound, body: wire.SecNeighbours) -> wire.SecShares:
         degree = int(body.degrees[i])
         near = body.neighbours[at : at + degree].tolist()
         at += degree
-        if client in near or len(set(near)) != degree:
-            raise secagg.SecAggAborted(f"client {client}: its neighbour list repeats or names it")
-        if not set(near) <= set(known):
-            raise secagg.SecAggAborted(f"client {client}: a neighbour without a tagged advert")
-        ads = [known[j] for j in near]
+        group = groups[int(body.groups[i])]
+        ads = _neighbour_keys(client, near, known, group)
+        _check_size(host, client, int(body.members[i]), group, seen)
         _check_group(host, client, int(body.members[i]), degree, int(body.thresholds[i]))
         state = host.states[client]
         state.context = network_context(host.session, host.round, int(body.groups[i]))
@@ -179,19 +227,42 @@ def _check_shared(state: secagg.ClientState) -> None:
         )
 
 
-def unmask_all(host: HostRound, body: wire.SecSurvivors) -> wire.SecUnmask:
-    """Stage 4: per client, the seed shares of surviving neighbours and the key shares of
-    dropped ones; refused unless at least ``threshold`` of its neighbours survived."""
+def agree_all(host: HostRound, body: wire.SecSurvivors) -> wire.SecConsistency:
+    """Stage 4: check the survivors named (each advertised; each of our clients that masked
+    among them, with at least ``threshold`` of its neighbours) and tag our view of the
+    round (adverts, groups, survivors) for every other client host."""
     _check_round(host, body.round)
     alive = frozenset(body.survivors.tolist())
-    owners, subjects, seeds, shares = [], [], [], []
+    if not alive <= set(host.view.owner):
+        raise secagg.SecAggAborted(
+            f"survivors {sorted(alive - set(host.view.owner))} never advertised"
+        )
     for client in host.masked:
         state = host.states[client]
+        if client not in alive:
+            raise secagg.SecAggAborted(f"client {client}: named as dropped but it masked")
         if len(alive & set(state.held)) < state.threshold:  # Bonawitz et al.: |U| ≥ t
             raise secagg.SecAggAborted(
                 f"client {client}: fewer than {state.threshold} of its neighbours survived"
             )
-        reply = secagg.unmask(state, alive)
+    host.view.alive = alive
+    tags = advert_tags.view_tags_for(host.keys, host.session, host.round, host.view.digests())
+    order = host.keys.order
+    others = [order.index(h) for h in host.keys.others(host.keys.me)]
+    return wire.SecConsistency(host.round, np.array(others, dtype=np.int64), tags)
+
+
+def unmask_all(host: HostRound, body: wire.SecConsistency) -> wire.SecUnmask:
+    """Stage 5: once every other host with a survivor in our clients' groups has tagged
+    the same view (:func:`secure_view.check_agreement`): per client, the seed shares of
+    surviving neighbours and the key shares of dropped ones."""
+    _check_round(host, body.round)
+    groups = {host.view.placement[c] for c in host.masked}
+    check_agreement(host.keys, host.session, host.round, host.view, groups, body)
+    alive = host.view.alive
+    owners, subjects, seeds, shares = [], [], [], []
+    for client in host.masked:
+        reply = secagg.unmask(host.states[client], alive)
         for values, is_seed in ((reply.seed_shares, True), (reply.key_shares, False)):
             for subject, share in values.items():
                 owners.append(client)
@@ -219,13 +290,16 @@ def _empty(round_: int, kind: Kind) -> Message:
         return wire.SecShares(round_, none, none, b"")
     if kind is Kind.SECAGG_MASKED:
         return wire.SecMasked(round_, none, np.zeros((0, 0), dtype=np.uint32))
+    if kind is Kind.SECAGG_CONSISTENCY:
+        return wire.SecConsistency(round_, none, b"")
     return wire.SecUnmask(round_, none, none, np.zeros(0, dtype=np.bool_), b"")
 
 
 NEXT = {
     Kind.SECAGG_NEIGHBOURS: Kind.SECAGG_SHARES,
     Kind.SECAGG_SHARES: Kind.SECAGG_MASKED,
-    Kind.SECAGG_SURVIVORS: Kind.SECAGG_UNMASK,
+    Kind.SECAGG_SURVIVORS: Kind.SECAGG_CONSISTENCY,
+    Kind.SECAGG_CONSISTENCY: Kind.SECAGG_UNMASK,
 }
 ROUND_KINDS = {Kind.ROUND_START, Kind.ROUND_END}
 
@@ -233,7 +307,7 @@ ROUND_KINDS = {Kind.ROUND_START, Kind.ROUND_END}
 def serve_secure_round(
     channel: Channel, aggregator: str, host: HostRound, inputs: Inputs, wait: float
 ) -> Envelope | None:
-    """Run the four stages with the aggregator; returns the next round's message if one
+    """Run the five stages with the aggregator; returns the next round's message if one
     comes first (the aggregator left this host out of the rest of the round).
 
     A stage the host cannot check aborts its clients for the round (one log line) and it
@@ -242,7 +316,7 @@ def serve_secure_round(
     """
     channel.send(aggregator, advertise_all(host), host.round)
     aborted = False
-    for kind in (Kind.SECAGG_NEIGHBOURS, Kind.SECAGG_SHARES, Kind.SECAGG_SURVIVORS):
+    for kind in NEXT:
         env = channel.expect({kind, *ROUND_KINDS}, {aggregator}, wait)
         if env.header.kind in ROUND_KINDS:
             return env
@@ -267,5 +341,7 @@ def _step(host: HostRound, body: object, inputs: Inputs) -> Message:
     if isinstance(body, wire.SecShares):
         return mask_all(host, body, inputs)
     if isinstance(body, wire.SecSurvivors):
+        return agree_all(host, body)
+    if isinstance(body, wire.SecConsistency):
         return unmask_all(host, body)
     raise ProtocolError(f"unexpected {type(body).__name__} in a secure round")

@@ -206,7 +206,9 @@ def run_shuffler(job: HflJob, name: str, out: Path) -> dict[str, Any]:
         )
         with tell_hosts_on_refusal(inbox, hosts):
             rounds = serve_windows(job, inbox, outbox, aggregator, hosts)
-        # Its listener cannot tell that a client host left: a round's window at most.
+        # A client host whose connection closed ends the wait within the grace
+        # (Listener.departed_peers); one that hangs with its connection up, a round's
+        # window per step at most.
         audit.settle(timeout=job.config.round_timeout)
     return {"party": name, "rounds": rounds}
 

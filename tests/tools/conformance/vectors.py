@@ -309,6 +309,7 @@ def _secagg_messages() -> list[tuple[str, str, str, int, Message]]:
                 np.array([1], dtype=np.int64),
                 np.array([2], dtype=np.int64),
                 ids + 2,
+                ones * 0,
                 keys,
                 keys,
                 tag,
@@ -324,6 +325,13 @@ def _secagg_messages() -> list[tuple[str, str, str, int, Message]]:
         ),
         ("secagg_masked", "clients-1", "aggregator", 1, wire.SecMasked(1, ids, masked)),
         ("secagg_survivors", "aggregator", "clients-1", 1, wire.SecSurvivors(1, ids)),
+        (
+            "secagg_consistency",
+            "clients-1",
+            "aggregator",
+            1,
+            wire.SecConsistency(1, np.array([1], dtype=np.int64), tag * 3),
+        ),
         (
             "secagg_unmask",
             "clients-1",
