@@ -123,6 +123,19 @@ def mask(
     return rerandomize(key, masked, noise), masks
 
 
+def for_key_holder(key: PublicKey) -> PublicKey:
+    """The key to re-randomise with when the result goes to the key's own holder: its ``n``
+    with full-length ``r^n`` obfuscation, even in a DJN job (docs/security.md, SecureBoost).
+
+    The holder knows the factors, so it can take the n-th root of any obfuscator: a
+    ciphertext it receives shows it the product of every obfuscator that went into it.
+    A fresh ``r^n`` with ``r`` uniform over Z_n* makes that product uniform; DJN's
+    ``h_s^a`` lies in ``<h>``, which the holder chose, and leaves it the product modulo
+    ``<h>`` — with an ``h`` of small order, which no peer can test, all of it.
+    """
+    return PublicKey(key.n) if key.h_s else key
+
+
 def require(body: object) -> None:
     """Refuse to send ``body`` unless each of its ciphertext fields is Fresh and unsent.
 

@@ -5,7 +5,11 @@ Tests only:
 runs a client host whose first logical client sends VALUE in every coordinate;
 ``python tests/attacks/hfl_deviants.py tag hfl aggregator --job …`` runs an aggregator
 that gives every client host but the first its own round token (to link reports to
-hosts after the shuffle) and, when caught, tells no one.
+hosts after the shuffle) and, when caught, tells no one;
+``python tests/attacks/hfl_deviants.py overspend hfl aggregator --job …`` runs an
+aggregator that never stops for the job's ``epsilon_budget``;
+``python tests/attacks/hfl_deviants.py unguarded hfl client --job … --party clients-1``
+runs a client host that serves whatever round it is asked (as before its own check).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import torch
 import privfl.parties.horizontal.aggregator as aggregator
 from privfl.cli import main
 from privfl.learning import fedavg as engine
+from privfl.parties.horizontal.guard import RoundGuard
+from privfl.parties.horizontal.ledger import PrivacyLedger
 from privfl.protocol.hfl_messages import TOKEN_BYTES, RoundStart
 
 
@@ -80,12 +86,26 @@ def tag() -> None:
     aggregator.RoundStart = start  # type: ignore[assignment, misc]
 
 
+def overspend() -> None:
+    """The aggregator's own budget check is gone: it opens every round of the job."""
+    PrivacyLedger.check_next = lambda self, selected: None  # type: ignore[method-assign]
+
+
+def unguarded() -> None:
+    """The client host serves every round it is asked, as the aggregator says."""
+
+    def admit(self: RoundGuard, start: RoundStart, mine: set[int]) -> list[int]:
+        return [int(c) for c in start.selected if int(c) in mine]
+
+    RoundGuard.admit = admit  # type: ignore[method-assign]
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "poison":
         poison(float(sys.argv[2]))
         rest = sys.argv[3:]
     else:
-        tag()
+        {"tag": tag, "overspend": overspend, "unguarded": unguarded}[sys.argv[1]]()
         rest = sys.argv[2:]
     sys.argv = [sys.argv[0], *rest]
     main()

@@ -23,11 +23,12 @@ WAIT = 300  # seconds for a whole run on a loaded machine (a bound, not a sleep)
 pytestmark = pytest.mark.slow
 
 
-def make_job(tmp_path: Path, shuffler: bool = True, **settings: object) -> Path:
-    """A kit of 2 client hosts × 2 clients (and a Shuffler); ``settings`` edit its [hfl] table."""
+def make_job(tmp_path: Path, shuffler: bool = True, hosts: int = 2, **settings: object) -> Path:
+    """A kit of ``hosts`` client hosts × 2 clients (and a Shuffler); ``settings`` edit its
+    [hfl] table."""
     made = processes.privfl_here(
-        "hfl", "init", "--out", str(tmp_path / "kit"), "--clients", "4",
-        "--client-processes", "2", *(["--shuffler"] if shuffler else []),
+        "hfl", "init", "--out", str(tmp_path / "kit"), "--clients", str(2 * hosts),
+        "--client-processes", str(hosts), *(["--shuffler"] if shuffler else []),
         "--rounds", "2", "--local-epochs", "1",
         "--timeout", "120", "--round-timeout", "60",
     )  # fmt: skip

@@ -28,6 +28,7 @@ from privfl.parties.horizontal.channels import (
     open_outbound,
     wait_until_connected,
 )
+from privfl.parties.horizontal.guard import RoundGuard
 from privfl.parties.horizontal.integrity import round_digest
 from privfl.parties.horizontal.secure_host import ROUND_KINDS, HostRound, serve_secure_round
 from privfl.parties.session import keyring, run_role
@@ -78,6 +79,7 @@ def run_client_host(
         channel.send(aggregator, JoinRequest(0, "clients", job.fingerprint(), ids), 0)
         log.info("%s hosts clients %d..%d on %s", name, min(mine), max(mine), setup.device)
         wait = host_wait(cfg)
+        guard = RoundGuard.of(setup, aggregator)
         early: Envelope | None = None  # a round's message that cut a secure round short
         while True:
             env = early or expect_round(channel, ROUND_KINDS, {aggregator}, wait)
@@ -94,9 +96,12 @@ def run_client_host(
                 )
                 sent_total += sent
                 continue
-            sent_total += serve_round(
+            asked = guard.admit(start, mine)
+            released = serve_round(
                 job, setup, channel, start, mine, aggregator, shuffler, source, slow_seconds
             )
+            guard.book(asked, released)
+            sent_total += len(released)
         audit.settle()
     return {"party": name, "reports_sent": sent_total}
 
@@ -190,8 +195,9 @@ def serve_round(
     shuffler: str | None,
     source: NoiseSource,
     slow_seconds: float,
-) -> int:
-    """Train and randomize each selected logical client of ours; send its report.
+) -> list[int]:
+    """Train and randomize each selected logical client of ours; send its report; the
+    clients that released one.
 
     Through a Shuffler, each report travels with its client's single-use token and
     the digest of the round this host was given, which the Shuffler checks.
@@ -211,4 +217,4 @@ def serve_round(
     if shuffler is None:
         channel.send(aggregator, RoundDone(round_, sent), round_)
     log.info("round %d: sent %d report(s)", round_, sent)
-    return sent
+    return [client for _, client in ours]

@@ -307,6 +307,9 @@ def resume_guest(ctx: PartyContext, state: GuestState) -> None:
                 "resumes (a new seed share): every epoch must repeat the same batches "
                 "(docs/protocol.md §6.1a): refused"
             )
+        batches = record.get("plan_batches")
+        if state.plan is not None and isinstance(batches, dict):
+            state.plan.restore(batches)
 
 
 def after_guest_step(ctx: PartyContext, state: GuestState, body: Message) -> None:
@@ -316,4 +319,5 @@ def after_guest_step(ctx: PartyContext, state: GuestState, body: Message) -> Non
         record: dict[str, object] = {"theta": state.theta.tolist()}
         if state.plan is not None:
             record["plan_seed"] = state.plan.seed.hex()
+            record["plan_batches"] = state.plan.record()
         checkpoint.save(ctx, batch.epoch + 1, record)

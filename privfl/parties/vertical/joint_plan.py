@@ -149,22 +149,18 @@ class PlanCheck:
     least: int
     free: bool = False  # allow_small_batches: the Host does not unpin, so nothing may move
     attempt: int | None = None
-    seen: dict[int, np.ndarray | None] = field(default_factory=dict)
+    seen: dict[int, str | None] = field(default_factory=dict)  # batch → digest of its rows
     base: list[np.ndarray | None] = field(default_factory=list)
     moves: int = 0
 
     def check(self, epoch: int, number: int, indices: np.ndarray | None) -> None:
         rows = None if indices is None else np.sort(indices)
         if number in self.seen:
-            before = self.seen[number]
-            same = (rows is None and before is None) or (
-                rows is not None and before is not None and np.array_equal(rows, before)
-            )
-            if not same:
+            if self.seen[number] != rows_digest(rows):
                 raise ProtocolError(
                     f"{self.host} sent batch {number} of epoch {epoch} with other rows than "
-                    "in the epoch before; every epoch must repeat the same batches "
-                    "(docs/protocol.md §6.2): refused"
+                    "under that number before (in this session or the one it resumes); every "
+                    "epoch must repeat the same batches (docs/protocol.md §6.2): refused"
                 )
             return
         if self.attempt is None:
@@ -196,7 +192,35 @@ class PlanCheck:
                     f"{self.moves} rows moved by batch {number} of epoch {epoch}, at most "
                     f"{cap} allowed (docs/protocol.md §6.2): refused"
                 )
-        self.seen[number] = rows
+        self.seen[number] = rows_digest(rows)
+
+    def record(self) -> dict[str, object]:
+        """What a checkpoint keeps, so a resumed session is held to the same batches: the
+        attempt, the rows moved so far and each batch's rows (as digests)."""
+        seen = {str(number): digest for number, digest in self.seen.items()}
+        return {"attempt": self.attempt, "moves": self.moves, "seen": seen}
+
+    def restore(self, record: Mapping[str, object]) -> None:
+        """Take up a checkpoint's :meth:`record`: a resumed Host must send every batch number
+        the rows it sent under it before (another attempt's rows would stack with them)."""
+        attempt, moves, seen = record.get("attempt"), record.get("moves"), record.get("seen")
+        if not (
+            (attempt is None or isinstance(attempt, int))
+            and isinstance(moves, int)
+            and isinstance(seen, dict)
+        ):
+            raise ConfigError("the checkpoint's batch plan record is corrupt; resume refused")
+        self.attempt, self.moves = attempt, moves
+        self.seen = {int(number): digest for number, digest in seen.items()}
+        if attempt is not None:
+            self.base = drawn(self.seed, attempt, self.rows, self.batch_size, self.least)
+
+
+def rows_digest(rows: np.ndarray | None) -> str | None:
+    """SHA-256 of a batch's sorted row positions (None: the full batch)."""
+    if rows is None:
+        return None
+    return hashlib.sha256(np.asarray(rows, dtype="<i8").tobytes()).hexdigest()
 
 
 def best_attempt(plans: list[list[np.ndarray | None]], number: int, rows: np.ndarray | None) -> int:

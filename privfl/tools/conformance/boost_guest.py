@@ -271,7 +271,9 @@ class BoostGuestRun(GuestRun):
             f"{len(body.values)} for {len(ids)} node(s) × {len(self.features)} columns × {bins}",
         ):
             return None
-        plain = self.fresh.observe(f"boost_histogram (level {level})", body.values.values)
+        plain = self.fresh.observe(
+            f"boost_histogram (level {level})", body.values.values, holder=True
+        )
         try:
             if self.hidden:
                 hists = hidden.unpack_level(plain, lanes, shape, self.layout)

@@ -466,9 +466,16 @@ def check_randomness(report: Report, fresh: Freshness) -> None:
         not fresh.repeated,
         f"repeated in {', '.join(fresh.repeated[:4])} of {fresh.count} ciphertexts",
     )
-    if fresh.order:
+    if fresh.order and fresh.count > fresh.holder_count:
         report.check(
             "every obfuscator is h_s^a (the session's djn mode)",
             not fresh.wrong_mode,
             f"not a power of h_s in {', '.join(fresh.wrong_mode[:4])}",
+        )
+    if fresh.order and fresh.holder_count:
+        report.check(
+            "what goes back to the key holder is re-randomised with a full-length r^n, "
+            "not h_s^a (§6.0)",
+            not fresh.holder_djn,
+            f"a power of h_s in {', '.join(fresh.holder_djn[:4])}",
         )

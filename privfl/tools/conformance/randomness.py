@@ -13,6 +13,10 @@ dividing ``p − 1``, and its generator ``h_s = y^n`` is built from a ``y`` of o
 ``t``. Then every DJN obfuscator ``h_s^a`` satisfies ``ρ^t = 1 mod n²``, while a
 standard ``r^n`` does so only with probability about ``1/q`` — so a party that ignores
 ``h_s`` is caught. (The subgroup is small on purpose: this key is for testing only.)
+What goes back to its key holder after a homomorphic step (a SecureBoost guest's
+histograms) is held to the opposite: a full-length ``r^n`` in either mode, since under
+the holder's own ``h_s`` the holder reads the product of the obfuscators that went in
+(docs/protocol.md §6.0) — with this key, ``ρ^t = 1`` is exactly what gives it away.
 The kit's own ciphertexts that a party computes on (residuals, others' scores) are
 sent with ``ρ = 1``, so whatever a party derives from them is fresh only if the party
 re-randomised it.
@@ -87,9 +91,16 @@ class Freshness:
     repeated: list[str] = field(default_factory=list)
     wrong_mode: list[str] = field(default_factory=list)
     count: int = 0
+    holder_count: int = 0  # ciphertexts re-randomised for the key holder (full r^n due)
+    holder_djn: list[str] = field(default_factory=list)  # of those, an h_s^a instead
 
-    def observe(self, what: str, ciphertexts: tuple[int, ...] | list[int]) -> list[int]:
-        """Decrypt ``ciphertexts`` (from ``what``) and note their obfuscators; return plaintexts."""
+    def observe(
+        self, what: str, ciphertexts: tuple[int, ...] | list[int], holder: bool = False
+    ) -> list[int]:
+        """Decrypt ``ciphertexts`` (from ``what``) and note their obfuscators; return plaintexts.
+
+        ``holder``: they come back to the key holder after a homomorphic step, so their
+        obfuscators must be full-length ``r^n`` in either mode."""
         key = self.private.public_key
         n, n2 = key.n, key.n * key.n
         plain = self.private.decrypt(ciphertexts)
@@ -101,7 +112,8 @@ class Freshness:
                 self.trivial.append(where)
             elif rho in self.seen:
                 self.repeated.append(where)
-            elif self.order and pow(rho, self.order, n2) != 1:
-                self.wrong_mode.append(where)
+            elif self.order and (pow(rho, self.order, n2) == 1) == holder:
+                (self.holder_djn if holder else self.wrong_mode).append(where)
             self.seen.add(rho)
+            self.holder_count += holder
         return plain

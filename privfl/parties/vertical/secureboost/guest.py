@@ -563,7 +563,7 @@ def run_boost_guest(
     features = data.x_train.shape[1]
     announce(ctx, "guest", data.rows, features, [job.server, job.host], digest, len(data.x_train))
     key = receive_key(ctx)
-    noise = engine.pool(key.n, workers, key.h_s, nice=0)  # on the critical path
+    noise = histogram_pool(engine, key, workers)
     group = 1 + job.guests.index(ctx.name)
     hidden = job.model.instance_space == "hidden"
     state = GuestBoost(
@@ -594,6 +594,14 @@ def run_boost_guest(
     write_json(ctx.out / "work.json", {**state.work, "trees": state.next_tree})
     log.info("kept %d split nodes of our own; model in %s", len(state.table), path)
     return {"split_nodes": len(state.table), **state.work}
+
+
+def histogram_pool(engine: Engine, key: PublicKey, workers: int) -> NoisePool:
+    """The obfuscators that re-randomise our histograms: full-length ``r^n`` whatever the
+    job's obfuscation, since the Host holds the key (:func:`fresh.for_key_holder`): under
+    its own DJN ``h_s`` it could read its rows' obfuscators back out of every bin sum."""
+    holder = fresh.for_key_holder(key)
+    return engine.pool(holder.n, workers, holder.h_s, nice=0)  # on the critical path
 
 
 def save_guest(ctx: PartyContext, state: GuestBoost) -> None:

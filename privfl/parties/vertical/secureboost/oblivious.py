@@ -87,7 +87,12 @@ def masked_request(
     key: PublicKey, sets: Sequence[int] | None, count: int
 ) -> tuple[fresh.Fresh, list[int]]:
     """``(ciphertexts, masks)``: the chosen set's ciphertexts plus uniform ``R_j`` mod N,
-    re-randomised; for a dummy (``sets`` None) fresh ``[[R_j]]`` alone (CSPRNG masks)."""
+    re-randomised; for a dummy (``sets`` None) fresh ``[[R_j]]`` alone (CSPRNG masks).
+
+    Always with full-length ``r^n`` (:func:`fresh.for_key_holder`): the guest holds this
+    key's factors, and under its own DJN ``h_s`` it could tell its candidate's obfuscator
+    in the reply, and so which candidate won (docs/security.md, ``boost_reveal``)."""
+    key = fresh.for_key_holder(key)
     if sets is None:
         masks = [secrets.randbelow(key.n) for _ in range(count)]
         return fresh.encrypt(key, masks), masks
