@@ -228,10 +228,11 @@ BENCH = pytest.mark.xdist_group("secureboost_bench")
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
     """One bench of both obfuscations in both instance spaces (four runs, one after the
-    other, their Host drawing no plots), read by the two tests below."""
+    other, their Host drawing no plots, each data holder computing inline: no pools of
+    worker interpreters to start for 426 rows), read by the two tests below."""
     folder = tmp_path_factory.mktemp("bench")
     args = ["bench", "vfl", "--model", "secureboost", "--trees", "2", "--depth", "2"]
-    args += ["--key-bits", "512", "--dataset", "breast_cancer"]
+    args += ["--key-bits", "512", "--dataset", "breast_cancer", "--workers", "1"]
     args += ["--obfuscation", "standard", "--obfuscation", "djn"]
     args += ["--instance-space", "shared", "--instance-space", "hidden", "--no-plots"]
     report = folder / "bench.json"
@@ -247,9 +248,12 @@ def test_bench_secureboost_reports_both_obfuscations(bench: Bench) -> None:
     for space in ("shared", "hidden"):
         runs = [r for r in workload["runs"] if r["instance_space"] == space]
         assert [r["obfuscation"] for r in runs] == ["standard", "djn"]
+    assert bench.report["cores"] == 1  # --workers: the floor's cores, and each party's
     for run in workload["runs"]:
         assert run["floor_tree_seconds"] > 0
         assert run["auc"] == workload["reference_auc"]  # the same trees as the reference
+        for holder in ("host", "guest-1"):  # no worker process under either data holder
+            assert run["per_party"][holder]["with_workers"] == run["per_party"][holder]["party"]
     assert len(list(bench.runs.glob("*/host/summary.json"))) == 4
     assert not list(bench.runs.rglob("*.png"))  # --no-plots
 
