@@ -21,11 +21,13 @@ from sklearn.model_selection import train_test_split
 
 from privfl.config.vertical import load_job
 
+# Each party computes inline (--workers 1): no pools of worker interpreters to start for
+# 426 rows (a SecureBoost party's pool: tests/parties/vertical/test_ray_engine.py).
 SHARED = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "1"]
-SHARED += ["--bins", "8", "--instance-space", "shared", *WEAK, "--no-progress"]
+SHARED += ["--bins", "8", "--instance-space", "shared", *WEAK, "--no-progress", "--workers", "1"]
 # The default (hidden) instance space at the tree settings whose AUC tail was measured.
 HIDDEN = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "3"]
-HIDDEN += ["--bins", "16", *WEAK, "--no-progress"]
+HIDDEN += ["--bins", "16", *WEAK, "--no-progress", "--workers", "1"]
 # Each run below is made once and read by the tests that only inspect its outputs.
 RUNS = pytest.mark.xdist_group("secureboost_cli_runs")
 
