@@ -4,8 +4,8 @@ The head (with the party) and a worker node reach each other only through a veth
 (10.231.0.1 and .2), as two machines of one institution would. A guest's workers on
 that cluster train to exactly the model it trains inline, which is its process pool's
 (correctness, not speed), with the guest's workers on both nodes. Needs root, `ip netns`
-and Ray; skipped with the reason where any is missing. About 85 s on two cores beside a
-load average of 9.
+and Ray; skipped with the reason where any is missing. About 40 s on two cores beside a
+load average of 7.
 """
 
 from __future__ import annotations
