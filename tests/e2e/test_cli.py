@@ -153,8 +153,11 @@ def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
     }
     runs = tmp_path / "runs"
     roles = [("server", "server"), ("host", "host"), ("guest", "guest-1"), ("guest", "guest-2")]
-    no_plots = {"host": ["--no-plots"]}  # no check here reads them (run-local's above do)
-    procs = spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", no_plots, roles)
+    # No plots (no check here reads them: run-local's above do) and each data holder's
+    # Paillier work inline: no pools of worker processes to start (run-local's run them).
+    inline = {name: ["--workers", "1"] for name in ("host", "guest-1", "guest-2")}
+    extra = inline | {"host": ["--no-plots", "--workers", "1"]}
+    procs = spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", extra, roles)
     codes = [p.wait(timeout=120) for p in procs.values()]
     assert codes == [0, 0, 0, 0], [(tmp_path / f"{n}.log").read_text() for n in ("host",)]
     assert json.loads((runs / "host" / "summary.json").read_text())["epochs"] == 2
