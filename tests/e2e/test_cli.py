@@ -76,12 +76,13 @@ ONE_RUN = pytest.mark.xdist_group("cli_without_label_dp")
 def test_run_local_writes_every_output(
     request: pytest.FixtureRequest, tmp_path: Path, guests: int
 ) -> None:
-    # Prepare: 2 guests, 3 epochs at the default label ε = 8; 1 guest: the run without
-    # label DP below (30 epochs), whose accuracy test_without_label_dp_… bounds.
+    # Prepare: 2 guests, 3 epochs at the default label ε = 8, each party inline (the
+    # 1-guest run starts the default pools); 1 guest: the run without label DP below (30
+    # epochs), whose accuracy test_without_label_dp_… bounds.
     if guests == 1:
         run: Run = request.getfixturevalue("without_label_dp")
     else:
-        run = run_local(tmp_path / "run", "--epochs", "3", "--guests", "2")
+        run = run_local(tmp_path / "run", "--epochs", "3", "--guests", "2", "--workers", "1")
     out, result = run.out, run.result
     epochs = 30 if guests == 1 else 3
 
