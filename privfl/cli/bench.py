@@ -203,6 +203,7 @@ def vfl(
             obfuscations=list(obfuscations or OBFUSCATIONS),
             spaces=list(spaces or ("shared",)),
             plots=not no_plots,
+            cores=cores,
             model=model,
             out=out,
             log=lambda line: click.echo(f"bench: {line}", err=True),

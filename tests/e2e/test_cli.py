@@ -76,12 +76,13 @@ ONE_RUN = pytest.mark.xdist_group("cli_without_label_dp")
 def test_run_local_writes_every_output(
     request: pytest.FixtureRequest, tmp_path: Path, guests: int
 ) -> None:
-    # Prepare: 2 guests, 3 epochs at the default label ε = 8; 1 guest: the run without
-    # label DP below (30 epochs), whose accuracy test_without_label_dp_… bounds.
+    # Prepare: 2 guests, 3 epochs at the default label ε = 8, each party inline (the
+    # 1-guest run starts the default pools); 1 guest: the run without label DP below (30
+    # epochs), whose accuracy test_without_label_dp_… bounds.
     if guests == 1:
         run: Run = request.getfixturevalue("without_label_dp")
     else:
-        run = run_local(tmp_path / "run", "--epochs", "3", "--guests", "2")
+        run = run_local(tmp_path / "run", "--epochs", "3", "--guests", "2", "--workers", "1")
     out, result = run.out, run.result
     epochs = 30 if guests == 1 else 3
 
@@ -153,8 +154,11 @@ def test_kit_runs_as_separate_commands(tmp_path: Path) -> None:
     }
     runs = tmp_path / "runs"
     roles = [("server", "server"), ("host", "host"), ("guest", "guest-1"), ("guest", "guest-2")]
-    no_plots = {"host": ["--no-plots"]}  # no check here reads them (run-local's above do)
-    procs = spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", no_plots, roles)
+    # No plots (no check here reads them: run-local's above do) and each data holder's
+    # Paillier work inline: no pools of worker processes to start (run-local's run them).
+    inline = {name: ["--workers", "1"] for name in ("host", "guest-1", "guest-2")}
+    extra = inline | {"host": ["--no-plots", "--workers", "1"]}
+    procs = spawn_parties(job, runs, lambda name: tmp_path / f"{name}.log", extra, roles)
     codes = [p.wait(timeout=120) for p in procs.values()]
     assert codes == [0, 0, 0, 0], [(tmp_path / f"{n}.log").read_text() for n in ("host",)]
     assert json.loads((runs / "host" / "summary.json").read_text())["epochs"] == 2

@@ -1,7 +1,9 @@
 """Each GLM through the real CLI: `privfl vfl run-local --model KIND`, then `privfl vfl predict`.
 
-Tiny 512-bit keys (behind --allow-weak-keys) and two epochs: this checks the commands,
-the outputs and the per-kind columns, not the accuracy (tools/experiments does that).
+Tiny 512-bit keys (behind --allow-weak-keys), one epoch and each party's Paillier work
+inline (``--workers 1``: no pools of worker interpreters to start for a few hundred
+rows; tests/e2e/test_cli.py runs the default pools): this checks the commands, the
+outputs and the per-kind columns, not the accuracy (tools/experiments does that).
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
 
     # Act: train.
     result = privfl(
-        "vfl", "run-local", "--model", kind, *WEAK, "--epochs", "2", "--no-progress",
-        "--out", str(run), timeout=300,
+        "vfl", "run-local", "--model", kind, *WEAK, "--epochs", "1", "--workers", "1",
+        "--no-progress", "--out", str(run), timeout=300,
     )  # fmt: skip
 
     # Assert: the summary names the data, the split and every hyper-parameter.

@@ -63,21 +63,32 @@ def rounds(out: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+# The private default's rounds asked of run-local: its privacy settings and clients are
+# the defaults' (no option names them); 10 rounds would be 2.5 times the DP-SGD steps,
+# the test's whole cost, for a bar that only asks that the private default learns.
+PRIVATE_ROUNDS = 4
+
+
 def test_run_local_defaults_are_private_learn_and_print_the_epsilon(tmp_path: Path) -> None:
-    # DP-SGD trains clients one by one: ≈ 40 s idle, minutes on a loaded machine (a bound)
+    # DP-SGD trains clients one by one: ≈ 20 s idle, minutes on a loaded machine (a bound)
     out = str(tmp_path / "run")
-    result = privfl("hfl", "run-local", "--out", out, "--no-progress", timeout=900)
+    rounds_asked = ["--rounds", str(PRIVATE_ROUNDS)]
+    result = privfl("hfl", "run-local", *rounds_asked, "--out", out, "--no-progress", timeout=900)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["config"]["local_dp"] == "dpsgd"  # private by default
     assert "private by default" in result.stderr
-    # DP-SGD noise from the CSPRNG: measured over in-process runs of this job
-    # (docs/results-hfl.md; spread ≈ 0.01); 0.80 lies about ten spreads below, and
-    # the bar only asks that the private default learns (the non-private run: 0.96)
-    assert summary["accuracy"] >= 0.80 and summary["warning"] == ""
-    assert summary["rounds"] == 10 and summary["clients"] == 10  # the private default's
+    # DP-SGD noise from the CSPRNG: the accuracy after round 4 of this job was 0.77-0.88
+    # over eighteen runs (fourteen in-process, privfl.runs.simulate: the same clients and
+    # noise, mean 0.84, sd 0.022; four through run-local: 0.77, 0.79, 0.87, 0.88, mean
+    # 0.83, sd 0.056); 0.50 lies six run-local spreads below their mean, and the bar only
+    # asks that the private default learns (after 10 rounds: 0.91-0.93; chance: 0.10,
+    # the near-chance warning at 0.20)
+    assert summary["accuracy"] >= 0.50 and summary["warning"] == ""
+    assert summary["rounds"] == PRIVATE_ROUNDS and summary["clients"] == 10  # the default's
     assert summary["processes"] == {"aggregator": 0, "clients-1": 0, "clients-2": 0}
-    assert 0 < summary["epsilon_local_sample_level"] < 20  # booked per row, at δ = 1e-5
+    # booked per row, at δ = 1e-5: 11.87 after 4 rounds of 134 rows (19.44 after 10)
+    assert 0 < summary["epsilon_local_sample_level"] < 12.5
     assert "privacy ledger:" in result.stdout and "local dpsgd: ε of one row" in result.stdout
     assert "dpsgd, ε = " in result.stdout  # the results table's privacy row
     assert (tmp_path / "run" / "aggregator" / "training.png").exists()
@@ -117,6 +128,8 @@ def test_shuffled_pnpm_run_opens_every_report_and_books_central_epsilon(tmp_path
         "2",
         "--clients",
         "6",
+        "--client-processes",
+        "1",  # one client host (one torch import fewer): the Shuffler's reports are the claim
     )
     assert result.returncode == 0, result.stderr
     records = rounds(out / "aggregator")

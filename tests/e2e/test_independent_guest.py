@@ -59,6 +59,8 @@ def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path) ->
             str(run / "host"),
             "--no-progress",
             "--no-plots",  # no check reads them
+            "--workers",
+            "1",  # inline: no pool of worker processes to start for 426 rows
         ],
         "guest": [
             sys.executable,

@@ -2,9 +2,10 @@
 
 The head (with the party) and a worker node reach each other only through a veth pair
 (10.231.0.1 and .2), as two machines of one institution would. A guest's workers on
-that cluster train to exactly the model its process pool gives (correctness, not
-speed), with the guest's workers on both nodes. Needs root, `ip netns` and Ray; skipped
-with the reason where any is missing. About 85 s on two cores beside a load average of 9.
+that cluster train to exactly the model it trains inline, which is its process pool's
+(correctness, not speed), with the guest's workers on both nodes. Needs root, `ip netns`
+and Ray; skipped with the reason where any is missing. About 40 s on two cores beside a
+load average of 7.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def test_a_guest_on_a_two_node_ray_cluster_trains_the_pool_model(
     finally:
         stop(nodes)
 
-    # Assert: actors on both nodes; the same weights and loss history as the pool.
+    # Assert: actors on both nodes; the same weights and loss history as inline (the pool's).
     logs = "".join(f"\n--- {n}.log ---\n" + tail(tmp_path / f"{n}.log") for n in ("head", "worker"))
     assert driver.returncode == 0, driver.stderr[-3000:] + logs
     report = json.loads(driver.stdout.strip().splitlines()[-1])

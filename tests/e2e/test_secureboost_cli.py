@@ -21,11 +21,13 @@ from sklearn.model_selection import train_test_split
 
 from privfl.config.vertical import load_job
 
+# Each party computes inline (--workers 1): no pools of worker interpreters to start for
+# 426 rows (a SecureBoost party's pool: tests/parties/vertical/test_ray_engine.py).
 SHARED = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "1"]
-SHARED += ["--bins", "8", "--instance-space", "shared", *WEAK, "--no-progress"]
+SHARED += ["--bins", "8", "--instance-space", "shared", *WEAK, "--no-progress", "--workers", "1"]
 # The default (hidden) instance space at the tree settings whose AUC tail was measured.
 HIDDEN = ["vfl", "run-local", "--model", "secureboost", "--trees", "2", "--depth", "3"]
-HIDDEN += ["--bins", "16", *WEAK, "--no-progress"]
+HIDDEN += ["--bins", "16", *WEAK, "--no-progress", "--workers", "1"]
 # Each run below is made once and read by the tests that only inspect its outputs.
 RUNS = pytest.mark.xdist_group("secureboost_cli_runs")
 
@@ -228,10 +230,11 @@ BENCH = pytest.mark.xdist_group("secureboost_bench")
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
     """One bench of both obfuscations in both instance spaces (four runs, one after the
-    other, their Host drawing no plots), read by the two tests below."""
+    other, their Host drawing no plots, each data holder computing inline: no pools of
+    worker interpreters to start for 426 rows), read by the two tests below."""
     folder = tmp_path_factory.mktemp("bench")
     args = ["bench", "vfl", "--model", "secureboost", "--trees", "2", "--depth", "2"]
-    args += ["--key-bits", "512", "--dataset", "breast_cancer"]
+    args += ["--key-bits", "512", "--dataset", "breast_cancer", "--workers", "1"]
     args += ["--obfuscation", "standard", "--obfuscation", "djn"]
     args += ["--instance-space", "shared", "--instance-space", "hidden", "--no-plots"]
     report = folder / "bench.json"
@@ -247,9 +250,12 @@ def test_bench_secureboost_reports_both_obfuscations(bench: Bench) -> None:
     for space in ("shared", "hidden"):
         runs = [r for r in workload["runs"] if r["instance_space"] == space]
         assert [r["obfuscation"] for r in runs] == ["standard", "djn"]
+    assert bench.report["cores"] == 1  # --workers: the floor's cores, and each party's
     for run in workload["runs"]:
         assert run["floor_tree_seconds"] > 0
         assert run["auc"] == workload["reference_auc"]  # the same trees as the reference
+        for holder in ("host", "guest-1"):  # no worker process under either data holder
+            assert run["per_party"][holder]["with_workers"] == run["per_party"][holder]["party"]
     assert len(list(bench.runs.glob("*/host/summary.json"))) == 4
     assert not list(bench.runs.rglob("*.png"))  # --no-plots
 

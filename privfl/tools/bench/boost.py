@@ -137,11 +137,18 @@ def reference_auc(w: Workload, params: sb.BoostParams) -> float:
 
 
 def run_boost(
-    w: Workload, bits: int, obfuscation: str, model: ModelConfig, out: Path, plots: bool = True
+    w: Workload,
+    bits: int,
+    obfuscation: str,
+    model: ModelConfig,
+    out: Path,
+    plots: bool = True,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """Train with Server, Host and one Guest as processes; per-tree seconds and counts.
 
-    ``plots`` False: the Host draws none (``vfl host --no-plots``)."""
+    ``plots`` False: the Host draws none (``vfl host --no-plots``). ``workers``: each data
+    holder's ``--workers`` (0: one per core; 1: its Paillier work inline, no pool)."""
     job = demo_job(guests=1, key_bits=bits, allow_weak_keys=True)
     job = replace(
         job,
@@ -153,7 +160,8 @@ def run_boost(
         # flips would change the trees now and then, not the work per tree.
         label_dp=replace(job.label_dp, epsilon=math.inf),
     )
-    extra: dict[str, list[str]] = {job.host: [] if plots else ["--no-plots"]}
+    extra = {name: ["--workers", str(workers)] for name in (job.host, *job.guests)}
+    extra[job.host] += [] if plots else ["--no-plots"]
     if w.tables is not None:
         specs = {
             name: replace(
@@ -255,13 +263,15 @@ def run_boost_bench(
     obfuscations: tuple[str, ...] | list[str] = OBFUSCATIONS,
     spaces: tuple[str, ...] | list[str] = ("shared",),
     plots: bool = True,
+    cores: int = 0,
 ) -> dict[str, Any]:
     """Each instance space and obfuscation on each dataset; floors from the measured unit costs.
 
     The runs of one dataset follow each other, so the modes compared share the machine's
-    load of that moment. ``plots`` False: the runs' Host draws none.
+    load of that moment. ``plots`` False: the runs' Host draws none. ``cores``: workers
+    per data holder, the floor's cores (0: every core of this machine).
     """
-    cores = os.cpu_count() or 1
+    cores = cores or os.cpu_count() or 1
     report: dict[str, Any] = {"key_bits": bits, "cores": cores, "load_before": os.getloadavg()}
     report["model"] = {k: getattr(model, k) for k in ("trees", "depth", "bins", "learning_rate")}
     report["workloads"] = []
@@ -289,7 +299,7 @@ def run_boost_bench(
                 bits,
                 w.rows,
                 keys,
-                functools.partial(run_boost, w, bits, obfuscation, mode, folder, plots),
+                functools.partial(run_boost, w, bits, obfuscation, mode, folder, plots, cores),
             )
             run["costs"] = around
             run["floor_tree_seconds"] = floor_per_tree(run, around, cores)

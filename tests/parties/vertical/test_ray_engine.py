@@ -1,4 +1,5 @@
-"""A party on Ray trains to the same model as on its process pool (local Ray cluster, 512-bit).
+"""A party on Ray trains to the same model as on its process pool (the Server: as in its
+own process, where it decrypts without Ray); a local Ray cluster, 512-bit keys.
 
 The engine is site-local: the peers cannot tell it, and the decrypted arithmetic is the
 same, so the saved models, the loss history and the trees must be equal exactly.
@@ -34,18 +35,26 @@ class SeenEngine(Engine):
         return opened
 
 
-def train(job: JobConfig, out: Path, on_ray: dict[str, int], pools: int | None = None) -> Path:
+def train(
+    job: JobConfig,
+    out: Path,
+    on_ray: dict[str, int],
+    pools: int | None = None,
+    pooled: frozenset[str] = frozenset(),
+) -> Path:
     """Every party in a thread; the ``on_ray`` parties' workers (so many) on the Ray cluster.
 
     The Host's flips and start come from a seeded generator (not private), so two runs
-    start alike; a party off Ray has 2 worker processes. Each Ray worker is two actors,
-    each a process to start: the tests keep them few.
+    start alike; a ``pooled`` party has 2 worker processes, every other party off Ray
+    computes inline (a party the test does not put on Ray starts no pool it would not
+    compare). Each Ray worker is two actors, each a process to start: the tests keep
+    them few.
     """
     SeenEngine.opened.clear()
     options: dict[str, dict[str, Any]] = {
         name: {"workers": on_ray[name], "engine": SeenEngine("ray")}
         if name in on_ray
-        else {"workers": 2}
+        else {"workers": 2 if name in pooled else 1}
         for name in [job.host, *job.guests]
     }
     if job.server in on_ray:  # the key holder's decryptions on the cluster (--ray-private-key)
@@ -64,7 +73,7 @@ def test_logistic_regression_on_ray_equals_the_pool_run(tmp_path: Path) -> None:
     job = memory_job(1, epochs=2, epsilon=1.0)
 
     # Act
-    pool = train(job, tmp_path / "pool", on_ray={})
+    pool = train(job, tmp_path / "pool", on_ray={}, pooled=frozenset({"guest-1"}))
     ray = train(job, tmp_path / "ray", on_ray={"guest-1": 1})  # Xᵀ[[d]], its obfuscators
 
     # Assert: the same weights at both parties, the same loss history.
@@ -84,7 +93,7 @@ def test_a_server_decrypting_on_ray_trains_the_pool_runs_model(tmp_path: Path) -
         calls.append(len(blocks) if private else 0)
         return split(pool, func, blocks, private=private)
 
-    # Act
+    # Act: the reference run decrypts in the Server's own process, as every party computes.
     pool = train(job, tmp_path / "pool", on_ray={})
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(RayPool, "run_split", counted)
@@ -104,7 +113,7 @@ def test_secureboost_on_ray_equals_the_pool_run(tmp_path: Path) -> None:
     job = memory_job(1, timeout=60.0, model=model)
 
     # Act
-    pool = train(job, tmp_path / "pool", on_ray={})
+    pool = train(job, tmp_path / "pool", on_ray={}, pooled=frozenset({"host", "guest-1"}))
     # the hidden-space guest opens a second pool for its own key (its candidate sets)
     ray = train(job, tmp_path / "ray", on_ray={"host": 1, "guest-1": 2}, pools=3)
 
