@@ -286,3 +286,59 @@ def test_a_primitive_is_priced_at_its_median_round(monkeypatch: pytest.MonkeyPat
     price = stages.per_call(lambda: None, 10, lambda: float(next(ticks)), repeats=5)
     # Per call 1, 1, 10, 2, 2 s: the median, 2, not the burst-inflated mean (3.2).
     assert price == pytest.approx(2.0)
+
+
+def test_a_run_is_priced_at_the_samples_taken_while_it_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    from privfl.tools.bench import stages
+
+    # Prepare: before the run an operation costs 1 s, after it 5 s (a neighbour's job
+    # started as it ended); while it ran, the samples say 2 s.
+    monkeypatch.setattr(stages, "SAMPLE_GAP", 0.01)
+    measured = iter([{"op": 1.0}, {"op": 5.0}])
+    sampled = threading.Event()
+    calls: list[float] = []
+
+    def sample() -> float:
+        calls.append(2.0)
+        if len(calls) >= stages.MIN_SAMPLES:
+            sampled.set()
+        return 2.0
+
+    # Act: the run lasts until the sampler has taken its samples (an event, not a delay).
+    result, pricing = stages.priced_around(
+        lambda: next(measured), lambda: sampled.wait(60), {"op": sample}
+    )
+
+    # Assert: judged at the in-run median, not at the mean around the run (3 s).
+    assert result is True
+    assert pricing.around == {"op": pytest.approx(3.0)}
+    assert pricing.judged == {"op": pytest.approx(2.0)}
+    assert pricing.as_dict()["samples"]["op"] >= stages.MIN_SAMPLES
+
+
+def test_a_run_too_short_to_sample_is_priced_around_it() -> None:
+    from privfl.tools.bench.stages import MIN_SAMPLES, Pricing
+
+    few = Pricing({"op": 1.0}, {"op": 3.0}, {"op": [9.0] * (MIN_SAMPLES - 1)})
+    assert few.judged == {"op": pytest.approx(2.0)}
+    enough = Pricing({"op": 1.0}, {"op": 3.0}, {"op": [9.0, 1.5, 1.5]})
+    assert enough.judged["op"] == pytest.approx(1.5)
+
+
+def test_cpu_per_epoch_is_split_between_each_party_and_its_workers(tmp_path: Path) -> None:
+    # A watch over no process: per party (own, own + workers) at each Host record.
+    watch = MemoryWatch({"host": 10, "guest-1": 20}, tmp_path / "metrics.jsonl")
+    watch.stop()
+    watch.epoch_party = [
+        {"host": (1.0, 4.0), "guest-1": (0.5, 3.0)},
+        {"host": (1.5, 7.0), "guest-1": (1.0, 5.5)},
+    ]
+    split = watch.per_epoch_party_cpu()
+    assert split["host"] == {"own": [1.0, 0.5], "workers": [3.0, 2.5]}
+    assert split["guest-1"] == {"own": [0.5, 0.5], "workers": [2.5, 2.0]}
+    run = RunResult("djn", [3.0, 2.0], 5.0, {}, 0.9, [7.0, 5.5], party_epoch_cpu=split)
+    assert run.steady_party_cpu["host"] == {"own": 0.5, "workers": 2.5}  # after the first

@@ -58,14 +58,33 @@ def test_a_run_is_judged_at_the_typical_costs_measured_around_it(
         return {"mulmod": next(prices)}
 
     monkeypatch.setattr(boost, "unit_costs", measured)
+    monkeypatch.setattr(boost, "unit_samples", lambda *a: {})  # too short a run to sample
 
     # Act
-    result, costs = boost.costs_around(1024, 100, (1, 2, 3), lambda: {"ran": True})
+    result, pricing = boost.costs_around(1024, 100, (1, 2, 3), lambda: {"ran": True})
 
     # Assert: the median of repeats (a typical moment, not the quietest), before and after.
     assert result == {"ran": True}
-    assert costs == {"mulmod": pytest.approx(2.0)}
+    assert pricing.judged == {"mulmod": pytest.approx(2.0)}
     assert seen == [boost.statistics.median, boost.statistics.median]
+
+
+def test_every_unit_cost_has_an_in_run_sample_of_the_same_operation() -> None:
+    from privfl.tools.bench import boost, stages
+
+    # Prepare: a small real key; the samples and the repeats time the same operations.
+    keys = stages.keys(256)
+    samples = boost.unit_samples(256, 100, keys)
+    costs = boost.unit_costs(256, 100, keys)
+
+    # Act: one sample of each.
+    sampled = {name: sample() for name, sample in samples.items()}
+
+    # Assert: the same operations, each priced per operation (the key holder's chunk of
+    # obfuscators divided by its size), within the spread a loaded machine allows.
+    assert set(sampled) == set(costs)
+    for name, cost in costs.items():
+        assert 0 < sampled[name] < 1000 * cost, name
 
 
 def test_best_of_picks_the_least_or_the_asked_summary(monkeypatch: pytest.MonkeyPatch) -> None:

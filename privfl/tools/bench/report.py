@@ -204,22 +204,25 @@ def _real_run(
     log: Log,
 ) -> runs.RunResult:
     """One real run of ``schedule`` = (epochs, batch size) on ``workers``, with the CPU price
-    of each primitive measured just before and just after it.
+    of each primitive sampled while it runs (and measured just before and just after it).
 
-    The run's floor is priced at the mean of the two: CPU seconds per operation move with
-    the machine's load (shared caches, the neighbours' jobs), so prices taken minutes
-    earlier, under another load, would judge the run by the wrong yardstick, in either
-    direction.
+    The run's floor is priced at the median of the in-run samples (the mean of the two
+    around it for a run too short to sample): CPU seconds per operation move with the
+    machine's load (shared caches, the neighbours' jobs), so prices taken minutes earlier,
+    or after a load that rose at the run's end, would judge the run by the wrong
+    yardstick, in either direction.
     """
     epochs, batch_size = schedule
     where = f"on Ray at {workers.ray_address}" if workers.ray_address else "in process pools"
     log(f"privfl vfl parties as processes, {obfuscation}, {epochs} epochs on {w.name}, {where}")
     path = out / w.name / obfuscation
-    result, prices = stages.priced_around(
+    result, pricing = stages.priced_around(
         lambda: stages.primitives(*keys, clock=time.process_time),
         lambda: runs.run_parties(w, keys[0].bits, obfuscation, epochs, path, workers, batch_size),
+        stages.primitive_samples(*keys),
     )
-    result.primitives_cpu = prices
+    result.primitives_cpu = pricing.judged
+    result.pricing = pricing.as_dict()
     return result
 
 
@@ -257,6 +260,8 @@ def _dataset(
         own = cpu_floors(w, n, run.primitives_cpu or primitive_cpu, matvec)
         kind = run.obfuscation
         floor_cpu |= {kind: own[kind], f"{kind}_without_matvec": own[f"{kind}_without_matvec"]}
+        if run.pricing:  # the same floor at the prices just before and after the run
+            floor_cpu[f"{kind}_around"] = cpu_floors(w, n, run.pricing["around"], matvec)[kind]
     loaded = busy(max(report["load_average"][0], os.getloadavg()[0]), os.cpu_count() or 1)
     naive = variants[0].epoch if variants else None
     return {
@@ -387,6 +392,7 @@ def render(report: dict[str, Any]) -> str:
             f"wall x{run['steady_epoch_seconds'] / floor[run['obfuscation']]:.2f})"
             for run in data["runs"]
         ]
+        lines += [_split_line(run, cpu_floor) for run in data["runs"] if run.get("pricing")]
         load = data["load_average_after"][0]
         lines.append(
             f"  load average {load:.2f} on {report['cpu_count']} cores after the runs: "
@@ -405,6 +411,26 @@ def render(report: dict[str, Any]) -> str:
             f"  {'yes' if ok else 'NO '}  {name}" for name, ok in data["acceptance"]["met"].items()
         ]
     return "\n".join(lines)
+
+
+def _split_line(run: dict[str, Any], cpu_floor: dict[str, float]) -> str:
+    """How a run was priced, and its CPU per epoch split between party processes and workers."""
+    kind, pricing = run["obfuscation"], run["pricing"]
+    around = cpu_floor.get(f"{kind}_around")
+    split = ", ".join(
+        f"{name} {cpu['own']:.2f} / {cpu['workers']:.2f}"
+        for name, cpu in run.get("steady_party_cpu_seconds", {}).items()
+    )
+    return (
+        f"  {kind:<8} priced from {min(pricing['samples'].values(), default=0)}+ in-run samples "
+        "per primitive"
+        + (
+            f" (x{run['steady_epoch_cpu_seconds'] / around:.2f} at the prices around it)"
+            if around
+            else ""
+        )
+        + f"; CPU s per epoch, party process / its workers: {split}"
+    )
 
 
 def _stage_table(variants: list[dict[str, Any]]) -> str:

@@ -42,6 +42,9 @@ class RunResult:
     # CPU seconds per primitive, the mean of measurements just before and just after the run
     # (report._real_run): the floor's prices under the load the run itself had
     primitives_cpu: dict[str, float] = field(default_factory=dict)
+    pricing: dict[str, Any] = field(default_factory=dict)  # stages.Pricing.as_dict()
+    # Per party, its own process's and its workers' CPU seconds in each epoch
+    party_epoch_cpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     @property
     def steady_epoch(self) -> float:
@@ -66,6 +69,19 @@ class RunResult:
             "epoch_cpu_seconds": self.epoch_cpu_seconds,
             "steady_epoch_cpu_seconds": self.steady_epoch_cpu,
             "primitives_cpu_seconds": self.primitives_cpu,
+            "pricing": self.pricing,
+            "party_epoch_cpu_seconds": self.party_epoch_cpu,
+            "steady_party_cpu_seconds": self.steady_party_cpu,
+        }
+
+    @property
+    def steady_party_cpu(self) -> dict[str, dict[str, float]]:
+        """Per party, the median CPU seconds of its own process and of its workers per
+        epoch after the first: where an epoch's CPU beyond the floor's arithmetic is spent
+        (the party processes' own share is codec, checks, bookkeeping and evaluation)."""
+        return {
+            name: {part: float(statistics.median(v[1:] or v or [0.0])) for part, v in split.items()}
+            for name, split in self.party_epoch_cpu.items()
         }
 
 
@@ -129,6 +145,8 @@ class MemoryWatch:
         self.pids = pids
         self.metrics = metrics
         self.epoch_cpu: list[float] = []  # every process's CPU seconds at each epoch's end
+        # per party, (its own process's, it and its workers') CPU seconds at each epoch's end
+        self.epoch_party: list[dict[str, tuple[float, float]]] = []
         self.party: dict[str, int] = dict.fromkeys(pids, 0)
         self.workers: dict[str, dict[int, int]] = {name: {} for name in pids}
         self.cpu: dict[str, dict[int, float]] = {name: {} for name in pids}
@@ -148,6 +166,12 @@ class MemoryWatch:
                         self.workers[name][proc] = max(seen, _hwm_kib(proc))
             if _records(self.metrics) > len(self.epoch_cpu):
                 self.epoch_cpu.append(sum(sum(c.values()) for c in self.cpu.values()))
+                self.epoch_party.append(
+                    {
+                        name: (self.cpu[name].get(pid, 0.0), sum(self.cpu[name].values()))
+                        for name, pid in self.pids.items()
+                    }
+                )
             self._stop.wait(POLL_SECONDS)
 
     def per_epoch_cpu(self) -> list[float]:
@@ -155,6 +179,25 @@ class MemoryWatch:
         start: it also includes the key exchange and the workers' start)."""
         marks = [0.0, *self.epoch_cpu]
         return [round(b - a, 3) for a, b in itertools.pairwise(marks)]
+
+    def per_epoch_party_cpu(self) -> dict[str, dict[str, list[float]]]:
+        """Per party, the CPU seconds of its own process (``own``) and of its workers
+        (``workers``) in each recorded epoch."""
+        marks = [dict.fromkeys(self.pids, (0.0, 0.0)), *self.epoch_party]
+        split = {
+            name: [
+                (b[name][0] - a[name][0], b[name][1] - a[name][1])
+                for a, b in itertools.pairwise(marks)
+            ]
+            for name in self.pids
+        }  # (own, own + workers) per epoch
+        return {
+            name: {
+                "own": [round(own, 3) for own, _ in epochs],
+                "workers": [round(total - own, 3) for own, total in epochs],
+            }
+            for name, epochs in split.items()
+        }
 
     def stop(self) -> dict[str, dict[str, float]]:
         """Per party: peak MiB of the party process, of it plus its workers, CPU seconds."""
@@ -258,4 +301,5 @@ def run_parties(
         peak,
         summary["accuracy"],
         memory.per_epoch_cpu(),
+        party_epoch_cpu=memory.per_epoch_party_cpu(),
     )
