@@ -342,3 +342,36 @@ def test_cpu_per_epoch_is_split_between_each_party_and_its_workers(tmp_path: Pat
     assert split["guest-1"] == {"own": [0.5, 0.5], "workers": [2.5, 2.0]}
     run = RunResult("djn", [3.0, 2.0], 5.0, {}, 0.9, [7.0, 5.5], party_epoch_cpu=split)
     assert run.steady_party_cpu["host"] == {"own": 0.5, "workers": 2.5}  # after the first
+
+
+def test_each_record_is_marked_with_the_cpu_seconds_read_when_it_appeared(
+    tmp_path: Path,
+) -> None:
+    import os
+    import time
+
+    def until(done: Any) -> None:  # a condition, polled; never a fixed delay
+        deadline = time.monotonic() + 60
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    # Prepare: a watch over this test's own process and a metrics file it follows.
+    metrics = tmp_path / "metrics.jsonl"
+    watch = MemoryWatch({"me": os.getpid()}, metrics)
+    try:
+        metrics.write_text("{}\n")
+        until(lambda: len(watch.epoch_cpu) == 1)
+        # Act: 0.3 CPU-s of work, then two records at once.
+        start = time.process_time()
+        while time.process_time() - start < 0.3:
+            pass
+        metrics.write_text("{}\n{}\n{}\n")
+        until(lambda: len(watch.epoch_cpu) == 3)
+    finally:
+        watch.stop()
+
+    # Assert: the work is in the second epoch (to the kernel's 10 ms tick); the two
+    # records that appeared together share one mark, so the list stays one per record.
+    cpu = watch.per_epoch_cpu()
+    assert len(cpu) == 3 and cpu[1] >= 0.29 and cpu[2] == 0.0
+    assert watch.per_epoch_party_cpu()["me"]["own"][1] >= 0.29

@@ -72,19 +72,16 @@ def test_a_run_is_judged_at_the_typical_costs_measured_around_it(
 def test_every_unit_cost_has_an_in_run_sample_of_the_same_operation() -> None:
     from privfl.tools.bench import boost, stages
 
-    # Prepare: a small real key; the samples and the repeats time the same operations.
+    # Prepare: a small real key.
     keys = stages.keys(256)
-    samples = boost.unit_samples(256, 100, keys)
-    costs = boost.unit_costs(256, 100, keys)
+    ops = boost._unit_ops(256, 100, keys)
 
-    # Act: one sample of each.
-    sampled = {name: sample() for name, sample in samples.items()}
+    # Act: one in-run sample of each operation.
+    sampled = {name: sample() for name, sample in boost.unit_samples(256, 100, keys).items()}
 
-    # Assert: the same operations, each priced per operation (the key holder's chunk of
-    # obfuscators divided by its size), within the spread a loaded machine allows.
-    assert set(sampled) == set(costs)
-    for name, cost in costs.items():
-        assert 0 < sampled[name] < 1000 * cost, name
+    # Assert: every operation the floor prices is sampled, each a measured CPU time.
+    assert set(sampled) == set(ops)
+    assert all(seconds > 0 for seconds in sampled.values())
 
 
 def test_best_of_picks_the_least_or_the_asked_summary(monkeypatch: pytest.MonkeyPatch) -> None:

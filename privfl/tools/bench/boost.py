@@ -20,7 +20,6 @@ import json
 import math
 import os
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -194,13 +193,15 @@ def run_boost(
             )
     start = time.monotonic()
     parties = start_parties(job, write_kit(job, out / "kit"), out, extra)
-    usage = MemoryWatch({p.name: p.process.pid for p in parties})
-    first = TreeCpu(out / job.host / "metrics.jsonl", usage, model.trees)
+    metrics = out / job.host / "metrics.jsonl"
+    # Every process's CPU seconds at each tree's record: from the first to the last lies
+    # the steady state (no key generation or worker start-up before, no model files after).
+    usage = MemoryWatch({p.name: p.process.pid for p in parties}, metrics)
     try:
-        supervise(parties, EpochProgress(out / job.host / "metrics.jsonl", model.trees, False))
+        supervise(parties, EpochProgress(metrics, model.trees, False))
     finally:
         per_party = usage.stop()
-        first.stop()
+    marks = usage.epoch_cpu
     wall = time.monotonic() - start
     summary = json.loads((out / job.host / "summary.json").read_text())
     work = json.loads((out / "guest-1" / "work.json").read_text())
@@ -212,8 +213,8 @@ def run_boost(
         "steady_tree_seconds": float(statistics.median(seconds[1:] or seconds)),
         "wall_seconds": round(wall, 3),
         "cpu_seconds": round(sum(p["cpu_seconds"] for p in per_party.values()), 2),
-        "cpu_after_first_tree": first.cpu,
-        "cpu_at_last_tree": first.last,
+        "cpu_after_first_tree": marks[0] if marks else None,
+        "cpu_at_last_tree": (len(marks), marks[-1]) if marks else None,
         "per_party": per_party,
         "auc": summary["auc"],
         "trees": len(seconds),
@@ -223,36 +224,6 @@ def run_boost(
         "decryptions": summary["decryptions"],
         **{f"guest_{k}": v for k, v in work.items() if k != "trees"},
     }
-
-
-class TreeCpu:
-    """Notes the parties' CPU seconds when the first and the last tree's metrics lines appear.
-
-    Between the two lies the steady state: no key generation or worker start-up before,
-    no model files and plots after.
-    """
-
-    def __init__(self, metrics: Path, usage: MemoryWatch, trees: int) -> None:
-        self.metrics, self.usage, self.trees = metrics, usage, trees
-        self.cpu: float | None = None
-        self.last: tuple[int, float] | None = None  # trees done, CPU seconds then
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            done = self.metrics.read_text().count("\n") if self.metrics.exists() else 0
-            if done >= 1 and self.cpu is None:
-                self.cpu = sum(sum(c.values()) for c in self.usage.cpu.values())
-                self.last = (1, self.cpu)
-            elif done >= self.trees:
-                self.last = (done, sum(sum(c.values()) for c in self.usage.cpu.values()))
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> float:

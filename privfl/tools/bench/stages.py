@@ -221,13 +221,16 @@ def per_call(
 R = TypeVar("R")
 SAMPLE_GAP = 0.5
 """Seconds between two in-run price samples (:class:`PriceSampler`): one operation's
-sample at a time, a few ms to 40 ms of one core at 2048 bits, so a few % of one core."""
+sample at a time, a few ms to 80 ms of one core at 2048 bits, so a few % of one core."""
 MIN_SAMPLES = 3
 """In-run samples per operation below which a run is priced around it instead."""
 
 
 def sample_once(func: Callable[[], object], calls: int) -> float:
-    """CPU seconds of one call of ``func``, the mean of ``calls`` calls on this thread's clock."""
+    """CPU seconds of one call of ``func``, the mean of ``calls`` calls on this thread's clock,
+    after one untimed call: a worker computes its operations back to back, so a sample
+    taken after a pause must not count the caches it finds cold."""
+    func()
     return round_means(func, calls, 1, time.thread_time)[0]
 
 
