@@ -1,15 +1,16 @@
 """SecureBoost benchmark: seconds per tree with real processes, against the arithmetic's floor.
 
 Per tree the protocol needs: one fresh encryption per tree row (Host), the bin
-additions of the guest's histograms (one mulmod n² per row per column of each node it
-sums directly), an inversion and a mulmod per bin of each node taken as parent minus
-sibling, the Horner packing (one ``c^(2^slot)`` and a mulmod per packed bin sum but
-the last of each ciphertext), one fresh
-obfuscation per packed ciphertext (guest) and one decryption of it (Host). The Host
-holds the primes, so its encryptions are counted at the cost of its CRT obfuscators
+additions of the guest's histograms (the mulmods n² its bin products compute over each
+node it sums directly, as the guest counts them: one per row and column, fewer where it
+takes two columns together, secureboost/binsums.py), an inversion and a mulmod per bin
+of each node taken as parent minus sibling, the Horner packing (one ``c^(2^slot)`` and a
+mulmod per packed bin sum but the last of each ciphertext), one fresh obfuscation per
+packed ciphertext (guest) and one decryption of it (Host). The Host holds the primes, so
+its encryptions are counted at the cost of its CRT obfuscators
 (crypto.paillier.obfuscators_crt, in either obfuscation), the guests' at the public-key
-cost. The floor is
-their measured unit costs times the counts of the real run, spread over every core.
+cost. The floor is their measured unit costs times the counts of the real run, spread
+over every core.
 """
 
 from __future__ import annotations

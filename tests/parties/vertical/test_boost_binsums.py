@@ -57,3 +57,41 @@ def test_paired_sums_decrypt_to_the_bins_plaintext_sums() -> None:
     want = [int(values[binned[:, j] == b].sum()) for j in range(2) for b in range(3)]
     assert binsums.pays(binned[:, 0] * 3 + binned[:, 1], 3)
     assert sums == want
+
+
+class Counted(int):
+    """An integer that counts its full products (neither factor 1) in ``Counted.products``."""
+
+    products = 0
+
+    def __mul__(self, other: object) -> Counted:
+        if self != 1 and other != 1:
+            Counted.products += 1
+        return Counted(int(self) * int(other))  # type: ignore[call-overload]
+
+    __rmul__ = __mul__
+
+    def __mod__(self, other: object) -> Counted:
+        return Counted(int(self) % int(other))  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(("rows", "bins", "columns"), [(900, 4, 5), (900, 32, 3), (40, 4, 2)])
+def test_the_counted_multiplications_are_the_products_computed(
+    rows: int, bins: int, columns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: ciphertext stand-ins that count every product of two of them (random
+    # values mod a large n², so that no product is 1 but with negligible chance).
+    n2 = (2**255 - 19) * (2**127 - 1)
+    rng = np.random.default_rng(rows * bins)
+    cts = [secrets.randbelow(n2 - 2) + 2 for _ in range(rows)]
+    binned = rng.integers(0, bins, size=(rows, columns))
+    binned[:, -1] = np.minimum(binned[:, -1], 1)  # a column with empty bins
+    monkeypatch.setattr(binsums, "mpz", Counted)
+    Counted.products = 0
+
+    # Act
+    binsums.column_sums(n2, cts, binned, bins)
+
+    # Assert: what the bench's floor is told equals what was computed, pairs or not.
+    assert Counted.products == binsums.multiplications(binned, bins)
+    assert binsums.multiplications(binned, bins) <= rows * columns

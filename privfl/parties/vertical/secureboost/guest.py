@@ -36,7 +36,7 @@ from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce, rows_digest
 from privfl.parties.vertical.secureboost import hidden, proofs, reveal
-from privfl.parties.vertical.secureboost.binsums import column_sums
+from privfl.parties.vertical.secureboost.binsums import column_sums, multiplications
 from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of, receive_key
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
@@ -277,7 +277,9 @@ def summed(
     blocks = []
     for rows, cts in work:
         binned = state.binned["train"][np.ix_(rows, t.features)]
-        state.work["additions"] += len(rows) * width
+        state.work["additions"] += sum(
+            multiplications(binned[:, lo:hi], bins) for lo, hi in columns
+        )
         blocks += [
             (state.key.nsquare, cts, np.ascontiguousarray(binned[:, lo:hi]), bins)
             for lo, hi in columns
