@@ -95,3 +95,32 @@ def test_the_counted_multiplications_are_the_products_computed(
     # Assert: what the bench's floor is told equals what was computed, pairs or not.
     assert Counted.products == binsums.multiplications(binned, bins)
     assert binsums.multiplications(binned, bins) <= rows * columns
+
+
+def test_a_derived_node_counts_a_division_per_non_empty_bin_of_the_smaller_sibling() -> None:
+    from types import SimpleNamespace
+
+    from privfl.crypto.gmp import powmod
+    from privfl.crypto.pools import NoisePool
+    from privfl.parties.vertical.secureboost import guest
+
+    # Prepare: node 2 = parent 0 ÷ sibling 1, one column of 4 bins, two of them empty (1).
+    n2 = (2**255 - 19) * (2**127 - 1)
+    parent = [secrets.randbelow(n2 - 2) + 2 for _ in range(4)]
+    sibling = [secrets.randbelow(n2 - 2) + 2, 1, secrets.randbelow(n2 - 2) + 2, 1]
+    state = SimpleNamespace(
+        work={"subtractions": 0},
+        key=SimpleNamespace(nsquare=n2),
+        noise=NoisePool(2**255 - 19, 1, noise=False),  # inline
+        params=SimpleNamespace(bins=4),
+    )
+    tree = SimpleNamespace(sums={0: parent, 1: sibling}, features=[0])
+
+    # Act
+    sums = guest.differences(state, tree, [(2, 1)])  # type: ignore[arg-type]
+
+    # Assert: the quotients, and two divisions counted (an empty bin's costs nothing).
+    assert sums[2] == [
+        p * int(powmod(s, -1, n2)) % n2 for p, s in zip(parent, sibling, strict=True)
+    ]
+    assert state.work["subtractions"] == 2

@@ -296,9 +296,10 @@ def differences(
     state: GuestBoost, t: TreeState, derived: list[tuple[int, int]]
 ) -> dict[int, list[int]]:
     """Each derived node's sums as parent ÷ sibling, bin by bin, spread over the workers."""
-    state.work["subtractions"] += len(derived) * len(t.features) * state.params.bins
     parents = [c for node, _ in derived for c in t.sums[(node - 1) // 2]]
     smaller = [c for _, sibling in derived for c in t.sums[sibling]]
+    # An empty bin's sum is 1 (no ciphertext is): inverting and multiplying by it is free.
+    state.work["subtractions"] += sum(1 for c in smaller if c != 1)
     blocks = [
         (state.key.nsquare, parents[lo:hi], smaller[lo:hi])
         for lo, hi in spans(len(parents), state.noise.workers)
