@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -291,13 +291,9 @@ class Pricing:
         }
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "before": self.before,
-            "after": self.after,
-            "around": self.around,
-            "judged": self.judged,
-            "samples": {k: len(v) for k, v in self.samples.items()},
-        }
+        """The prices before, after, around and judged; the samples' count per operation."""
+        counts = {k: len(v) for k, v in self.samples.items()}
+        return {**asdict(self), "around": self.around, "judged": self.judged, "samples": counts}
 
 
 def priced_around(
