@@ -375,3 +375,28 @@ def test_each_record_is_marked_with_the_cpu_seconds_read_when_it_appeared(
     cpu = watch.per_epoch_cpu()
     assert len(cpu) == 3 and cpu[1] >= 0.29 and cpu[2] == 0.0
     assert watch.per_epoch_party_cpu()["me"]["own"][1] >= 0.29
+
+
+def test_the_matvec_term_is_priced_at_each_runs_own_mulmod_price(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from privfl.tools.bench import report as bench_report
+    from privfl.tools.bench import stages
+
+    # Prepare: Xᵀ[[d]] is 1,000 mulmods; a mulmod cost 1 µs at the bench's start and 2 µs
+    # while the DJN run ran (the load rose).
+    monkeypatch.setattr(stages, "matvec_mulmods", lambda *a: 1000.0)
+    start = {"powmod_r_n": 1e-3, "djn_obfuscation": 2e-4, "decrypt": 5e-4, "mulmod": 1e-6}
+    report = {
+        "primitives_seconds": start, "primitives_cpu_seconds": start,
+        "obfuscations_per_second": {"2": 100.0}, "scaling": 1.9, "load_average": [0.5],
+    }  # fmt: skip
+    run = RunResult("djn", [3.0, 2.0], 5.0, {}, 0.9, [9.0, 4.0])
+    run.primitives_cpu = start | {"mulmod": 2e-6}
+
+    # Act
+    data = bench_report._dataset(synthetic(40, 6), report, [], [run], (1 << 255) + 1, 2)
+
+    # Assert: the run's term at its own price, the bench's at the start's.
+    assert data["floor_cpu_seconds"]["djn_matvec"] == pytest.approx(2e-3)
+    assert data["floor_cpu_seconds"]["matvec"] == pytest.approx(1e-3)

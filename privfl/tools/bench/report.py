@@ -73,8 +73,10 @@ def cpu_floors(
     The same counts as :func:`floors`, priced in CPU seconds per primitive
     (``time.process_time``): what a busy machine cannot inflate; plus ``matvec``, the
     epoch's ``Xᵀ[[d]]``, the loss's dot product and the gradients' packing measured
-    inline (:func:`stages.matvec_cpu`; 0: the floor of obfuscations and decryptions
-    alone, as before, reported beside it as ``*_without_matvec``).
+    inline (:func:`stages.matvec_cpu`), in CPU seconds at the same prices (its mulmods,
+    :func:`stages.matvec_mulmods`, times ``primitive_cpu["mulmod"]``; 0: the floor of
+    obfuscations and decryptions alone, as before, reported beside it as
+    ``*_without_matvec``).
     """
     counts = protocol_counts(w, n)
     decrypt = counts["decryptions"] * primitive_cpu["decrypt"]
@@ -253,15 +255,20 @@ def _dataset(
 ) -> dict[str, Any]:
     """One workload's section of the report: stages, runs, counts, floors, targets."""
     primitive, primitive_cpu = report["primitives_seconds"], report["primitives_cpu_seconds"]
-    matvec = stages.matvec_cpu(w, PublicKey(n))
+    # Xᵀ[[d]] and the rest in mulmods, priced like the other operations (stages.matvec_mulmods)
+    mulmods = stages.matvec_mulmods(w, PublicKey(n))
+    matvec = mulmods * primitive_cpu["mulmod"]
     floor = floors(w, n, primitive, cores, report["obfuscations_per_second"][str(cores)], matvec)
-    floor_cpu = cpu_floors(w, n, primitive_cpu, matvec)
-    for run in real:  # each run's own floor, priced around it (_real_run)
-        own = cpu_floors(w, n, run.primitives_cpu or primitive_cpu, matvec)
+    floor_cpu = cpu_floors(w, n, primitive_cpu, matvec) | {"matvec_mulmods": mulmods}
+    for run in real:  # each run's own floor, priced while it ran (_real_run)
+        prices = run.primitives_cpu or primitive_cpu
+        own = cpu_floors(w, n, prices, mulmods * prices.get("mulmod", primitive_cpu["mulmod"]))
         kind = run.obfuscation
         floor_cpu |= {kind: own[kind], f"{kind}_without_matvec": own[f"{kind}_without_matvec"]}
+        floor_cpu[f"{kind}_matvec"] = own["matvec"]
         if run.pricing:  # the same floor at the prices just before and after the run
-            floor_cpu[f"{kind}_around"] = cpu_floors(w, n, run.pricing["around"], matvec)[kind]
+            around = run.pricing["around"]
+            floor_cpu[f"{kind}_around"] = cpu_floors(w, n, around, mulmods * around["mulmod"])[kind]
     loaded = busy(max(report["load_average"][0], os.getloadavg()[0]), os.cpu_count() or 1)
     naive = variants[0].epoch if variants else None
     return {
@@ -386,7 +393,9 @@ def render(report: dict[str, Any]) -> str:
             f"  {run['obfuscation']:<8} CPU s per epoch (every party and worker) / floor CPU s: "
             f"x{data['acceptance']['cpu_over_floor'][run['obfuscation']]:.2f} "
             f"({run['steady_epoch_cpu_seconds']:.2f} over {cpu_floor[run['obfuscation']]:.2f}, "
-            f"Xᵀ[[d]], the loss's dot and packing {cpu_floor.get('matvec', 0.0):.2f} of it; "
+            "Xᵀ[[d]], the loss's dot and packing "
+            f"{cpu_floor.get(run['obfuscation'] + '_matvec', cpu_floor.get('matvec', 0.0)):.2f} "
+            "of it; "
             "without them x"
             f"{run['steady_epoch_cpu_seconds'] / _without(cpu_floor, run['obfuscation']):.2f}; "
             f"wall x{run['steady_epoch_seconds'] / floor[run['obfuscation']]:.2f})"

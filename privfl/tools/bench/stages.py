@@ -332,11 +332,22 @@ def _primitive_ops(
     """Per primitive: one call, and how many calls price it (about 0.1 s at 1024 bits)."""
     [c] = public.encrypt([1])
     djn_key.fresh_noise(1)  # build the fixed-base table outside the timing
+    a, b, n2 = _two_ciphertexts(public)
     return {
         "powmod_r_n": (lambda: obfuscators(public.n, 1), 40),
         "djn_obfuscation": (lambda: djn_key.fresh_noise(1), 200),
         "decrypt": (lambda: private.decrypt([c]), 100),
+        # the unit of the floor's Xᵀ[[d]] term (matvec_mulmods): its price moves with the load
+        "mulmod": (lambda: a * b % n2, 20_000),
     }
+
+
+def _two_ciphertexts(public: PublicKey) -> tuple[Any, Any, Any]:
+    """Two full-size ciphertexts and ``n²`` as GMP integers (a mulmod's operands)."""
+    from privfl.crypto.gmp import mpz
+
+    a, b = public.encrypt([3, 5])
+    return mpz(a), mpz(b), mpz(public.nsquare)
 
 
 def primitives(
@@ -391,6 +402,22 @@ def matvec_cpu(workload: Workload, public: PublicKey) -> float:
         packing.pack(public, public.matvec_t(exps, residual))
     public.dot(residual, loss_weights)
     return time.process_time() - start
+
+
+def matvec_mulmods(workload: Workload, public: PublicKey) -> float:
+    """The floor's third term (:func:`matvec_cpu`) in mulmods n²: its CPU seconds over the
+    median price of one mulmod measured just before and just after it.
+
+    It is measured once per workload, at that moment's load; each run prices it at its
+    own mulmod price (:class:`PriceSampler`), as it prices obfuscations and decryptions,
+    so that the term moves with the load as the operations it counts do (a
+    multi-exponentiation is nearly all mulmods n²).
+    """
+    a, b, n2 = _two_ciphertexts(public)
+    before = per_call(lambda: a * b % n2, 20_000, time.process_time)
+    seconds = matvec_cpu(workload, public)
+    after = per_call(lambda: a * b % n2, 20_000, time.process_time)
+    return seconds / ((before + after) / 2)
 
 
 def throughput(public: PublicKey, workers: int, count: int) -> float:
