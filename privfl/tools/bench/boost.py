@@ -217,6 +217,8 @@ def run_boost(
         "cpu_after_first_tree": marks[0] if marks else None,
         "cpu_at_last_tree": (len(marks), marks[-1]) if marks else None,
         "per_party": per_party,
+        # per party, its own process's and its workers' CPU seconds in each tree
+        "party_tree_cpu": usage.per_epoch_party_cpu(),
         "auc": summary["auc"],
         "trees": len(seconds),
         "tree_rows": w.rows,
