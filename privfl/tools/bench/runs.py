@@ -31,7 +31,7 @@ MARK_POLL_SECONDS = 0.02
 """How often the Host's metrics file is checked for a new record: at one, every known
 process's CPU time is read afresh, so an epoch's (or tree's) CPU is bounded to within
 about this of its end, not to within the full scan's ``POLL_SECONDS`` (0.2 s at 2 busy
-cores is 0.4 CPU-s, 6 % of a 2048-bit DJN epoch at 2,000 rows)."""
+cores is 0.4 CPU-s, 5 % of a 2048-bit DJN epoch at 2,000 rows)."""
 
 
 @dataclass
