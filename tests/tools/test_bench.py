@@ -286,3 +286,117 @@ def test_a_primitive_is_priced_at_its_median_round(monkeypatch: pytest.MonkeyPat
     price = stages.per_call(lambda: None, 10, lambda: float(next(ticks)), repeats=5)
     # Per call 1, 1, 10, 2, 2 s: the median, 2, not the burst-inflated mean (3.2).
     assert price == pytest.approx(2.0)
+
+
+def test_a_run_is_priced_at_the_samples_taken_while_it_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    from privfl.tools.bench import stages
+
+    # Prepare: before the run an operation costs 1 s, after it 5 s (a neighbour's job
+    # started as it ended); while it ran, the samples say 2 s.
+    monkeypatch.setattr(stages, "SAMPLE_GAP", 0.01)
+    measured = iter([{"op": 1.0}, {"op": 5.0}])
+    sampled = threading.Event()
+    calls: list[float] = []
+
+    def sample() -> float:
+        calls.append(2.0)
+        if len(calls) >= stages.MIN_SAMPLES:
+            sampled.set()
+        return 2.0
+
+    # Act: the run lasts until the sampler has taken its samples (an event, not a delay).
+    result, pricing = stages.priced_around(
+        lambda: next(measured), lambda: sampled.wait(60), {"op": sample}
+    )
+
+    # Assert: judged at the in-run median, not at the mean around the run (3 s).
+    assert result is True
+    assert pricing.around == {"op": pytest.approx(3.0)}
+    assert pricing.judged == {"op": pytest.approx(2.0)}
+    assert pricing.as_dict()["samples"]["op"] >= stages.MIN_SAMPLES
+
+
+def test_a_run_too_short_to_sample_is_priced_around_it() -> None:
+    from privfl.tools.bench.stages import MIN_SAMPLES, Pricing
+
+    few = Pricing({"op": 1.0}, {"op": 3.0}, {"op": [9.0] * (MIN_SAMPLES - 1)})
+    assert few.judged == {"op": pytest.approx(2.0)}
+    enough = Pricing({"op": 1.0}, {"op": 3.0}, {"op": [9.0, 1.5, 1.5]})
+    assert enough.judged["op"] == pytest.approx(1.5)
+
+
+def test_cpu_per_epoch_is_split_between_each_party_and_its_workers(tmp_path: Path) -> None:
+    # A watch over no process: per party (own, own + workers) at each Host record.
+    watch = MemoryWatch({"host": 10, "guest-1": 20}, tmp_path / "metrics.jsonl")
+    watch.stop()
+    watch.epoch_party = [
+        {"host": (1.0, 4.0), "guest-1": (0.5, 3.0)},
+        {"host": (1.5, 7.0), "guest-1": (1.0, 5.5)},
+    ]
+    split = watch.per_epoch_party_cpu()
+    assert split["host"] == {"own": [1.0, 0.5], "workers": [3.0, 2.5]}
+    assert split["guest-1"] == {"own": [0.5, 0.5], "workers": [2.5, 2.0]}
+    run = RunResult("djn", [3.0, 2.0], 5.0, {}, 0.9, [7.0, 5.5], party_epoch_cpu=split)
+    assert run.steady_party_cpu["host"] == {"own": 0.5, "workers": 2.5}  # after the first
+
+
+def test_each_record_is_marked_with_the_cpu_seconds_read_when_it_appeared(
+    tmp_path: Path,
+) -> None:
+    import os
+    import time
+
+    def until(done: Any) -> None:  # a condition, polled; never a fixed delay
+        deadline = time.monotonic() + 60
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    # Prepare: a watch over this test's own process and a metrics file it follows.
+    metrics = tmp_path / "metrics.jsonl"
+    watch = MemoryWatch({"me": os.getpid()}, metrics)
+    try:
+        metrics.write_text("{}\n")
+        until(lambda: len(watch.epoch_cpu) == 1)
+        # Act: 0.3 CPU-s of work, then two records at once.
+        start = time.process_time()
+        while time.process_time() - start < 0.3:
+            pass
+        metrics.write_text("{}\n{}\n{}\n")
+        until(lambda: len(watch.epoch_cpu) == 3)
+    finally:
+        watch.stop()
+
+    # Assert: the work is in the second epoch (to the kernel's 10 ms tick); the two
+    # records that appeared together share one mark, so the list stays one per record.
+    cpu = watch.per_epoch_cpu()
+    assert len(cpu) == 3 and cpu[1] >= 0.29 and cpu[2] == 0.0
+    assert watch.per_epoch_party_cpu()["me"]["own"][1] >= 0.29
+
+
+def test_the_matvec_term_is_priced_at_each_runs_own_mulmod_price(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from privfl.tools.bench import report as bench_report
+    from privfl.tools.bench import stages
+
+    # Prepare: Xᵀ[[d]] is 1,000 mulmods; a mulmod cost 1 µs at the bench's start and 2 µs
+    # while the DJN run ran (the load rose).
+    monkeypatch.setattr(stages, "matvec_mulmods", lambda *a: 1000.0)
+    start = {"powmod_r_n": 1e-3, "djn_obfuscation": 2e-4, "decrypt": 5e-4, "mulmod": 1e-6}
+    report = {
+        "primitives_seconds": start, "primitives_cpu_seconds": start,
+        "obfuscations_per_second": {"2": 100.0}, "scaling": 1.9, "load_average": [0.5],
+    }  # fmt: skip
+    run = RunResult("djn", [3.0, 2.0], 5.0, {}, 0.9, [9.0, 4.0])
+    run.primitives_cpu = start | {"mulmod": 2e-6}
+
+    # Act
+    data = bench_report._dataset(synthetic(40, 6), report, [], [run], (1 << 255) + 1, 2)
+
+    # Assert: the run's term at its own price, the bench's at the start's.
+    assert data["floor_cpu_seconds"]["djn_matvec"] == pytest.approx(2e-3)
+    assert data["floor_cpu_seconds"]["matvec"] == pytest.approx(1e-3)

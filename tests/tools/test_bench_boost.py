@@ -58,14 +58,30 @@ def test_a_run_is_judged_at_the_typical_costs_measured_around_it(
         return {"mulmod": next(prices)}
 
     monkeypatch.setattr(boost, "unit_costs", measured)
+    monkeypatch.setattr(boost, "unit_samples", lambda *a: {})  # too short a run to sample
 
     # Act
-    result, costs = boost.costs_around(1024, 100, (1, 2, 3), lambda: {"ran": True})
+    result, pricing = boost.costs_around(1024, 100, (1, 2, 3), lambda: {"ran": True})
 
     # Assert: the median of repeats (a typical moment, not the quietest), before and after.
     assert result == {"ran": True}
-    assert costs == {"mulmod": pytest.approx(2.0)}
+    assert pricing.judged == {"mulmod": pytest.approx(2.0)}
     assert seen == [boost.statistics.median, boost.statistics.median]
+
+
+def test_every_unit_cost_has_an_in_run_sample_of_the_same_operation() -> None:
+    from privfl.tools.bench import boost, stages
+
+    # Prepare: a small real key.
+    keys = stages.keys(256)
+    ops = boost._unit_ops(256, 100, keys)
+
+    # Act: one in-run sample of each operation.
+    sampled = {name: sample() for name, sample in boost.unit_samples(256, 100, keys).items()}
+
+    # Assert: every operation the floor prices is sampled, each a measured CPU time.
+    assert set(sampled) == set(ops)
+    assert all(seconds > 0 for seconds in sampled.values())
 
 
 def test_best_of_picks_the_least_or_the_asked_summary(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,15 +1,16 @@
 """SecureBoost benchmark: seconds per tree with real processes, against the arithmetic's floor.
 
 Per tree the protocol needs: one fresh encryption per tree row (Host), the bin
-additions of the guest's histograms (one mulmod n² per row per column of each node it
-sums directly), an inversion and a mulmod per bin of each node taken as parent minus
-sibling, the Horner packing (one ``c^(2^slot)`` and a mulmod per packed bin sum but
-the last of each ciphertext), one fresh
-obfuscation per packed ciphertext (guest) and one decryption of it (Host). The Host
-holds the primes, so its encryptions are counted at the cost of its CRT obfuscators
+additions of the guest's histograms (the mulmods n² its bin products compute over each
+node it sums directly, as the guest counts them: one per row and column, fewer where it
+takes two columns together, secureboost/binsums.py), an inversion and a mulmod per bin
+of each node taken as parent minus sibling, the Horner packing (one ``c^(2^slot)`` and a
+mulmod per packed bin sum but the last of each ciphertext), one fresh obfuscation per
+packed ciphertext (guest) and one decryption of it (Host). The Host holds the primes, so
+its encryptions are counted at the cost of its CRT obfuscators
 (crypto.paillier.obfuscators_crt, in either obfuscation), the guests' at the public-key
-cost. The floor is
-their measured unit costs times the counts of the real run, spread over every core.
+cost. The floor is their measured unit costs times the counts of the real run, spread
+over every core.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import json
 import math
 import os
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -80,6 +80,31 @@ def best_of(
     return pick(stages.round_means(func, count, repeats, time.process_time))
 
 
+def _unit_ops(
+    bits: int, rows: int, keys: tuple[Any, Any, Any]
+) -> dict[str, tuple[Callable[[], object], int, int]]:
+    """Per operation: one call, how many calls price it, and how many operations a call is."""
+    public, private, djn_key = keys
+    p, q = private_primes(private)
+    n2 = mpz(public.nsquare)
+    [c] = public.encrypt([1])
+    djn_key.fresh_noise(1)  # the fixed-base table, outside the timing
+    a, b = mpz(public.encrypt([3])[0]), mpz(public.encrypt([5])[0])
+    shift = mpz(1) << Layout(rows, bits).slot
+    obfuscators_crt(public.n, p, q, 1)  # the key holder's tables, outside the timing
+    return {
+        "obfuscation_standard": (lambda: public.fresh_noise(1), 20, 1),
+        # The Host holds the primes: its own encryptions cost two half-size powmods.
+        # (in the workers' chunks, as the Host's pool computes them)
+        "obfuscation_standard_host": (lambda: obfuscators_crt(public.n, p, q, CHUNK), 1, CHUNK),
+        "obfuscation_djn": (lambda: djn_key.fresh_noise(1), 50, 1),
+        "decrypt": (lambda: private.decrypt([c]), 50, 1),
+        "mulmod": (lambda: a * b % n2, 20_000, 1),
+        "invert": (lambda: powmod(a, -1, n2), 2_000, 1),
+        "shift": (lambda: powmod(a, shift, n2), 2_000, 1),
+    }
+
+
 def unit_costs(
     bits: int,
     rows: int,
@@ -90,42 +115,43 @@ def unit_costs(
 
     ``keys`` (a fresh triple of :func:`stages.keys` if None); ``pick``: see :func:`best_of`.
     """
-    public, private, djn_key = keys or stages.keys(bits)
-    p, q = private_primes(private)
-    n2 = mpz(public.nsquare)
-    [c] = public.encrypt([1])
-    djn_key.fresh_noise(1)  # the fixed-base table, outside the timing
-    a, b = mpz(public.encrypt([3])[0]), mpz(public.encrypt([5])[0])
-    shift = mpz(1) << Layout(rows, bits).slot
-    obfuscators_crt(public.n, p, q, 1)  # the key holder's tables, outside the timing
+    ops = _unit_ops(bits, rows, keys or stages.keys(bits))
+    return {name: best_of(func, count, pick=pick) / per for name, (func, count, per) in ops.items()}
+
+
+def unit_samples(
+    bits: int, rows: int, keys: tuple[Any, Any, Any]
+) -> dict[str, Callable[[], float]]:
+    """One in-run sample per operation (:class:`stages.PriceSampler`): a twentieth of the
+    calls of one of :func:`unit_costs`' repeats, at least one (at most about 40 ms of CPU
+    at 2048 bits, the key holder's chunk of obfuscators)."""
+
+    def sample(func: Callable[[], object], calls: int, per: int) -> float:
+        return stages.sample_once(func, calls) / per
+
     return {
-        "obfuscation_standard": best_of(lambda: public.fresh_noise(1), 20, pick=pick),
-        # The Host holds the primes: its own encryptions cost two half-size powmods.
-        # (in the workers' chunks, as the Host's pool computes them)
-        "obfuscation_standard_host": best_of(
-            lambda: obfuscators_crt(public.n, p, q, CHUNK), 1, pick=pick
-        )
-        / CHUNK,
-        "obfuscation_djn": best_of(lambda: djn_key.fresh_noise(1), 50, pick=pick),
-        "decrypt": best_of(lambda: private.decrypt([c]), 50, pick=pick),
-        "mulmod": best_of(lambda: a * b % n2, 20_000, pick=pick),
-        "invert": best_of(lambda: powmod(a, -1, n2), 2_000, pick=pick),
-        "shift": best_of(lambda: powmod(a, shift, n2), 2_000, pick=pick),
+        name: functools.partial(sample, func, max(1, count // 20), per)
+        for name, (func, count, per) in _unit_ops(bits, rows, keys).items()
     }
 
 
 def costs_around(
     bits: int, rows: int, keys: tuple[Any, Any, Any], run: Callable[[], dict[str, Any]]
-) -> tuple[dict[str, Any], dict[str, float]]:
+) -> tuple[dict[str, Any], stages.Pricing]:
     """``run()`` and the unit costs it is judged at: the typical (median) cost of each
-    operation measured just before and just after it, averaged.
+    operation sampled while it runs (:class:`stages.PriceSampler`), and measured just
+    before and just after it.
 
     Under load every operation costs more CPU than on an idle machine (shared caches,
     short time slices), the parties' as much as the bench's: prices taken under the
     run's own load isolate what the parties do beyond the arithmetic, where the least
     cost of a quiet moment would count the neighbours' contention as our overhead.
     """
-    return stages.priced_around(lambda: unit_costs(bits, rows, keys, statistics.median), run)
+    return stages.priced_around(
+        lambda: unit_costs(bits, rows, keys, statistics.median),
+        run,
+        unit_samples(bits, rows, keys),
+    )
 
 
 def reference_auc(w: Workload, params: sb.BoostParams) -> float:
@@ -176,13 +202,15 @@ def run_boost(
             )
     start = time.monotonic()
     parties = start_parties(job, write_kit(job, out / "kit"), out, extra)
-    usage = MemoryWatch({p.name: p.process.pid for p in parties})
-    first = TreeCpu(out / job.host / "metrics.jsonl", usage, model.trees)
+    metrics = out / job.host / "metrics.jsonl"
+    # Every process's CPU seconds at each tree's record: from the first to the last lies
+    # the steady state (no key generation or worker start-up before, no model files after).
+    usage = MemoryWatch({p.name: p.process.pid for p in parties}, metrics)
     try:
-        supervise(parties, EpochProgress(out / job.host / "metrics.jsonl", model.trees, False))
+        supervise(parties, EpochProgress(metrics, model.trees, False))
     finally:
         per_party = usage.stop()
-        first.stop()
+    marks = usage.epoch_cpu
     wall = time.monotonic() - start
     summary = json.loads((out / job.host / "summary.json").read_text())
     work = json.loads((out / "guest-1" / "work.json").read_text())
@@ -194,9 +222,11 @@ def run_boost(
         "steady_tree_seconds": float(statistics.median(seconds[1:] or seconds)),
         "wall_seconds": round(wall, 3),
         "cpu_seconds": round(sum(p["cpu_seconds"] for p in per_party.values()), 2),
-        "cpu_after_first_tree": first.cpu,
-        "cpu_at_last_tree": first.last,
+        "cpu_after_first_tree": marks[0] if marks else None,
+        "cpu_at_last_tree": (len(marks), marks[-1]) if marks else None,
         "per_party": per_party,
+        # per party, its own process's and its workers' CPU seconds in each tree
+        "party_tree_cpu": usage.per_epoch_party_cpu(),
         "auc": summary["auc"],
         "trees": len(seconds),
         "tree_rows": w.rows,
@@ -205,36 +235,6 @@ def run_boost(
         "decryptions": summary["decryptions"],
         **{f"guest_{k}": v for k, v in work.items() if k != "trees"},
     }
-
-
-class TreeCpu:
-    """Notes the parties' CPU seconds when the first and the last tree's metrics lines appear.
-
-    Between the two lies the steady state: no key generation or worker start-up before,
-    no model files and plots after.
-    """
-
-    def __init__(self, metrics: Path, usage: MemoryWatch, trees: int) -> None:
-        self.metrics, self.usage, self.trees = metrics, usage, trees
-        self.cpu: float | None = None
-        self.last: tuple[int, float] | None = None  # trees done, CPU seconds then
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            done = self.metrics.read_text().count("\n") if self.metrics.exists() else 0
-            if done >= 1 and self.cpu is None:
-                self.cpu = sum(sum(c.values()) for c in self.usage.cpu.values())
-                self.last = (1, self.cpu)
-            elif done >= self.trees:
-                self.last = (done, sum(sum(c.values()) for c in self.usage.cpu.values()))
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> float:
@@ -295,14 +295,14 @@ def run_boost_bench(
             log(f"SecureBoost {space} {obfuscation}, {model.trees} trees on {w.name}")
             mode = replace(model, instance_space=space)
             folder = out / f"{w.name}-{space}-{obfuscation}"
-            run, around = costs_around(
+            run, pricing = costs_around(
                 bits,
                 w.rows,
                 keys,
                 functools.partial(run_boost, w, bits, obfuscation, mode, folder, plots, cores),
             )
-            run["costs"] = around
-            run["floor_tree_seconds"] = floor_per_tree(run, around, cores)
+            run["costs"], run["pricing"] = pricing.judged, pricing.as_dict()
+            run["floor_tree_seconds"] = floor_per_tree(run, pricing.judged, cores)
             run["ratio_to_floor"] = run["steady_tree_seconds"] / run["floor_tree_seconds"]
             # CPU seconds per tree after the first (every party and worker) against the
             # floor's CPU seconds: what a shared machine cannot inflate.
@@ -313,6 +313,8 @@ def run_boost_bench(
             run["cpu_ratio"] = run["cpu_per_tree"] / (run["floor_tree_seconds"] * cores)
             least_floor = floor_per_tree(run, costs, cores)
             run["cpu_ratio_at_least_costs"] = run["cpu_per_tree"] / (least_floor * cores)
+            around = floor_per_tree(run, pricing.around, cores)
+            run["cpu_ratio_at_costs_around"] = run["cpu_per_tree"] / (around * cores)
             entry["runs"].append(run)
         report["workloads"].append(entry)
     report["load_after"] = os.getloadavg()
@@ -329,7 +331,7 @@ def render_boost(report: dict[str, Any]) -> str:
         f"{m['bins']} bins",
         f"{'workload':<20} {'space':<6} {'obfuscation':<11} "
         f"{'s/tree':>7} {'floor':>6} {'ratio':>5} "
-        f"{'CPU-s/tree':>10} {'CPU ratio':>9} {'at least':>8} "
+        f"{'CPU-s/tree':>10} {'CPU ratio':>9} {'at least':>8} {'around':>6} "
         f"{'enc/tree':>8} {'dec/tree':>8} {'adds/tree':>9} "
         f"{'AUC':>6} {'ref AUC':>7}",
     ]
@@ -342,6 +344,7 @@ def render_boost(report: dict[str, Any]) -> str:
                 f"{r['floor_tree_seconds']:>6.2f} {r['ratio_to_floor']:>5.2f} "
                 f"{r['cpu_per_tree']:>10.2f} {r['cpu_ratio']:>9.2f} "
                 f"{r.get('cpu_ratio_at_least_costs', r['cpu_ratio']):>8.2f} "
+                f"{r.get('cpu_ratio_at_costs_around', r['cpu_ratio']):>6.2f} "
                 f"{r['encryptions'] // t:>8} {r['decryptions'] // t:>8} "
                 f"{r['guest_additions'] // t:>9} {r['auc']:>6.4f} {w['reference_auc']:>7.4f}"
             )

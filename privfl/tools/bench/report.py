@@ -73,8 +73,10 @@ def cpu_floors(
     The same counts as :func:`floors`, priced in CPU seconds per primitive
     (``time.process_time``): what a busy machine cannot inflate; plus ``matvec``, the
     epoch's ``Xᵀ[[d]]``, the loss's dot product and the gradients' packing measured
-    inline (:func:`stages.matvec_cpu`; 0: the floor of obfuscations and decryptions
-    alone, as before, reported beside it as ``*_without_matvec``).
+    inline (:func:`stages.matvec_cpu`), in CPU seconds at the same prices (its mulmods,
+    :func:`stages.matvec_mulmods`, times ``primitive_cpu["mulmod"]``; 0: the floor of
+    obfuscations and decryptions alone, as before, reported beside it as
+    ``*_without_matvec``).
     """
     counts = protocol_counts(w, n)
     decrypt = counts["decryptions"] * primitive_cpu["decrypt"]
@@ -204,22 +206,25 @@ def _real_run(
     log: Log,
 ) -> runs.RunResult:
     """One real run of ``schedule`` = (epochs, batch size) on ``workers``, with the CPU price
-    of each primitive measured just before and just after it.
+    of each primitive sampled while it runs (and measured just before and just after it).
 
-    The run's floor is priced at the mean of the two: CPU seconds per operation move with
-    the machine's load (shared caches, the neighbours' jobs), so prices taken minutes
-    earlier, under another load, would judge the run by the wrong yardstick, in either
-    direction.
+    The run's floor is priced at the median of the in-run samples (the mean of the two
+    around it for a run too short to sample): CPU seconds per operation move with the
+    machine's load (shared caches, the neighbours' jobs), so prices taken minutes earlier,
+    or after a load that rose at the run's end, would judge the run by the wrong
+    yardstick, in either direction.
     """
     epochs, batch_size = schedule
     where = f"on Ray at {workers.ray_address}" if workers.ray_address else "in process pools"
     log(f"privfl vfl parties as processes, {obfuscation}, {epochs} epochs on {w.name}, {where}")
     path = out / w.name / obfuscation
-    result, prices = stages.priced_around(
+    result, pricing = stages.priced_around(
         lambda: stages.primitives(*keys, clock=time.process_time),
         lambda: runs.run_parties(w, keys[0].bits, obfuscation, epochs, path, workers, batch_size),
+        stages.primitive_samples(*keys),
     )
-    result.primitives_cpu = prices
+    result.primitives_cpu = pricing.judged
+    result.pricing = pricing.as_dict()
     return result
 
 
@@ -250,13 +255,20 @@ def _dataset(
 ) -> dict[str, Any]:
     """One workload's section of the report: stages, runs, counts, floors, targets."""
     primitive, primitive_cpu = report["primitives_seconds"], report["primitives_cpu_seconds"]
-    matvec = stages.matvec_cpu(w, PublicKey(n))
+    # Xᵀ[[d]] and the rest in mulmods, priced like the other operations (stages.matvec_mulmods)
+    mulmods = stages.matvec_mulmods(w, PublicKey(n))
+    matvec = mulmods * primitive_cpu["mulmod"]
     floor = floors(w, n, primitive, cores, report["obfuscations_per_second"][str(cores)], matvec)
-    floor_cpu = cpu_floors(w, n, primitive_cpu, matvec)
-    for run in real:  # each run's own floor, priced around it (_real_run)
-        own = cpu_floors(w, n, run.primitives_cpu or primitive_cpu, matvec)
+    floor_cpu = cpu_floors(w, n, primitive_cpu, matvec) | {"matvec_mulmods": mulmods}
+    for run in real:  # each run's own floor, priced while it ran (_real_run)
+        prices = run.primitives_cpu or primitive_cpu
+        own = cpu_floors(w, n, prices, mulmods * prices.get("mulmod", primitive_cpu["mulmod"]))
         kind = run.obfuscation
         floor_cpu |= {kind: own[kind], f"{kind}_without_matvec": own[f"{kind}_without_matvec"]}
+        floor_cpu[f"{kind}_matvec"] = own["matvec"]
+        if run.pricing:  # the same floor at the prices just before and after the run
+            around = run.pricing["around"]
+            floor_cpu[f"{kind}_around"] = cpu_floors(w, n, around, mulmods * around["mulmod"])[kind]
     loaded = busy(max(report["load_average"][0], os.getloadavg()[0]), os.cpu_count() or 1)
     naive = variants[0].epoch if variants else None
     return {
@@ -381,12 +393,15 @@ def render(report: dict[str, Any]) -> str:
             f"  {run['obfuscation']:<8} CPU s per epoch (every party and worker) / floor CPU s: "
             f"x{data['acceptance']['cpu_over_floor'][run['obfuscation']]:.2f} "
             f"({run['steady_epoch_cpu_seconds']:.2f} over {cpu_floor[run['obfuscation']]:.2f}, "
-            f"Xᵀ[[d]], the loss's dot and packing {cpu_floor.get('matvec', 0.0):.2f} of it; "
+            "Xᵀ[[d]], the loss's dot and packing "
+            f"{cpu_floor.get(run['obfuscation'] + '_matvec', cpu_floor.get('matvec', 0.0)):.2f} "
+            "of it; "
             "without them x"
             f"{run['steady_epoch_cpu_seconds'] / _without(cpu_floor, run['obfuscation']):.2f}; "
             f"wall x{run['steady_epoch_seconds'] / floor[run['obfuscation']]:.2f})"
             for run in data["runs"]
         ]
+        lines += [_split_line(run, cpu_floor) for run in data["runs"] if run.get("pricing")]
         load = data["load_average_after"][0]
         lines.append(
             f"  load average {load:.2f} on {report['cpu_count']} cores after the runs: "
@@ -405,6 +420,26 @@ def render(report: dict[str, Any]) -> str:
             f"  {'yes' if ok else 'NO '}  {name}" for name, ok in data["acceptance"]["met"].items()
         ]
     return "\n".join(lines)
+
+
+def _split_line(run: dict[str, Any], cpu_floor: dict[str, float]) -> str:
+    """How a run was priced, and its CPU per epoch split between party processes and workers."""
+    kind, pricing = run["obfuscation"], run["pricing"]
+    around = cpu_floor.get(f"{kind}_around")
+    split = ", ".join(
+        f"{name} {cpu['own']:.2f} / {cpu['workers']:.2f}"
+        for name, cpu in run.get("steady_party_cpu_seconds", {}).items()
+    )
+    return (
+        f"  {kind:<8} priced from {min(pricing['samples'].values(), default=0)}+ in-run samples "
+        "per primitive"
+        + (
+            f" (x{run['steady_epoch_cpu_seconds'] / around:.2f} at the prices around it)"
+            if around
+            else ""
+        )
+        + f"; CPU s per epoch, party process / its workers: {split}"
+    )
 
 
 def _stage_table(variants: list[dict[str, Any]]) -> str:

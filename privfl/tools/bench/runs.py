@@ -27,6 +27,11 @@ from privfl.tools.bench.relayed import relay_process, relayed_job
 from privfl.tools.bench.workload import TEST_SIZE, Workload, write_csv
 
 POLL_SECONDS = 0.2
+MARK_POLL_SECONDS = 0.02
+"""How often the Host's metrics file is checked for a new record: at one, every known
+process's CPU time is read afresh, so an epoch's (or tree's) CPU is bounded to within
+about this of its end, not to within the full scan's ``POLL_SECONDS`` (0.2 s at 2 busy
+cores is 0.4 CPU-s, 5 % of a 2048-bit DJN epoch at 2,000 rows)."""
 
 
 @dataclass
@@ -42,6 +47,9 @@ class RunResult:
     # CPU seconds per primitive, the mean of measurements just before and just after the run
     # (report._real_run): the floor's prices under the load the run itself had
     primitives_cpu: dict[str, float] = field(default_factory=dict)
+    pricing: dict[str, Any] = field(default_factory=dict)  # stages.Pricing.as_dict()
+    # Per party, its own process's and its workers' CPU seconds in each epoch
+    party_epoch_cpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     @property
     def steady_epoch(self) -> float:
@@ -66,6 +74,19 @@ class RunResult:
             "epoch_cpu_seconds": self.epoch_cpu_seconds,
             "steady_epoch_cpu_seconds": self.steady_epoch_cpu,
             "primitives_cpu_seconds": self.primitives_cpu,
+            "pricing": self.pricing,
+            "party_epoch_cpu_seconds": self.party_epoch_cpu,
+            "steady_party_cpu_seconds": self.steady_party_cpu,
+        }
+
+    @property
+    def steady_party_cpu(self) -> dict[str, dict[str, float]]:
+        """Per party, the median CPU seconds of its own process and of its workers per
+        epoch after the first: where an epoch's CPU beyond the floor's arithmetic is spent
+        (the party processes' own share is codec, checks, bookkeeping and evaluation)."""
+        return {
+            name: {part: float(statistics.median(v[1:] or v or [0.0])) for part, v in split.items()}
+            for name, split in self.party_epoch_cpu.items()
         }
 
 
@@ -121,14 +142,17 @@ def _records(metrics: Path | None) -> int:
 class MemoryWatch:
     """Samples each party's and its workers' VmHWM and CPU time until stopped (Linux /proc).
 
-    ``metrics``: the Host's metrics.jsonl; each time it gains a record, the CPU seconds of
-    every process so far are noted (``epoch_cpu``), sampled every ``POLL_SECONDS``.
+    ``metrics``: the Host's metrics.jsonl; each time it gains a record (checked every
+    ``MARK_POLL_SECONDS``), the CPU seconds of every process so far are read and noted
+    (``epoch_cpu``); memory and new workers are scanned every ``POLL_SECONDS``.
     """
 
     def __init__(self, pids: dict[str, int], metrics: Path | None = None) -> None:
         self.pids = pids
         self.metrics = metrics
         self.epoch_cpu: list[float] = []  # every process's CPU seconds at each epoch's end
+        # per party, (its own process's, it and its workers') CPU seconds at each epoch's end
+        self.epoch_party: list[dict[str, tuple[float, float]]] = []
         self.party: dict[str, int] = dict.fromkeys(pids, 0)
         self.workers: dict[str, dict[int, int]] = {name: {} for name in pids}
         self.cpu: dict[str, dict[int, float]] = {name: {} for name in pids}
@@ -137,24 +161,65 @@ class MemoryWatch:
         self._thread.start()
 
     def _run(self) -> None:
+        next_scan = 0.0
         while not self._stop.is_set():
-            for name, pid in self.pids.items():
-                self.party[name] = max(self.party[name], _hwm_kib(pid))
-                cpu = self.cpu[name]
-                for proc in [pid, *_descendants(pid)]:
-                    cpu[proc] = max(cpu.get(proc, 0.0), _cpu_seconds(proc))
-                    if proc != pid:
-                        seen = self.workers[name].get(proc, 0)
-                        self.workers[name][proc] = max(seen, _hwm_kib(proc))
-            if _records(self.metrics) > len(self.epoch_cpu):
-                self.epoch_cpu.append(sum(sum(c.values()) for c in self.cpu.values()))
-            self._stop.wait(POLL_SECONDS)
+            if time.monotonic() >= next_scan:
+                self._scan()
+                next_scan = time.monotonic() + POLL_SECONDS
+            records = _records(self.metrics)
+            if records > len(self.epoch_cpu):
+                self._mark(records - len(self.epoch_cpu))
+            self._stop.wait(MARK_POLL_SECONDS if self.metrics is not None else POLL_SECONDS)
+
+    def _scan(self) -> None:
+        """Every party's and worker's peak memory and CPU time; workers started since."""
+        for name, pid in self.pids.items():
+            self.party[name] = max(self.party[name], _hwm_kib(pid))
+            cpu = self.cpu[name]
+            for proc in [pid, *_descendants(pid)]:
+                cpu[proc] = max(cpu.get(proc, 0.0), _cpu_seconds(proc))
+                if proc != pid:
+                    seen = self.workers[name].get(proc, 0)
+                    self.workers[name][proc] = max(seen, _hwm_kib(proc))
+
+    def _mark(self, new: int) -> None:
+        """``new`` records: every known process's CPU seconds now, in total and per party,
+        once per record (two that appeared between checks share the later mark)."""
+        for cpu in self.cpu.values():
+            for proc, seen in cpu.items():
+                cpu[proc] = max(seen, _cpu_seconds(proc))
+        total = sum(sum(c.values()) for c in self.cpu.values())
+        party = {
+            name: (self.cpu[name].get(pid, 0.0), sum(self.cpu[name].values()))
+            for name, pid in self.pids.items()
+        }
+        self.epoch_cpu += [total] * new
+        self.epoch_party += [party] * new
 
     def per_epoch_cpu(self) -> list[float]:
         """CPU seconds of every party and worker in each recorded epoch (the first from the
         start: it also includes the key exchange and the workers' start)."""
         marks = [0.0, *self.epoch_cpu]
         return [round(b - a, 3) for a, b in itertools.pairwise(marks)]
+
+    def per_epoch_party_cpu(self) -> dict[str, dict[str, list[float]]]:
+        """Per party, the CPU seconds of its own process (``own``) and of its workers
+        (``workers``) in each recorded epoch."""
+        marks = [dict.fromkeys(self.pids, (0.0, 0.0)), *self.epoch_party]
+        split = {
+            name: [
+                (b[name][0] - a[name][0], b[name][1] - a[name][1])
+                for a, b in itertools.pairwise(marks)
+            ]
+            for name in self.pids
+        }  # (own, own + workers) per epoch
+        return {
+            name: {
+                "own": [round(own, 3) for own, _ in epochs],
+                "workers": [round(total - own, 3) for own, total in epochs],
+            }
+            for name, epochs in split.items()
+        }
 
     def stop(self) -> dict[str, dict[str, float]]:
         """Per party: peak MiB of the party process, of it plus its workers, CPU seconds."""
@@ -258,4 +323,5 @@ def run_parties(
         peak,
         summary["accuracy"],
         memory.per_epoch_cpu(),
+        party_epoch_cpu=memory.per_epoch_party_cpu(),
     )

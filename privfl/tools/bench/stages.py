@@ -9,13 +9,16 @@ too (2n encryptions), one ``EncryptedNumber`` operation at a time in one process
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import secrets
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -216,17 +219,98 @@ def per_call(
 
 
 R = TypeVar("R")
+SAMPLE_GAP = 0.5
+"""Seconds between two in-run price samples (:class:`PriceSampler`): one operation's
+sample at a time, a few ms to 80 ms of one core at 2048 bits, so a few % of one core."""
+MIN_SAMPLES = 3
+"""In-run samples per operation below which a run is priced around it instead."""
+
+
+def sample_once(func: Callable[[], object], calls: int) -> float:
+    """CPU seconds of one call of ``func``, the mean of ``calls`` calls on this thread's clock,
+    after one untimed call: a worker computes its operations back to back, so a sample
+    taken after a pause must not count the caches it finds cold."""
+    func()
+    return round_means(func, calls, 1, time.thread_time)[0]
+
+
+class PriceSampler:
+    """Prices operations while a run goes on, from this (bench) process's own thread.
+
+    Every ``gap`` seconds one operation's sample, round robin (``ops``: name → a callable
+    returning CPU seconds per operation). On the thread's own CPU clock, so the bench's
+    watch threads polling /proc are not counted. A price taken just before and just after a
+    run misjudges it when the machine's load moves during it (a neighbour's job that starts
+    as the run ends prices every operation of the run at the busy machine's cost).
+    """
+
+    def __init__(self, ops: dict[str, Callable[[], float]], gap: float | None = None) -> None:
+        self.ops, self.gap = ops, SAMPLE_GAP if gap is None else gap
+        self.samples: dict[str, list[float]] = {name: [] for name in ops}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for name in itertools.cycle(self.ops):
+            if self._stop.wait(self.gap):
+                return
+            self.samples[name].append(self.ops[name]())
+
+    def stop(self) -> dict[str, list[float]]:
+        """Stop sampling; every sample taken, per operation."""
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+
+@dataclass
+class Pricing:
+    """What a run's floor is priced at: measurements just before and after it, and the
+    samples taken while it ran (:class:`PriceSampler`)."""
+
+    before: dict[str, float]
+    after: dict[str, float]
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def around(self) -> dict[str, float]:
+        """The mean of the prices just before and just after the run."""
+        return {k: (self.before[k] + self.after[k]) / 2 for k in self.before}
+
+    @property
+    def judged(self) -> dict[str, float]:
+        """Per operation the median of its in-run samples, where there are ``MIN_SAMPLES``
+        (the run's own load set them); else the price around the run (a short run)."""
+        around = self.around
+        return {
+            k: float(statistics.median(self.samples[k]))
+            if len(self.samples.get(k, ())) >= MIN_SAMPLES
+            else around[k]
+            for k in around
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The prices before, after, around and judged; the samples' count per operation."""
+        counts = {k: len(v) for k, v in self.samples.items()}
+        return {**asdict(self), "around": self.around, "judged": self.judged, "samples": counts}
 
 
 def priced_around(
-    measure: Callable[[], dict[str, float]], run: Callable[[], R]
-) -> tuple[R, dict[str, float]]:
+    measure: Callable[[], dict[str, float]],
+    run: Callable[[], R],
+    sample: dict[str, Callable[[], float]] | None = None,
+) -> tuple[R, Pricing]:
     """``run()`` and the prices it is judged at: ``measure()`` just before and just after
-    it, averaged (prices move with the machine's load; the run's own load sets them)."""
+    it, and each of ``sample``'s operations sampled while it runs (prices move with the
+    machine's load; the run's own load sets them)."""
     before = measure()
-    result = run()
-    after = measure()
-    return result, {k: (before[k] + after[k]) / 2 for k in before}
+    sampler = PriceSampler(sample or {})
+    try:
+        result = run()
+    finally:
+        samples = sampler.stop()
+    return result, Pricing(before, measure(), samples)
 
 
 def round_means(
@@ -242,6 +326,30 @@ def round_means(
     return means
 
 
+def _primitive_ops(
+    public: PublicKey, private: PrivateKey, djn_key: PublicKey
+) -> dict[str, tuple[Callable[[], object], int]]:
+    """Per primitive: one call, and how many calls price it (about 0.1 s at 1024 bits)."""
+    [c] = public.encrypt([1])
+    djn_key.fresh_noise(1)  # build the fixed-base table outside the timing
+    a, b, n2 = _two_ciphertexts(public)
+    return {
+        "powmod_r_n": (lambda: obfuscators(public.n, 1), 40),
+        "djn_obfuscation": (lambda: djn_key.fresh_noise(1), 200),
+        "decrypt": (lambda: private.decrypt([c]), 100),
+        # the unit of the floor's Xᵀ[[d]] term (matvec_mulmods): its price moves with the load
+        "mulmod": (lambda: a * b % n2, 20_000),
+    }
+
+
+def _two_ciphertexts(public: PublicKey) -> tuple[Any, Any, Any]:
+    """Two full-size ciphertexts and ``n²`` as GMP integers (a mulmod's operands)."""
+    from privfl.crypto.gmp import mpz
+
+    a, b = public.encrypt([3, 5])
+    return mpz(a), mpz(b), mpz(public.nsquare)
+
+
 def primitives(
     public: PublicKey,
     private: PrivateKey,
@@ -255,12 +363,19 @@ def primitives(
     primitive at 1024 bits (0.25–0.4 s at 2048) in five rounds, priced at the median round
     (:func:`per_call`), so that one slow call or round does not set the price.
     """
-    [c] = public.encrypt([1])
-    djn_key.fresh_noise(1)  # build the fixed-base table outside the timing
+    ops = _primitive_ops(public, private, djn_key)
+    return {name: per_call(func, count, clock) for name, (func, count) in ops.items()}
+
+
+def primitive_samples(
+    public: PublicKey, private: PrivateKey, djn_key: PublicKey
+) -> dict[str, Callable[[], float]]:
+    """One in-run sample per primitive (:class:`PriceSampler`): a fortieth of the calls
+    :func:`primitives` makes, at least one (at 2048 bits 10–20 ms of CPU each)."""
+    ops = _primitive_ops(public, private, djn_key)
     return {
-        "powmod_r_n": per_call(lambda: obfuscators(public.n, 1), 40, clock),
-        "djn_obfuscation": per_call(lambda: djn_key.fresh_noise(1), 200, clock),
-        "decrypt": per_call(lambda: private.decrypt([c]), 100, clock),
+        name: functools.partial(sample_once, func, max(1, count // 40))
+        for name, (func, count) in ops.items()
     }
 
 
@@ -287,6 +402,22 @@ def matvec_cpu(workload: Workload, public: PublicKey) -> float:
         packing.pack(public, public.matvec_t(exps, residual))
     public.dot(residual, loss_weights)
     return time.process_time() - start
+
+
+def matvec_mulmods(workload: Workload, public: PublicKey) -> float:
+    """The floor's third term (:func:`matvec_cpu`) in mulmods n²: its CPU seconds over the
+    median price of one mulmod measured just before and just after it.
+
+    It is measured once per workload, at that moment's load; each run prices it at its
+    own mulmod price (:class:`PriceSampler`), as it prices obfuscations and decryptions,
+    so that the term moves with the load as the operations it counts do (a
+    multi-exponentiation is nearly all mulmods n²).
+    """
+    a, b, n2 = _two_ciphertexts(public)
+    before = per_call(lambda: a * b % n2, 20_000, time.process_time)
+    seconds = matvec_cpu(workload, public)
+    after = per_call(lambda: a * b % n2, 20_000, time.process_time)
+    return seconds / ((before + after) / 2)
 
 
 def throughput(public: PublicKey, workers: int, count: int) -> float:

@@ -57,3 +57,70 @@ def test_paired_sums_decrypt_to_the_bins_plaintext_sums() -> None:
     want = [int(values[binned[:, j] == b].sum()) for j in range(2) for b in range(3)]
     assert binsums.pays(binned[:, 0] * 3 + binned[:, 1], 3)
     assert sums == want
+
+
+class Counted(int):
+    """An integer that counts its full products (neither factor 1) in ``Counted.products``."""
+
+    products = 0
+
+    def __mul__(self, other: object) -> Counted:
+        if self != 1 and other != 1:
+            Counted.products += 1
+        return Counted(int(self) * int(other))  # type: ignore[call-overload]
+
+    __rmul__ = __mul__
+
+    def __mod__(self, other: object) -> Counted:
+        return Counted(int(self) % int(other))  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(("rows", "bins", "columns"), [(900, 4, 5), (900, 32, 3), (40, 4, 2)])
+def test_the_counted_multiplications_are_the_products_computed(
+    rows: int, bins: int, columns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: ciphertext stand-ins that count every product of two of them (random
+    # values mod a large n², so that no product is 1 but with negligible chance).
+    n2 = (2**255 - 19) * (2**127 - 1)
+    rng = np.random.default_rng(rows * bins)
+    cts = [secrets.randbelow(n2 - 2) + 2 for _ in range(rows)]
+    binned = rng.integers(0, bins, size=(rows, columns))
+    binned[:, -1] = np.minimum(binned[:, -1], 1)  # a column with empty bins
+    monkeypatch.setattr(binsums, "mpz", Counted)
+    Counted.products = 0
+
+    # Act
+    binsums.column_sums(n2, cts, binned, bins)
+
+    # Assert: what the bench's floor is told equals what was computed, pairs or not.
+    assert Counted.products == binsums.multiplications(binned, bins)
+    assert binsums.multiplications(binned, bins) <= rows * columns
+
+
+def test_a_derived_node_counts_a_division_per_non_empty_bin_of_the_smaller_sibling() -> None:
+    from types import SimpleNamespace
+
+    from privfl.crypto.gmp import powmod
+    from privfl.crypto.pools import NoisePool
+    from privfl.parties.vertical.secureboost import guest
+
+    # Prepare: node 2 = parent 0 ÷ sibling 1, one column of 4 bins, two of them empty (1).
+    n2 = (2**255 - 19) * (2**127 - 1)
+    parent = [secrets.randbelow(n2 - 2) + 2 for _ in range(4)]
+    sibling = [secrets.randbelow(n2 - 2) + 2, 1, secrets.randbelow(n2 - 2) + 2, 1]
+    state = SimpleNamespace(
+        work={"subtractions": 0},
+        key=SimpleNamespace(nsquare=n2),
+        noise=NoisePool(2**255 - 19, 1, noise=False),  # inline
+        params=SimpleNamespace(bins=4),
+    )
+    tree = SimpleNamespace(sums={0: parent, 1: sibling}, features=[0])
+
+    # Act
+    sums = guest.differences(state, tree, [(2, 1)])  # type: ignore[arg-type]
+
+    # Assert: the quotients, and two divisions counted (an empty bin's costs nothing).
+    assert sums[2] == [
+        p * int(powmod(s, -1, n2)) % n2 for p, s in zip(parent, sibling, strict=True)
+    ]
+    assert state.work["subtractions"] == 2

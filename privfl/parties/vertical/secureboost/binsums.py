@@ -16,7 +16,7 @@ A pair is taken only where it saves more multiplications than its cells cost to 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,22 +31,57 @@ def column_sums(nsquare: int, cts: Sequence[int], binned: np.ndarray, bins: int)
     """
     n2, one = mpz(nsquare), mpz(1)
     values = [mpz(c) for c in cts]
-    columns = binned.T.tolist()
     out: list[int] = []
-    at = 0
-    while at < len(columns):
-        if at + 1 < len(columns) and len(values) > bins * bins // 2:
-            cell = binned[:, at] * bins + binned[:, at + 1]
-            if pays(cell, bins):
-                out += pair_sums(values, cell.tolist(), bins, n2, one)
-                at += 2
-                continue
+    for at, cell in passes(binned, bins):
+        if cell is not None:
+            out += pair_sums(values, cell.tolist(), bins, n2, one)
+            continue
         acc: list[Any] = [one] * bins
-        for c, b in zip(values, columns[at], strict=True):
+        for c, b in zip(values, binned[:, at].tolist(), strict=True):
             acc[b] = acc[b] * c % n2
         out.extend(int(v) for v in acc)
-        at += 1
     return out
+
+
+def passes(binned: np.ndarray, bins: int) -> Iterator[tuple[int, np.ndarray | None]]:
+    """How :func:`column_sums` walks a block: ``(column, cells)`` for a pair taken together
+    (its first column and each row's cell), ``(column, None)`` for a column alone."""
+    rows, width = binned.shape
+    at = 0
+    while at < width:
+        if at + 1 < width and rows > bins * bins // 2:
+            cell = binned[:, at] * bins + binned[:, at + 1]
+            if pays(cell, bins):
+                yield at, cell
+                at += 2
+                continue
+        yield at, None
+        at += 1
+
+
+def multiplications(binned: np.ndarray, bins: int) -> int:
+    """The full-size products mod ``n²`` :func:`column_sums` computes for a block.
+
+    A bin's (or cell's) first ciphertext costs none (it is taken as it is, or multiplied
+    by 1): a column alone ``rows − filled bins``; a pair ``rows − filled cells`` into its
+    cells, then ``filled cells − filled bins`` for each of its two columns. What the
+    SecureBoost bench's floor counts for the guest's bin sums (the work it does, not one
+    product per row and column, which the pairs cut to 0.57× on a 7,500-row node).
+    """
+    total = 0
+    for at, cell in passes(binned, bins):
+        if cell is None:
+            total += len(binned) - _filled(binned[:, at])
+            continue
+        cells = _filled(cell)
+        total += len(cell) - cells
+        total += 2 * cells - _filled(binned[:, at]) - _filled(binned[:, at + 1])
+    return total
+
+
+def _filled(index: np.ndarray) -> int:
+    """How many distinct values (non-empty bins or cells) ``index`` holds."""
+    return int(np.count_nonzero(np.bincount(index)))
 
 
 def pays(cell: np.ndarray, bins: int) -> bool:

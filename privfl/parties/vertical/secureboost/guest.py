@@ -36,7 +36,7 @@ from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce, rows_digest
 from privfl.parties.vertical.secureboost import hidden, proofs, reveal
-from privfl.parties.vertical.secureboost.binsums import column_sums
+from privfl.parties.vertical.secureboost.binsums import column_sums, multiplications
 from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of, receive_key
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
@@ -277,7 +277,9 @@ def summed(
     blocks = []
     for rows, cts in work:
         binned = state.binned["train"][np.ix_(rows, t.features)]
-        state.work["additions"] += len(rows) * width
+        state.work["additions"] += sum(
+            multiplications(binned[:, lo:hi], bins) for lo, hi in columns
+        )
         blocks += [
             (state.key.nsquare, cts, np.ascontiguousarray(binned[:, lo:hi]), bins)
             for lo, hi in columns
@@ -294,9 +296,10 @@ def differences(
     state: GuestBoost, t: TreeState, derived: list[tuple[int, int]]
 ) -> dict[int, list[int]]:
     """Each derived node's sums as parent ÷ sibling, bin by bin, spread over the workers."""
-    state.work["subtractions"] += len(derived) * len(t.features) * state.params.bins
     parents = [c for node, _ in derived for c in t.sums[(node - 1) // 2]]
     smaller = [c for _, sibling in derived for c in t.sums[sibling]]
+    # An empty bin's sum is 1 (no ciphertext is): inverting and multiplying by it is free.
+    state.work["subtractions"] += sum(1 for c in smaller if c != 1)
     blocks = [
         (state.key.nsquare, parents[lo:hi], smaller[lo:hi])
         for lo, hi in spans(len(parents), state.noise.workers)
