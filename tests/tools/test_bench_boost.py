@@ -31,9 +31,10 @@ def test_floor_adds_every_operation_and_divides_by_cores_and_trees(obfuscation: 
         "shift": 0.002,
     }
     # The Host's standard encryptions at its CRT cost, the guest's re-randomisations at
-    # the public one; a Horner shift and a mulmod per packed sum but each group's last.
-    # The key holder's fixed-base obfuscators serve DJN jobs too (cheaper than h_s^a).
-    host, guest = (0.6, 1.0) if obfuscation == "standard" else (0.6, 0.1)
+    # the public r^n one in either obfuscation (they go back to the key's holder); a
+    # Horner shift and a mulmod per packed sum but each group's last. The key holder's
+    # fixed-base obfuscators serve DJN jobs too (cheaper than h_s^a).
+    host, guest = 0.6, 1.0
     total = 100 * host + 10 * guest + 10 * 0.5 + 1000 * 0.001 + 50 * 0.011 + 40 * 0.003
     assert floor_per_tree(run, costs, cores=4) == pytest.approx(total / 4 / 2)
 

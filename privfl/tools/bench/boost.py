@@ -6,7 +6,8 @@ node it sums directly, as the guest counts them: one per row and column, fewer w
 takes two columns together, secureboost/binsums.py), an inversion and a mulmod per bin
 of each node taken as parent minus sibling, the Horner packing (one ``c^(2^slot)`` and a
 mulmod per packed bin sum but the last of each ciphertext), one fresh obfuscation per
-packed ciphertext (guest) and one decryption of it (Host). The Host holds the primes, so
+packed ciphertext (guest: a full-length ``r^n`` in either obfuscation, as what goes back
+to the key's holder must be) and one decryption of it (Host). The Host holds the primes, so
 its encryptions are counted at the cost of its CRT obfuscators
 (crypto.paillier.obfuscators_crt, in either obfuscation), the guests' at the public-key
 cost. The floor is their measured unit costs times the counts of the real run, spread
@@ -239,7 +240,9 @@ def run_boost(
 
 def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> float:
     """Least seconds per tree the run's operation counts allow on ``cores`` cores."""
-    obf = costs[f"obfuscation_{run['obfuscation']}"]
+    # The packed histograms go to the key's holder: fresh r^n in either obfuscation
+    # (protocol/fresh.py, for_key_holder; docs/security.md, SecureBoost).
+    obf = costs["obfuscation_standard"]
     host_obf = costs["obfuscation_standard_host"]  # the key holder's, in either obfuscation
     total = (
         run["encryptions"] * host_obf
