@@ -9,6 +9,9 @@ space) makes ``n = p·q`` with ``p | q − 1`` and gives candidate ``k`` the obf
 re-randomised, or a fresh dummy) the guest strips the plaintext it decrypted and reads
 ``χ``: ``χ(ρ_k)`` names candidate k, 1 a dummy.
 
+The same holds for the Server's key (GLMs) and the SecureBoost Host's: every receiver
+refuses a crafted one before it encrypts anything under it.
+
 Defended: the key's ``proof`` (crypto/modulus_proof.py) cannot verify for such an n, and
 the Host refuses the key in ``check_candidates`` with one line, before it looks at any
 ciphertext under it. Leaky arm: the check skipped, as before protocol 6's proof.
@@ -18,19 +21,23 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from crafted_keys import best_effort_roots, crafted_modulus
-from helpers import memory_job, party_data
+from helpers import PartyHung, failures, memory_job, party_data, run_in_threads
 
 from privfl.config.vertical import ModelConfig
 from privfl.crypto.paillier import PrivateKey, PublicKey
 from privfl.errors import ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.parties.vertical import keyproof
+from privfl.parties.vertical import server as server_mod
+from privfl.parties.vertical.secureboost import host as boost_host_mod
 from privfl.parties.vertical.secureboost import oblivious, reveal
 from privfl.protocol.bigints import BigInts
 from privfl.protocol.boost_messages import BoostCandidates
+from privfl.protocol.memory import InMemoryHub
 
 BITS = 512  # the tests' key size (allow_weak_keys)
 GUEST = "guest-1"
@@ -105,7 +112,7 @@ def test_a_guest_with_a_crafted_modulus_cannot_read_the_hosts_picks(
         line = str(refused.value)
         print(f"\n{line}")
         assert "\n" not in line and line.startswith(f"{GUEST}'s Paillier key is refused")
-        assert "does not verify" in line and "must send" in line
+        assert "does not verify" in line and "protocol 6" in line
         assert used == []
         return
 
@@ -122,3 +129,37 @@ def test_a_guest_with_a_crafted_modulus_cannot_read_the_hosts_picks(
     print(f"\nthe crafted guest named {named} of {len(picks)} requests")
     assert named >= 0.9 * len(picks)
     assert reads == picks
+
+
+KEY_HOLDERS = {  # model kind: the module that makes the key, its party, who receives it
+    "logistic": (server_mod, "server", ("host", "guest-1")),
+    "secureboost": (boost_host_mod, "host", ("guest-1",)),
+}
+
+
+@pytest.mark.parametrize("kind", list(KEY_HOLDERS))
+def test_every_receiver_refuses_a_key_that_is_not_a_paillier_modulus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # Prepare: the key holder's pair is crafted (p | q − 1); it sends its best proof.
+    module, holder, receivers = KEY_HOLDERS[kind]
+    job = replace(memory_job(1, epochs=1, timeout=30.0), model=ModelConfig(kind=kind, trees=1))
+    n, p, q = crafted_modulus(BITS)
+    crafted = PrivateKey(PublicKey.from_n(n), p, q)
+    monkeypatch.setattr(module, "generate_keypair", lambda *a: (crafted.public_key, crafted))
+
+    def best(private: PrivateKey, *, session: str, kind: str, sender: str) -> BigInts:
+        return BigInts(best_effort_roots(n, p, q, session, keyproof.role(kind, sender)))
+
+    monkeypatch.setattr(module, "prove_key", best)
+
+    # Act
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+
+    # Assert: every receiver refuses it with the one line, and nobody hangs.
+    errors = failures(results)
+    assert not any(isinstance(e, PartyHung) for e in errors.values())
+    for party in receivers:
+        line = str(errors[party])
+        assert isinstance(errors[party], ProtocolError) and "\n" not in line
+        assert line.startswith(f"{holder}'s Paillier key is refused"), line

@@ -32,7 +32,7 @@ def check_key(n: int, proof: BigInts, *, session: str, kind: str, sender: str) -
         modulus_proof.verify(n, proof.values, session=session, role=role(kind, sender))
     except CryptoError as exc:
         raise ProtocolError(
-            f"{sender}'s Paillier key is refused: {exc}; no ciphertext under it is used. "
-            f"{sender} must send a key from privfl's own key generation with its modulus "
-            "proof (protocol 6)"
+            f"{sender}'s Paillier key is refused ({exc}); nothing under it is used. Check "
+            f"that {sender} runs privfl with protocol 6, whose keys carry a modulus proof; "
+            "a key that fails it is not a Paillier modulus and could read its peers' noise"
         ) from exc
