@@ -21,5 +21,5 @@ class BigInts:
         return len(self.values)
 
 
-NONE = BigInts(())
+EMPTY = BigInts(())
 """The empty vector: the default of a field a sender may leave out (immutable, shared)."""

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl.errors import ProtocolError
-from privfl.protocol.bigints import NONE as NO_ROOTS
-from privfl.protocol.bigints import BigInts
+from privfl.protocol.bigints import EMPTY, BigInts
 from privfl.protocol.bounds import MAX_COUNT, count
 
 DECISION_SPLITS = ("train", "test", "rows")  # rows: the new rows of a prediction session
@@ -213,7 +212,7 @@ class BoostCandidates:
     rows: int
     candidates: int
     values: BigInts
-    proof: BigInts = NO_ROOTS
+    proof: BigInts = EMPTY
 
     def __post_init__(self) -> None:
         _require(self.n > 0 and self.n % 2 == 1, "a Paillier modulus is a positive odd number")

@@ -11,7 +11,7 @@ import numpy as np
 
 from privfl.crypto.encoding import LOSS_FACTOR
 from privfl.errors import ProtocolError
-from privfl.protocol.bigints import NONE as NO_ROOTS
+from privfl.protocol.bigints import EMPTY
 from privfl.protocol.bigints import BigInts as BigInts
 from privfl.protocol.boost_messages import (
     BoostCandidates,
@@ -214,7 +214,7 @@ class PublicKeyMessage:
     plan_commits: str = ""
     # The N-th roots proving gcd(n, φ(n)) = 1 (crypto/modulus_proof.py); the receiver
     # checks their number and values before it uses the key.
-    proof: BigInts = NO_ROOTS
+    proof: BigInts = EMPTY
 
     def __post_init__(self) -> None:
         _pairs(self.plan_commits, "plan_commits", 64)
