@@ -9,8 +9,10 @@ space) makes ``n = p·q`` with ``p | q − 1`` and gives candidate ``k`` the obf
 re-randomised, or a fresh dummy) the guest strips the plaintext it decrypted and reads
 ``χ``: ``χ(ρ_k)`` names candidate k, 1 a dummy.
 
-The same holds for the Server's key (GLMs) and the SecureBoost Host's: every receiver
-refuses a crafted one before it encrypts anything under it.
+A SecureBoost Host with such a key marks a few rows' gradient obfuscators the same way
+and reads from χ of each of the guest's packed root-histogram ciphertexts (re-randomised
+with ``r^n`` as shipped) which slot, so which bin of which column, holds each marked row.
+The Server's key (GLMs) and the Host's are refused by every receiver the same way.
 
 Defended: the key's ``proof`` (crypto/modulus_proof.py) cannot verify for such an n, and
 the Host refuses the key in ``check_candidates`` with one line, before it looks at any
@@ -19,24 +21,37 @@ ciphertext under it. Leaky arm: the check skipped, as before protocol 6's proof.
 
 from __future__ import annotations
 
+import itertools
+import math
 import secrets
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from crafted_keys import best_effort_roots, crafted_modulus
 from helpers import PartyHung, failures, memory_job, party_data, run_in_threads
 
 from privfl.config.vertical import ModelConfig
+from privfl.crypto.engine import POOL
 from privfl.crypto.paillier import PrivateKey, PublicKey
 from privfl.errors import ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.parties.vertical import keyproof
 from privfl.parties.vertical import server as server_mod
+from privfl.parties.vertical.secureboost import guest as boost_guest
 from privfl.parties.vertical.secureboost import host as boost_host_mod
 from privfl.parties.vertical.secureboost import oblivious, reveal
+from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts
+from privfl.parties.vertical.secureboost.guest import GuestBoost, step
+from privfl.protocol import fresh
 from privfl.protocol.bigints import BigInts
-from privfl.protocol.boost_messages import BoostCandidates
+from privfl.protocol.boost_messages import (
+    BoostCandidates,
+    BoostGradients,
+    BoostHistogram,
+    BoostMasked,
+)
 from privfl.protocol.memory import InMemoryHub
 
 BITS = 512  # the tests' key size (allow_weak_keys)
@@ -80,12 +95,17 @@ def guest_sends(job_session: str) -> tuple[BoostCandidates, PrivateKey, dict[int
     return body, private, table, p, q
 
 
-def guest_reads(private: PrivateKey, c: int, table: dict[int, int], p: int, q: int) -> int | None:
-    """Strip the decrypted plaintext and read χ: a candidate, None (dummy) or -1 (nothing)."""
+def guest_reads_chi(private: PrivateKey, c: int, p: int, q: int) -> int:
+    """The key holder strips the plaintext it decrypts and reads χ of what is left."""
     n = private.public_key.n
     (m,) = private.decrypt([c])
     part = c * (1 - n * m) % (n * n)  # (1 + n)^−m: what is left is the obfuscator
-    chi = pow(part % q, (q - 1) // p, q)
+    return pow(part % q, (q - 1) // p, q)
+
+
+def guest_reads(private: PrivateKey, c: int, table: dict[int, int], p: int, q: int) -> int | None:
+    """χ of a request: a candidate, None (a dummy) or -1 (nothing the guest knows)."""
+    chi = guest_reads_chi(private, c, p, q)
     return None if chi == 1 else table.get(chi, -1)
 
 
@@ -129,6 +149,90 @@ def test_a_guest_with_a_crafted_modulus_cannot_read_the_hosts_picks(
     print(f"\nthe crafted guest named {named} of {len(picks)} requests")
     assert named >= 0.9 * len(picks)
     assert reads == picks
+
+
+# --- a Host with a crafted key reads target rows' bins from the histograms -------------
+
+
+def host_reads_bins(private: PrivateKey, p: int, q: int, y: int) -> tuple[int, int]:
+    """The Host's gradients (honest plaintexts; target row j's obfuscator ``r^n·y^e_j``),
+    the guest's root histogram re-randomised as shipped, and the Host's read of χ per
+    ciphertext: which slot, if any, holds each target row. ``(cells right, cells tried)``."""
+    public = private.public_key
+    data = party_data(memory_job(1))[GUEST]
+    data = replace(data, x_train=data.x_train[:40])
+    params = sb.BoostParams(trees=1, depth=3, bins=8)
+    noise = boost_guest.histogram_pool(POOL, public, 1)  # what run_boost_guest builds
+    state = GuestBoost(data=data, key=public, params=params, group=1, noise=noise, hidden=True)
+    try:
+        rows = len(data.x_train)
+        layout = Layout(rows, BITS)
+        g, h = np.full(rows, -300, np.int64), np.full(rows, 1000, np.int64)
+        targets = [3, 11, 19, 27]
+        marks = [secrets.randbelow(p - 2) + 1 for _ in targets]
+        obfuscators = public.fresh_noise(rows)
+        for row, e in zip(targets, marks, strict=True):
+            w = crt(1, p * p, pow(y, e, q * q), q * q)  # order p: decrypts as an honest one
+            obfuscators[row] = obfuscators[row] * w % public.nsquare
+        plain = row_plaintexts(g, h, layout)
+        at = np.arange(rows, dtype=np.int64)
+        step(state, BoostGradients(0, at, fresh.encrypt(public, plain, obfuscators)))
+        empty = fresh.encrypt(public, [])
+        root = BoostMasked(0, 0, np.array([0], np.int64), np.array([], np.int64), empty)
+        reply = step(state, root)
+    finally:
+        state.noise.close()
+    assert isinstance(reply, BoostHistogram) and state.current is not None
+    features, bins, per = state.current.features, params.bins, layout.per_ciphertext
+    # χ of target j in slot k (its mark to the slot's shift), and 1 for "not here".
+    shift = 1 << layout.slot
+    slot_chi = [
+        [pow(y % q, e * (q - 1) // p * pow(shift, k, p) % (q - 1), q) for k in range(per)] + [1]
+        for e in marks
+    ]
+    right = 0
+    for c, value in enumerate(reply.values.values):
+        chi = guest_reads_chi(private, value, p, q)
+        # Each target is in one of this ciphertext's `per` slots or in none of them.
+        for where in itertools.product(range(per + 1), repeat=len(targets)):
+            guess = math.prod(slot_chi[j][k] for j, k in enumerate(where)) % q
+            if guess == chi:
+                for row, k in zip(targets, where, strict=True):
+                    if k < per:
+                        f = c * per + k
+                        column, bin_ = int(features[f // bins]), f % bins
+                        right += int(state.binned["train"][row, column] == bin_)
+                break
+    return right, len(targets) * len(features)
+
+
+@pytest.mark.parametrize("defended", [True, False])
+def test_a_host_with_a_crafted_modulus_cannot_read_bins_through_the_obfuscators(
+    monkeypatch: pytest.MonkeyPatch, defended: bool
+) -> None:
+    # Prepare: the Host's crafted key and its best proof.
+    job = replace(memory_job(1), key_bits=BITS, model=ModelConfig(kind="secureboost"))
+    private, p, q, y = crafted_key()
+    n = private.public_key.n
+    proof = best_effort_roots(n, p, q, job.session, keyproof.role("public_key", "host"))
+
+    def guest_checks() -> None:  # what receive_key does with the Host's public_key
+        keyproof.check_key(n, BigInts(proof), session=job.session, kind="public_key", sender="host")
+
+    if defended:
+        # Act / Assert: the guest refuses the key before it computes anything under it.
+        with pytest.raises(ProtocolError, match="host's Paillier key is refused"):
+            guest_checks()
+        return
+    monkeypatch.setattr(keyproof, "check_key", lambda *a, **k: None)
+    guest_checks()
+
+    # Act
+    right, cells = host_reads_bins(private, p, q, y)
+
+    # Assert: leaky, at least 90 % of the target rows' cells (the rate is printed).
+    print(f"\nthe crafted Host read {right} of {cells} cells")
+    assert right >= 0.9 * cells
 
 
 KEY_HOLDERS = {  # model kind: the module that makes the key, its party, who receives it
