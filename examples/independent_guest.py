@@ -34,7 +34,7 @@ LINK = struct.Struct(">2sBBQQII")
 CHUNK = 1 << 20
 SLOT, BOUND = 95, 88
 EXPECTED = {  # body fields of the kinds a guest receives (§6); * = defaulted
-    "public_key": ["n", "bits", "*h_s", "*plan_commits"], "resume": ["completed"],
+    "public_key": ["n", "bits", "*h_s", "*plan_commits", "proof"], "resume": ["completed"],
     "plan_reveal": ["shares"], "audit_head": ["seq", "head", "*stage"],
     "batch": ["epoch", "batch", "n_batches", "indices"],
     "residual": ["epoch", "batch", "residual", "others"],
@@ -147,6 +147,21 @@ def ext_hook(code: int, data: bytes) -> Any:
 
 
 # ---------------------------------------------------------------- Paillier helpers (§6.0, §13)
+def check_modulus_proof(n: int, roots: list[int], session: str, role: str) -> None:
+    """§6.0's modulus proof: no prime factor below 65537, σ_i^n ≡ ρ_i (mod n) for 8 points."""
+    small = math.prod(p for p in range(3, 65537, 2) if gmpy2.is_prime(p))
+    if n % 2 == 0 or math.gcd(n, small) != 1 or len(roots) != 8:
+        raise Fatal("the server's key has a small factor or no 8-root modulus proof")
+    w = (n.bit_length() + 7) // 8
+    fields = [b"privfl/paillier-n/v1", n.to_bytes(w, "big"), session.encode(), role.encode()]
+    prefix = b"".join(struct.pack(">Q", len(f)) + f for f in fields)
+    for i, sigma in enumerate(roots):
+        xof = hashlib.shake_256(prefix + struct.pack(">I", i)).digest(w + 16)
+        rho = int.from_bytes(xof, "big") % n
+        if math.gcd(rho, n) != 1 or not 0 < sigma < n or gmpy2.powmod(sigma, n, n) != rho:
+            raise Fatal("the server's modulus proof does not verify: its key is refused")
+
+
 class Key:
     def __init__(self, n: int, h_s: int) -> None:
         self.n, self.n2, self.h_s = gmpy2.mpz(n), gmpy2.mpz(n) ** 2, gmpy2.mpz(h_s)
@@ -442,6 +457,7 @@ class Guest:
             raise Fatal("the server's key does not match the job's obfuscation mode")
         if h_s and not (1 < h_s < n * n and math.gcd(h_s, n) == 1):
             raise Fatal("the server's h_s is invalid")
+        check_modulus_proof(n, pk["proof"], self.link.session, f"public_key/{self.server}")
         self.key = Key(n, h_s)
         self.reveal_plan(pk.get("plan_commits", ""), share, commit)
         offered = self.checkpoints() if self.resume else []

@@ -19,3 +19,7 @@ class BigInts:
 
     def __len__(self) -> int:
         return len(self.values)
+
+
+EMPTY = BigInts(())
+"""The empty vector: the default of a field a sender may leave out (immutable, shared)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfl.errors import ProtocolError
-from privfl.protocol.bigints import BigInts
+from privfl.protocol.bigints import EMPTY, BigInts
 from privfl.protocol.bounds import MAX_COUNT, count
 
 DECISION_SPLITS = ("train", "test", "rows")  # rows: the new rows of a prediction session
@@ -203,6 +203,7 @@ class BoostCandidates:
     ``values``: ``candidates × count`` ciphertexts, candidate-major, each candidate's
     left set over ``rows`` rows packed as oblivious.py says (training rows then
     held-out rows for ``split = "train"``; the new rows for ``"rows"``).
+    ``proof``: the N-th roots proving ``gcd(n, φ(n)) = 1`` (crypto/modulus_proof.py).
     """
 
     n: int
@@ -211,9 +212,11 @@ class BoostCandidates:
     rows: int
     candidates: int
     values: BigInts
+    proof: BigInts = EMPTY
 
     def __post_init__(self) -> None:
         _require(self.n > 0 and self.n % 2 == 1, "a Paillier modulus is a positive odd number")
+        _require(all(v < self.n for v in self.proof.values), "a modulus proof root is >= n")
         _require(0 <= self.h_s < self.n * self.n, "the DJN generator h_s must lie in [0, n^2)")
         _require(self.split in ("train", "rows"), f"unknown split {self.split[:40]!r}")
         count(self.rows, "rows", 1)

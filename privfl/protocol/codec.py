@@ -132,7 +132,12 @@ def encode(header: Header, body: Message) -> list[bytes]:
 
 
 def _at_default(value: object, default: object) -> bool:
-    """Whether a field holds its (scalar) default; arrays and containers are always sent."""
+    """Whether a field holds its (scalar) default, or an empty BigInts default; other arrays
+    and containers are always sent."""
+    if isinstance(default, BigInts) and not default.values:
+        # A missing proof is then what a sender without the field sends, and the receiver
+        # refuses it by its own rule (an empty proof), not as a malformed body.
+        return isinstance(value, BigInts) and not value.values
     scalar = (int, float, str, bool, type(None))
     return type(value) is type(default) and isinstance(value, scalar) and value == default
 

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from privfl.crypto.gmp import mpz
 from privfl.crypto.paillier import PublicKey
 from privfl.errors import CryptoError
-from privfl.protocol.boost_messages import BoostProof, BoostRevealed
-from privfl.protocol.messages import BigInts, Decrypted, PsiAnswer, PsiQuery
+from privfl.protocol.boost_messages import BoostCandidates, BoostProof, BoostRevealed
+from privfl.protocol.messages import BigInts, Decrypted, PsiAnswer, PsiQuery, PublicKeyMessage
 
 _MINT = object()
 """Only this module holds the token that makes a Fresh vector."""
@@ -44,6 +44,9 @@ NOT_CIPHERTEXTS: frozenset[tuple[type, str]] = frozenset(
         (BoostProof, "responses"),
         (BoostProof, "roots"),
         (BoostRevealed, "values"),  # a guest's decryptions, masked by the Host
+        # a key's modulus proof: n-th roots of hash-derived points (crypto/modulus_proof.py)
+        (PublicKeyMessage, "proof"),
+        (BoostCandidates, "proof"),
     }
 )
 """Big-integer message fields that are not Paillier ciphertexts; every other one must be Fresh."""

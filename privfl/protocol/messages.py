@@ -11,6 +11,7 @@ import numpy as np
 
 from privfl.crypto.encoding import LOSS_FACTOR
 from privfl.errors import ProtocolError
+from privfl.protocol.bigints import EMPTY
 from privfl.protocol.bigints import BigInts as BigInts
 from privfl.protocol.boost_messages import (
     BoostCandidates,
@@ -211,9 +212,13 @@ class PublicKeyMessage:
     # Every plan commitment the Server received in a Hello, ``party=hex,…`` (§6.1a): the
     # Host cannot show a guest other commitments than it sent the Server. "" = none.
     plan_commits: str = ""
+    # The N-th roots proving gcd(n, φ(n)) = 1 (crypto/modulus_proof.py); the receiver
+    # checks their number and values before it uses the key.
+    proof: BigInts = EMPTY
 
     def __post_init__(self) -> None:
         _pairs(self.plan_commits, "plan_commits", 64)
+        _require(all(v < self.n for v in self.proof.values), "a modulus proof root is >= n")
         _require(self.n > 0 and self.n % 2 == 1, "a Paillier modulus is a positive odd number")
         count(self.bits, "key bits", 1, MAX_KEY_BITS)
         _require(self.n.bit_length() <= MAX_KEY_BITS, f"modulus longer than {MAX_KEY_BITS} bits")

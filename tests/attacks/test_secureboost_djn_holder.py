@@ -41,6 +41,7 @@ from privfl.crypto.engine import POOL
 from privfl.crypto.gmp import mpz, powmod
 from privfl.crypto.paillier import PrivateKey, PublicKey
 from privfl.learning import secureboost as sb
+from privfl.parties.vertical.keyproof import prove_key
 from privfl.parties.vertical.secureboost import guest as boost_guest
 from privfl.parties.vertical.secureboost import oblivious, reveal
 from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts
@@ -124,14 +125,16 @@ def test_a_guest_with_a_crafted_djn_key_cannot_tell_which_candidate_won(
     r = [secrets.randbelow(public.n - 2) + 2 for _ in plain]
     values = public.encrypt_with(plain, r)
     count = oblivious.shape(rows, BITS)[1]
-    body = BoostCandidates(
-        public.n, public.h_s, "train", rows, len(plain) // count, BigInts(tuple(values))
-    )
     job = replace(
         memory_job(1),
         key_bits=BITS,
         obfuscation="djn",
         model=ModelConfig(kind="secureboost", bins=bins),
+    )
+    # Its modulus is a Paillier modulus (only h_s is crafted), so it proves it.
+    proof = prove_key(private, session=job.session, kind=reveal.KIND, sender=GUEST)
+    body = BoostCandidates(
+        public.n, public.h_s, "train", rows, len(plain) // count, BigInts(tuple(values)), proof
     )
     held = reveal.check_candidates(job, GUEST, body, "train", rows, binned.shape[1])
     n2 = public.nsquare

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -124,3 +126,11 @@ def test_independent_guest_reproduces_the_shipped_job_and_row_vectors() -> None:
     assert train == [str(i) for i in split["train"]] and test == [str(i) for i in split["test"]]
     demo = rows["commitments"][2]
     assert guest.rows_digest(demo["session"], train, test) == demo["rows_digest"]
+    # The modulus proof as §6.0 defines it: spec.json's fixed key passes, a tampered one not.
+    proof = json.loads((vectors / "spec.json").read_text())["modulus_proof"]
+    n, roots = int(proof["n"], 16), [int(v, 16) for v in proof["roots"]]
+    guest.check_modulus_proof(n, roots, proof["session"], proof["role"])
+    with pytest.raises(guest.Fatal, match="does not verify"):
+        guest.check_modulus_proof(
+            n, [roots[0] * 2 % n, *roots[1:]], proof["session"], proof["role"]
+        )

@@ -16,7 +16,8 @@ from privfl.errors import ConfigError, ProtocolError
 from privfl.models.registry import model_entry
 from privfl.parties.files import write_json
 from privfl.parties.session import PartyContext
-from privfl.protocol.messages import BigInts, Hello, PublicKeyMessage
+from privfl.parties.vertical.keyproof import check_key
+from privfl.protocol.messages import BigInts, Hello, Kind, PublicKeyMessage
 
 log = logging.getLogger("privfl.party")
 TABLE_KEYS = ("training", "model", "label_dp", "data")  # shown as [table] in errors
@@ -115,6 +116,8 @@ def receive_key_message(ctx: PartyContext) -> tuple[PublicKey, str]:
             f"server sent a key for {key.obfuscation} obfuscation; the job asks for "
             f"{ctx.job.obfuscation}"
         )
+    server = ctx.job.server
+    check_key(key.n, body.proof, session=ctx.job.session, kind=Kind.PUBLIC_KEY, sender=server)
     log.info("received the server's %d-bit Paillier public key", key.bits)
     return key, body.plan_commits
 

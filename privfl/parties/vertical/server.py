@@ -30,6 +30,7 @@ from privfl.parties.session import PartyContext
 from privfl.parties.vertical import server_rules as rules
 from privfl.parties.vertical.handshake import big, check_hello, check_rows
 from privfl.parties.vertical.joint_plan import encode_pairs, require_commit
+from privfl.parties.vertical.keyproof import prove_key
 from privfl.parties.vertical.server_rules import Allowance, Position
 from privfl.protocol.channel import Envelope
 from privfl.protocol.messages import (
@@ -122,7 +123,10 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
     make = rules.prediction_allowance if predicting else rules.training_allowance
     allow = make(job, hellos, public.n)
     commits = "" if predicting else plan_commits(job, hellos)
-    key = PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s, plan_commits=commits)
+    proof = prove_key(private, session=job.session, kind=Kind.PUBLIC_KEY, sender=ctx.name)
+    key = PublicKeyMessage(
+        n=public.n, bits=public.bits, h_s=public.h_s, plan_commits=commits, proof=proof
+    )
     ctx.channel.broadcast(ctx.peers, key)
     t = job.training
     state = ServerState(

@@ -117,7 +117,7 @@ def _handshake(
         if env is None:
             return None
         message = body_as(env.body, PublicKeyMessage)
-        if not check_public_key(report, job, message):
+        if not check_public_key(report, job, message, party):
             return None
         keys.append((message.n, message.h_s))
     report.check("the host sends every guest the same key", len(set(keys)) == 1, str(len(keys)))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 
@@ -56,7 +57,6 @@ from privfl.protocol.messages import (
     Hello,
     Kind,
     PlanReveal,
-    PublicKeyMessage,
     Residual,
     Resume,
     ScoreRequest,
@@ -70,6 +70,7 @@ from privfl.tools.conformance.peer import (
     expect,
     expect_abort,
     finished_cleanly,
+    key_message,
     quiet,
 )
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
@@ -149,10 +150,8 @@ class GuestRun:
         self._check_rows(digests)
         glm_session = self.key_sender is self.server  # SecureBoost draws no batch plan
         commits, shares = self._plan_commits() if glm_session else ({}, {})
-        key = PublicKeyMessage(
-            n=self.key.n,
-            bits=self.key.bits,
-            h_s=self.key.h_s,
+        key = replace(
+            key_message(self.job, self.key_sender.name, self.private),
             plan_commits=joint_plan.encode_pairs(commits),
         )
         self.key_sender.channel.send(party, key)

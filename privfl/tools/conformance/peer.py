@@ -18,7 +18,15 @@ from privfl.config.vertical import JobConfig
 from privfl.crypto.djn import check_generator
 from privfl.crypto.paillier import PrivateKey, generate_keypair
 from privfl.data.views import PartyData
-from privfl.errors import ConfigError, CryptoError, PeerAborted, PeerUnavailable, PrivflError
+from privfl.errors import (
+    ConfigError,
+    CryptoError,
+    PeerAborted,
+    PeerUnavailable,
+    PrivflError,
+    ProtocolError,
+)
+from privfl.parties.vertical.keyproof import check_key, prove_key
 from privfl.parties.vertical.runner import open_transport
 from privfl.protocol import codec
 from privfl.protocol.channel import Channel, Envelope
@@ -380,13 +388,25 @@ def server_key(job: JobConfig) -> tuple[PublicKeyMessage, PrivateKey]:
     key's own fresh encryptions (the played parties' ciphertexts) use it, as every
     party of a DJN session must.
     """
-    public, private = generate_keypair(job.key_bits, job.obfuscation)
-    return PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s), private
+    _, private = generate_keypair(job.key_bits, job.obfuscation)
+    return key_message(job, job.server, private), private
 
 
-def check_public_key(report: Report, job: JobConfig, msg: PublicKeyMessage) -> bool:
-    """What a Host or Guest checks of the Server's public key (docs/protocol.md §6.0)."""
+def key_message(job: JobConfig, sender: str, private: PrivateKey) -> PublicKeyMessage:
+    """``sender``'s ``public_key`` for ``private``, with its modulus proof (§6.0)."""
+    public = private.public_key
+    proof = prove_key(private, session=job.session, kind=Kind.PUBLIC_KEY, sender=sender)
+    return PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s, proof=proof)
+
+
+def check_public_key(report: Report, job: JobConfig, msg: PublicKeyMessage, sender: str) -> bool:
+    """What a Host or Guest checks of ``sender``'s public key (docs/protocol.md §6.0)."""
     ok = report.check("key is as large as the job asks", msg.bits >= job.key_bits, str(msg.bits))
+    try:
+        check_key(msg.n, msg.proof, session=job.session, kind=Kind.PUBLIC_KEY, sender=sender)
+        ok &= report.check("key carries a valid modulus proof (gcd(n, φ(n)) = 1)", True)
+    except ProtocolError as exc:
+        ok &= report.check("key carries a valid modulus proof (gcd(n, φ(n)) = 1)", False, str(exc))
     mode = "djn" if msg.h_s else "standard"
     ok &= report.check(
         "key's obfuscation is the job's (h_s ≠ 0 exactly for djn)",

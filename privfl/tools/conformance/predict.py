@@ -34,11 +34,10 @@ from privfl.protocol.messages import (
     Decrypted,
     DecryptRequest,
     Kind,
-    PublicKeyMessage,
     ScoreRequest,
     Scores,
 )
-from privfl.tools.conformance.peer import Peer, Report, expect, quiet
+from privfl.tools.conformance.peer import Peer, Report, expect, key_message, quiet
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
 from privfl.tools.conformance.session import (
     Scored,
@@ -61,12 +60,12 @@ def predict_guest_script(target: Target) -> None:
     known = glm_rows(job, party, inputs)
     with played(job, job.server, job.host) as (server, host):
         private, order = checkable_key(job.key_bits, job.obfuscation)
-        key, fresh_seen = private.public_key, Freshness(private, order)
+        fresh_seen = Freshness(private, order)
         rows = None if known is None else len(known[1].x)
         hello = guest_hellos(report, server, host, party, job, rows)
         if hello is None:
             return
-        server.channel.send(party, PublicKeyMessage(n=key.n, bits=key.bits, h_s=key.h_s))
+        server.channel.send(party, key_message(job, server.name, private))
         host.raw(party, ScoreRequest(0, "test"), session="another-session")
         quiet(report, [host, server], party, "a score_request of another session is refused")
         host.channel.send(party, ScoreRequest(0, "test"), 0)
@@ -120,7 +119,7 @@ def predict_host_script(target: Target) -> None:
         private, order = checkable_key(job.key_bits, job.obfuscation)
         key = private.public_key
         for peer in peers:
-            peer.channel.send(party, PublicKeyMessage(n=key.n, bits=key.bits, h_s=key.h_s))
+            peer.channel.send(party, key_message(job, server.name, private))
         answered = _answer_score_requests(report, job, party, guests, key, hello.rows, ending)
         if ending == "violation":
             aborts(report, server, party, "scores one ciphertext short make it Abort", process)

@@ -71,7 +71,7 @@ def _hellos_and_key(
         if env is None:
             return None
         body = body_as(env.body, PublicKeyMessage)
-        if not check_public_key(report, job, body):
+        if not check_public_key(report, job, body, party):
             return None
         keys.add((body.n, body.h_s))
     report.check("every party gets the same key (n and h_s)", len(keys) == 1, str(len(keys)))

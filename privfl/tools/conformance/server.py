@@ -140,7 +140,7 @@ def _server_handshake(
             return None
         body = body_as(env.body, PublicKeyMessage)
         keys[peer.name] = (body.n, body.h_s)
-        if not check_public_key(report, job, body):
+        if not check_public_key(report, job, body, party):
             return None
         report.check(
             f"public_key to {peer.name} relays every plan commitment, the host's first (§6.1a)",

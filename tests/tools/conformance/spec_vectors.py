@@ -20,11 +20,11 @@ import numpy as np
 
 from privfl.config.core import read_toml
 from privfl.config.vertical import canonical_job, from_dict
-from privfl.crypto import psi_rsa
+from privfl.crypto import modulus_proof, psi_rsa
 from privfl.data.views import count_table, demo_columns
 from privfl.learning.taylor import batch_plan
 from privfl.mechanisms.label_dp import flipback
-from privfl.parties.vertical import joint_plan
+from privfl.parties.vertical import joint_plan, keyproof
 from privfl.tools.conformance.vectors import DIR
 
 BASE = """session = "model-example"
@@ -65,6 +65,11 @@ RSA_Q = int(gmpy2.next_prime((3 << 510) + (1 << 400) + 0x2B7))
 RSA_E = int(gmpy2.next_prime((1 << 1024) + 12345))
 PSI_SESSION = "psi-example"
 PSI_IDS = ["1", "alice@example.org", "ÄÖÜ-42"]
+# A deterministic 1024-bit Paillier key's modulus proof (§6.0; a real key is fresh per
+# session): p, q the next primes after fixed 512-bit numbers.
+PROOF_P = int(gmpy2.next_prime((3 << 510) + 0x5A5))
+PROOF_Q = int(gmpy2.next_prime((5 << 509) + (1 << 300) + 0x3C3))
+PROOF_SESSION, PROOF_SENDER = "proof-example", "server"
 BATCH_CASES = [(0, 10, 4, 1), (0, 10, 4, 3), (7, 9, 3, 1), (42, 5, 0, 1)]
 
 
@@ -119,6 +124,23 @@ def psi_rsa_vector() -> dict[str, Any]:
             }
             for i, h, s, t in zip(PSI_IDS, hashes, signatures, tags, strict=True)
         ],
+    }
+
+
+def modulus_proof_vector() -> dict[str, Any]:
+    """The hashed points and their n-th roots of a fixed key's ``public_key`` proof."""
+    n = PROOF_P * PROOF_Q
+    role = keyproof.role("public_key", PROOF_SENDER)
+    roots = modulus_proof.prove(n, PROOF_P, PROOF_Q, session=PROOF_SESSION, role=role)
+    return {
+        "session": PROOF_SESSION,
+        "kind": "public_key",
+        "sender": PROOF_SENDER,
+        "role": role,
+        "n": hex(n),
+        "alpha": modulus_proof.ALPHA,
+        "points": [hex(v) for v in modulus_proof.points(n, PROOF_SESSION, role)],
+        "roots": [hex(v) for v in roots],
     }
 
 
@@ -228,6 +250,7 @@ def spec_vector() -> dict[str, Any]:
         "joint_plan": joint_plan_vector(),
         "counts": counts_vector(),
         "flipback": flipback_vector(),
+        "modulus_proof": modulus_proof_vector(),
     }
 
 

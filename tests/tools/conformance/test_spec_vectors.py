@@ -18,7 +18,7 @@ import rfc8785
 from spec_vectors import BATCH_CASES, MODELS, model_job, spec_vector
 
 from privfl.config.vertical import MODEL_OPTIONAL_KEYS, ModelConfig
-from privfl.crypto import psi_rsa
+from privfl.crypto import modulus_proof, psi_rsa
 from privfl.tools.conformance.vectors import load
 
 SPEC = load("spec.json")
@@ -176,3 +176,30 @@ def test_flipback_ranks_stably_caps_the_budget_and_flips_only_disagreements() ->
 
         # Assert
         assert case["result"] == want
+
+
+def test_the_modulus_proof_points_and_roots_are_as_section_6_0_defines() -> None:
+    # Prepare: §6.0's definition, in a few lines: SHAKE-256 over length-prefixed fields.
+    vec = SPEC["modulus_proof"]
+    n = int(vec["n"], 16)
+    width = (n.bit_length() + 7) // 8
+
+    def field(data: bytes) -> bytes:
+        return len(data).to_bytes(8, "big") + data
+
+    prefix = field(b"privfl/paillier-n/v1") + field(n.to_bytes(width, "big"))
+    prefix += field(vec["session"].encode()) + field(f"{vec['kind']}/{vec['sender']}".encode())
+
+    # Act
+    points = [
+        int.from_bytes(hashlib.shake_256(prefix + i.to_bytes(4, "big")).digest(width + 16), "big")
+        % n
+        for i in range(len(vec["points"]))
+    ]
+    roots = [int(v, 16) for v in vec["roots"]]
+
+    # Assert
+    assert [hex(v) for v in points] == vec["points"] and len(points) == 8
+    assert all(pow(s, n, n) == p for s, p in zip(roots, points, strict=True))
+    assert math.gcd(n, math.prod(range(3, vec["alpha"], 2))) == 1
+    modulus_proof.verify(n, roots, session=vec["session"], role=vec["role"])

@@ -85,6 +85,9 @@ SESSION = "golden-session"
 # big-integer extension on the wire.
 N = 0xC7F1A5D3B9E2F0A1C3D5E7F9A1B3C5D7E9F1A3B5C7D9E1F3A5B7C9D1E3F5A7B9
 CIPHER = (N * N - 12345, 1, 2**70 + 3)
+# A key's modulus proof (§6.0): eight residues below N, of the shape only (N is not
+# factored here); spec.json has a real proof for a real key.
+ROOTS = BigInts(tuple(N - 3 - 2 * i for i in range(8)))
 # DJN: the generator h_s = (−x²)^N mod N² for x = 2 (a party would draw x at random).
 H_S = pow(N - 4, N, N * N)
 # PSI: an odd 1024-bit stand-in for a guest's RSA modulus (the Host refuses shorter ones),
@@ -117,7 +120,7 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
     report = np.array([0.75, -1.5, 0.125, 2.0], dtype=np.float32)
     return [
         ("hello", "guest-1", "server", 0, Hello("guest", "ab" * 32, 426, 20)),
-        ("public_key", "server", "host", 0, PublicKeyMessage(n=N, bits=256)),
+        ("public_key", "server", "host", 0, PublicKeyMessage(n=N, bits=256, proof=ROOTS)),
         ("batch_full", "host", "guest-1", 2, Batch(2, 0, 1, None)),
         ("batch_rows", "host", "guest-1", 3, Batch(3, 1, 4, rows)),
         ("forward", "guest-1", "host", 1, Forward(1, 0, BigInts(CIPHER), BigInts((7,)))),
@@ -179,7 +182,13 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         ("round_end", "aggregator", "clients-1", 10, RoundEnd(10, 0.9375, True, "rounds")),
         # performance (issue 4): a DJN key; appended so that every earlier example keeps
         # its message id and bytes (a standard key leaves h_s = 0 out: "public_key" above)
-        ("public_key_djn", "server", "host", 0, PublicKeyMessage(n=N, bits=256, h_s=H_S)),
+        (
+            "public_key_djn",
+            "server",
+            "host",
+            0,
+            PublicKeyMessage(n=N, bits=256, h_s=H_S, proof=ROOTS),
+        ),
         # conformance (issue 13): a Hello with its row commitment (rows_digest, §2.3)
         ("hello_rows", "guest-1", "host", 0, Hello("guest", "5e55", 569, 15, ROWS_DIGEST)),
         # vertical SecureBoost (docs/protocol.md §6.9), appended: earlier ids and bytes stay
@@ -254,7 +263,9 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
             "server",
             "guest-1",
             0,
-            PublicKeyMessage(n=N, bits=256, plan_commits=f"host={COMMIT},guest-1={COMMIT_2}"),
+            PublicKeyMessage(
+                n=N, bits=256, plan_commits=f"host={COMMIT},guest-1={COMMIT_2}", proof=ROOTS
+            ),
         ),
         ("plan_reveal_guest", "guest-1", "host", 0, PlanReveal(f"guest-1={SHARE_2}")),
         ("plan_reveal", "host", "guest-1", 0, PlanReveal(f"host={SHARE},guest-1={SHARE_2}")),
@@ -264,7 +275,7 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
             "guest-1",
             "host",
             0,
-            BoostCandidates(N, 0, "train", 426, 3, BigInts(CIPHER)),
+            BoostCandidates(N, 0, "train", 426, 3, BigInts(CIPHER), ROOTS),
         ),
         ("boost_reveal", "host", "guest-1", 0, BoostReveal(0, 2, BigInts(CIPHER[:1]))),
         ("boost_revealed", "guest-1", "host", 0, BoostRevealed(0, 2, BigInts((N - 5,)))),

@@ -27,7 +27,8 @@ from privfl.crypto.paillier import PublicKey
 from privfl.errors import ConfigError, ProtocolError
 from privfl.learning.secureboost import FRAC_BITS, BoostParams
 from privfl.parties.session import PartyContext
-from privfl.protocol.messages import PublicKeyMessage
+from privfl.parties.vertical.keyproof import check_key
+from privfl.protocol.messages import Kind, PublicKeyMessage
 
 OFFSET = 1 << FRAC_BITS
 SPLITS_OF_DATA = ("train", "test")
@@ -168,6 +169,8 @@ def receive_key(ctx: PartyContext) -> PublicKey:
             f"the host sent a {key.bits}-bit {key.obfuscation} key; the job asks for "
             f"{ctx.job.key_bits} bits, {ctx.job.obfuscation}"
         )
+    host = ctx.job.host
+    check_key(key.n, body.proof, session=ctx.job.session, kind=Kind.PUBLIC_KEY, sender=host)
     return key
 
 

@@ -575,7 +575,7 @@ def run_boost_guest(
     state.check = proofs.Bounds() if job.model.host_check else None
     if hidden:  # our candidate sets over the training then held-out rows, under our own key
         rows = np.vstack([state.binned["train"], state.binned["test"]])
-        state.sets, sets = reveal.candidates(job, rows, "train", engine, workers)
+        state.sets, sets = reveal.candidates(job, ctx.name, rows, "train", engine, workers)
         ctx.channel.send(job.host, sets)
     # A full tree's re-randomisations, computed while the Host encrypts its gradients;
     # after that each take() starts on as many for the next tree.

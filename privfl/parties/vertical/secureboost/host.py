@@ -43,6 +43,7 @@ from privfl.parties.session import PartyContext
 from privfl.parties.vertical.facts import run_facts
 from privfl.parties.vertical.handshake import announce, check_hello, check_rows, rows_digest
 from privfl.parties.vertical.host_steps import FlipReport
+from privfl.parties.vertical.keyproof import prove_key
 from privfl.parties.vertical.secureboost import hidden, oblivious, proofs, report, reveal
 from privfl.parties.vertical.secureboost.checks import (
     candidate_left,
@@ -81,6 +82,7 @@ from privfl.protocol.messages import (
     Checkpoints,
     Finish,
     Hello,
+    Kind,
     PublicKeyMessage,
     Resume,
 )
@@ -356,9 +358,9 @@ def handshake(ctx: PartyContext, data: PartyData) -> PrivateKey:
         check_rows(sender, hello.rows_digest, digest, "the host's")
     public, private = generate_keypair(job.key_bits, job.obfuscation)
     log.info("generated a %d-bit Paillier key pair for boosting (%s)", public.bits, job.obfuscation)
-    ctx.channel.broadcast(
-        job.guests, PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s)
-    )
+    proof = prove_key(private, session=job.session, kind=Kind.PUBLIC_KEY, sender=ctx.name)
+    key = PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s, proof=proof)
+    ctx.channel.broadcast(job.guests, key)
     return private
 
 

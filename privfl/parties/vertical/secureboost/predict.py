@@ -150,7 +150,7 @@ def guest_reveals(
     thresholds = [float(c["threshold"]) for c in model.raw["candidates"]]
     edges = np.array(thresholds).reshape(len(model.features), -1)  # oblivious.py's order
     binned = sb.bin_columns(x, edges)
-    sets, body = reveal.candidates(job, binned, "rows", POOL, 1)
+    sets, body = reveal.candidates(job, ctx.name, binned, "rows", POOL, 1)
     ctx.channel.send(job.host, body)
     nodes = 2 ** int(model.raw["depth"]) - 1
     trees = int(model.raw["trees"])

@@ -18,10 +18,13 @@ from privfl.config.vertical import JobConfig
 from privfl.crypto.engine import Engine
 from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair, unmask
 from privfl.errors import CryptoError, ProtocolError
+from privfl.parties.vertical import keyproof
 from privfl.parties.vertical.secureboost import oblivious
 from privfl.protocol import fresh
 from privfl.protocol.bigints import BigInts
 from privfl.protocol.boost_messages import BoostCandidates, BoostReveal, BoostRevealed
+
+KIND = "boost_candidates"  # the proof's role: this message kind and the guest's name
 
 
 @dataclass
@@ -35,9 +38,10 @@ class GuestSets:
 
 
 def candidates(
-    job: JobConfig, binned: np.ndarray, split: str, engine: Engine, workers: int
+    job: JobConfig, guest: str, binned: np.ndarray, split: str, engine: Engine, workers: int
 ) -> tuple[GuestSets, BoostCandidates]:
-    """A fresh key pair of the job's size and the candidate sets over ``binned``'s rows."""
+    """A fresh key pair of the job's size, its modulus proof and the candidate sets over
+    ``binned``'s rows."""
     public, private = generate_keypair(job.key_bits, job.obfuscation)
     plain = oblivious.pack(oblivious.candidate_sets(binned, job.model.bins), public.bits)
     pool = engine.pool(public.n, workers, public.h_s, nice=0)
@@ -47,7 +51,8 @@ def candidates(
         pool.close()
     rows = binned.shape[0]
     count = oblivious.shape(rows, public.bits)[1]
-    body = BoostCandidates(public.n, public.h_s, split, rows, len(plain) // count, values)
+    proof = keyproof.prove_key(private, session=job.session, kind=KIND, sender=guest)
+    body = BoostCandidates(public.n, public.h_s, split, rows, len(plain) // count, values, proof)
     return GuestSets(private, rows, count), body
 
 
@@ -107,7 +112,8 @@ class HostSets:
 def check_candidates(
     job: JobConfig, guest: str, body: BoostCandidates, split: str, rows: int, columns: int
 ) -> HostSets:
-    """The guest's key as the job says (size, obfuscation) and its sets of the right shape."""
+    """The guest's key as the job says (size, obfuscation, a valid modulus proof) and its
+    sets of the right shape."""
     try:
         key = PublicKey.from_n(body.n, body.h_s)
     except CryptoError as exc:
@@ -117,6 +123,7 @@ def check_candidates(
             f"{guest} sent a {key.bits}-bit {key.obfuscation} key; the job asks for "
             f"{job.key_bits} bits, {job.obfuscation}"
         )
+    keyproof.check_key(key.n, body.proof, session=job.session, kind=KIND, sender=guest)
     count = oblivious.shape(rows, key.bits)[1]
     want = columns * (job.model.bins - 1)
     if (body.split, body.rows, body.candidates) != (split, rows, want):
