@@ -148,10 +148,11 @@ def ext_hook(code: int, data: bytes) -> Any:
 
 # ---------------------------------------------------------------- Paillier helpers (§6.0, §13)
 def check_modulus_proof(n: int, roots: list[int], session: str, role: str) -> None:
-    """§6.0's modulus proof: no prime factor below 65537, σ_i^n ≡ ρ_i (mod n) for 8 points."""
+    """§6.0's modulus proof: no prime factor below 65537, not prime, σ_i^n ≡ ρ_i (mod n) for 8
+    points."""
     small = math.prod(p for p in range(3, 65537, 2) if gmpy2.is_prime(p))
-    if n % 2 == 0 or math.gcd(n, small) != 1 or len(roots) != 8:
-        raise Fatal("the server's key has a small factor or no 8-root modulus proof")
+    if n % 2 == 0 or math.gcd(n, small) != 1 or gmpy2.is_prime(n, 25) or len(roots) != 8:
+        raise Fatal("the server's key is prime, has a small factor or no 8-root proof")
     w = (n.bit_length() + 7) // 8
     fields = [b"privfl/paillier-n/v1", n.to_bytes(w, "big"), session.encode(), role.encode()]
     prefix = b"".join(struct.pack(">Q", len(f)) + f for f in fields)

@@ -29,6 +29,9 @@ ALPHA = 65537
 """N may have no prime factor below this (a prime: 2^16 + 1)."""
 ROOTS = 8
 """Points proven: ALPHA^-ROOTS < 2^-128, the soundness error."""
+PRIME_TEST_ROUNDS = 25
+"""Miller-Rabin rounds that refuse a prime N (an honest composite N is taken for a prime
+with chance ≤ 4^-25)."""
 _DOMAIN = b"privfl/paillier-n/v1"
 
 
@@ -86,6 +89,10 @@ def verify(n: int, roots: Sequence[int], *, session: str, role: str) -> None:
         raise CryptoError("the modulus is even or too small to be a Paillier modulus")
     if math.gcd(n, _small_primes_product()) != 1:
         raise CryptoError(f"the modulus has a prime factor below {ALPHA}")
+    from gmpy2 import is_prime
+
+    if is_prime(n, PRIME_TEST_ROUNDS):  # gcd(N, N − 1) = 1, but anyone decrypts
+        raise CryptoError("the modulus is prime: anyone could decrypt under it")
     if len(roots) != ROOTS:
         raise CryptoError(f"the modulus proof has {len(roots)} roots, not {ROOTS}")
     big = mpz(n)

@@ -89,3 +89,12 @@ def test_a_crafted_modulus_cannot_prove_itself() -> None:
     roots = best_effort_roots(n, p, q, "s1", "r")
     with pytest.raises(CryptoError, match="does not verify"):
         modulus_proof.verify(n, roots, session="s1", role="r")
+
+
+def test_a_prime_modulus_fails_though_its_roots_are_right() -> None:
+    # gcd(N, N − 1) = 1, so a prime N has genuine N-th roots; but anyone could decrypt.
+    n = _prime(512)
+    d = int(gmpy2.invert(n, n - 1))
+    roots = [pow(rho, d, n) for rho in modulus_proof.points(n, "s1", "r")]
+    with pytest.raises(CryptoError, match="modulus is prime"):
+        modulus_proof.verify(n, roots, session="s1", role="r")
