@@ -24,7 +24,6 @@ def test_floor_adds_every_operation_and_divides_by_cores_and_trees(obfuscation: 
     costs = {
         "obfuscation_standard": 1.0,
         "obfuscation_standard_host": 0.6,
-        "obfuscation_djn": 0.1,
         "decrypt": 0.5,
         "mulmod": 0.001,
         "invert": 0.01,

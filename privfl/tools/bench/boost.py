@@ -85,12 +85,10 @@ def _unit_ops(
     bits: int, rows: int, keys: tuple[Any, Any, Any]
 ) -> dict[str, tuple[Callable[[], object], int, int]]:
     """Per operation: one call, how many calls price it, and how many operations a call is."""
-    public, private, djn_key = keys
+    public, private, _ = keys  # floor_per_tree prices no DJN obfuscation
     p, q = private_primes(private)
-    n2 = mpz(public.nsquare)
     [c] = public.encrypt([1])
-    djn_key.fresh_noise(1)  # the fixed-base table, outside the timing
-    a, b = mpz(public.encrypt([3])[0]), mpz(public.encrypt([5])[0])
+    a, b, n2 = stages.two_ciphertexts(public)
     shift = mpz(1) << Layout(rows, bits).slot
     obfuscators_crt(public.n, p, q, 1)  # the key holder's tables, outside the timing
     return {
@@ -98,7 +96,6 @@ def _unit_ops(
         # The Host holds the primes: its own encryptions cost two half-size powmods.
         # (in the workers' chunks, as the Host's pool computes them)
         "obfuscation_standard_host": (lambda: obfuscators_crt(public.n, p, q, CHUNK), 1, CHUNK),
-        "obfuscation_djn": (lambda: djn_key.fresh_noise(1), 50, 1),
         "decrypt": (lambda: private.decrypt([c]), 50, 1),
         "mulmod": (lambda: a * b % n2, 20_000, 1),
         "invert": (lambda: powmod(a, -1, n2), 2_000, 1),
@@ -126,12 +123,8 @@ def unit_samples(
     """One in-run sample per operation (:class:`stages.PriceSampler`): a twentieth of the
     calls of one of :func:`unit_costs`' repeats, at least one (at most about 40 ms of CPU
     at 2048 bits, the key holder's chunk of obfuscators)."""
-
-    def sample(func: Callable[[], object], calls: int, per: int) -> float:
-        return stages.sample_once(func, calls) / per
-
     return {
-        name: functools.partial(sample, func, max(1, count // 20), per)
+        name: functools.partial(stages.sample_once, func, max(1, count // 20), per)
         for name, (func, count, per) in _unit_ops(bits, rows, keys).items()
     }
 

@@ -226,12 +226,13 @@ MIN_SAMPLES = 3
 """In-run samples per operation below which a run is priced around it instead."""
 
 
-def sample_once(func: Callable[[], object], calls: int) -> float:
-    """CPU seconds of one call of ``func``, the mean of ``calls`` calls on this thread's clock,
-    after one untimed call: a worker computes its operations back to back, so a sample
-    taken after a pause must not count the caches it finds cold."""
+def sample_once(func: Callable[[], object], calls: int, per: int = 1) -> float:
+    """CPU seconds of one operation, the mean of ``calls`` calls of ``func`` (``per``
+    operations each) on this thread's clock, after one untimed call: a worker computes its
+    operations back to back, so a sample taken after a pause must not count the caches it
+    finds cold."""
     func()
-    return round_means(func, calls, 1, time.thread_time)[0]
+    return round_means(func, calls, 1, time.thread_time)[0] / per
 
 
 class PriceSampler:
@@ -332,7 +333,7 @@ def _primitive_ops(
     """Per primitive: one call, and how many calls price it (about 0.1 s at 1024 bits)."""
     [c] = public.encrypt([1])
     djn_key.fresh_noise(1)  # build the fixed-base table outside the timing
-    a, b, n2 = _two_ciphertexts(public)
+    a, b, n2 = two_ciphertexts(public)
     return {
         "powmod_r_n": (lambda: obfuscators(public.n, 1), 40),
         "djn_obfuscation": (lambda: djn_key.fresh_noise(1), 200),
@@ -342,7 +343,7 @@ def _primitive_ops(
     }
 
 
-def _two_ciphertexts(public: PublicKey) -> tuple[Any, Any, Any]:
+def two_ciphertexts(public: PublicKey) -> tuple[Any, Any, Any]:
     """Two full-size ciphertexts and ``n²`` as GMP integers (a mulmod's operands)."""
     from privfl.crypto.gmp import mpz
 
@@ -413,7 +414,7 @@ def matvec_mulmods(workload: Workload, public: PublicKey) -> float:
     so that the term moves with the load as the operations it counts do (a
     multi-exponentiation is nearly all mulmods n²).
     """
-    a, b, n2 = _two_ciphertexts(public)
+    a, b, n2 = two_ciphertexts(public)
     before = per_call(lambda: a * b % n2, 20_000, time.process_time)
     seconds = matvec_cpu(workload, public)
     after = per_call(lambda: a * b % n2, 20_000, time.process_time)
