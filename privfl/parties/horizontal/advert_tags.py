@@ -52,6 +52,11 @@ def others(order: tuple[str, ...], sender: str) -> list[str]:
     return [h for h in order if h != sender]
 
 
+def other_positions(order: tuple[str, ...], sender: str) -> list[int]:
+    """The job-order indices of the hosts of :func:`others`: where ``sender``'s tags go."""
+    return [i for i, h in enumerate(order) if h != sender]
+
+
 def slot(position: Mapping[str, int], sender: str, receiver: str) -> int:
     """Where ``sender``'s tag for ``receiver`` sits among its tags: ``receiver``'s index in
     :func:`others` (``position``: each host's index in the job order), without a scan."""

@@ -213,7 +213,7 @@ def forward_views(state: SecureRound, views: dict[str, Message]) -> dict[str, wi
     tags: dict[str, bytes] = {}
     for host, message in views.items():
         body = body_as(message, wire.SecConsistency)
-        others = [i for i in range(len(state.order)) if i != state.position[host]]
+        others = advert_tags.other_positions(state.order, host)
         if len(body.hosts) and body.hosts.tolist() != others:
             _refuse(state, host, "view tags not one per other client host in job order")
         elif len(body.hosts):

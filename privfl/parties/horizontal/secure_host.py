@@ -247,8 +247,7 @@ def agree_all(host: HostRound, body: wire.SecSurvivors) -> wire.SecConsistency:
             )
     host.view.alive = alive
     tags = advert_tags.view_tags_for(host.keys, host.session, host.round, host.view.digests())
-    order = host.keys.order
-    others = [order.index(h) for h in host.keys.others(host.keys.me)]
+    others = advert_tags.other_positions(host.keys.order, host.keys.me)
     return wire.SecConsistency(host.round, np.array(others, dtype=np.int64), tags)
 
 
