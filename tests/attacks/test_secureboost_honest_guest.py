@@ -13,12 +13,12 @@ joined by how often they share a side, spectral clustering of that graph), each 
 and without the guest's own columns; the larger cluster is called the majority class
 (benign, public knowledge). Its best read is held to what 2-means on its own columns
 alone reads, plus 0.01. The decryptions carry fresh CSPRNG masks, so the reads vary
-from run to run (measured 0.514–0.516, 0.758–0.836 with its columns, 0.512–0.545 by
-instance clustering); about 60 columns of uniform bits outweigh its 20 own columns
-(weighted as one), and for them to line up with the labels well enough to beat its
-own columns is far below 1e-6. Before oblivious selection the guest was told each
-winner's column and bin and answered with the left set: its won thresholds read 0.92
-(2-means) and 0.95 (instance clustering).
+from run to run (measured over six runs 0.455–0.526, 0.636–0.836 with its columns,
+0.479–0.545 by instance clustering; majority baseline 0.627); about 60 columns of
+uniform bits outweigh its 20 own columns (weighted as one), and for them to line up
+with the labels well enough to beat its own columns is far below 1e-6. Before
+oblivious selection the guest was told each winner's column and bin and answered with
+the left set: its won thresholds read 0.92 (2-means) and 0.95 (instance clustering).
 
 Leaky arm: the old defaults (shared instance space, ε = 8, ``min_child_weight`` = 1),
 where the Host forwards every partition and 2-means on the leaves reads ≈ 0.97.
