@@ -25,6 +25,11 @@ attacker's combined read (own-column guess everywhere, its swap read where it ha
 one) may beat its own-column read by at most ``tanh(ε/4)`` per row read.
 Leaky arm: ε = ∞, where every named row's label is read exactly.
 
+Hidden instance space (the default): no winner is named, but a guest whose won set
+disagrees with its histogram is refused, and the refusal names the node: the blind
+crafter below (``RefusedGuest``) reads one row per session that way, and label DP
+bounds it as above.
+
 Each run flips with a seeded generator (tests only; the OS-CSPRNG draw is the same
 code), so the counts are known answers.
 """
@@ -41,6 +46,7 @@ from helpers import decoded_traffic, failures, memory_job, party_data, read_mode
 from sklearn.cluster import KMeans
 
 from privfl.config.vertical import JobConfig, LabelDPConfig, switch_kind
+from privfl.errors import ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.parties.vertical.secureboost import checks, oblivious
 from privfl.parties.vertical.secureboost import labels as boost_labels
@@ -269,3 +275,144 @@ def revealed_names_a_candidate(job: JobConfig, guest: str, body: BoostRevealed) 
     return int(
         any(np.array_equal(bits, c) for c in oblivious.candidate_sets(binned, job.model.bins))
     )
+
+
+# --- the hidden mode: blind crafting, and the Host's refusal as the one read -------------
+
+
+@dataclass
+class RefusedGuest:
+    """A hidden-mode crafter: the Host's refusal of its won split is what names the winner.
+
+    It cannot see a node's rows, so it crafts over every row of the tree: columns 0 and
+    2 onwards are its base split (its own-column cluster), column 1 the base with one
+    row moved, a new row per node. Its candidate sets go out once per job, so column
+    1's set is the base: when column 1 wins, the Host's partition check refuses it,
+    and the refusal names the guest and the node. It reads that row's label as the
+    side it was moved to, and the session stops: one read per session at most.
+    """
+
+    prior: np.ndarray
+    columns: int
+    params: sb.BoostParams
+    g: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    h: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    read: dict[int, int] = field(default_factory=dict)
+    won: int = 0
+    untried: list[int] = field(default_factory=list)
+    swapped: dict[int, int] = field(default_factory=dict)  # node -> its column 1's row
+    hists: dict[int, sb.Histogram] = field(default_factory=dict)
+    asked: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.untried = list(range(len(self.prior)))
+
+    def features(self, tree: int) -> np.ndarray:
+        return np.arange(self.columns, dtype=np.int64)
+
+    def ask(self, tree: int, level: int, nodes: dict[int, np.ndarray]) -> None:
+        self.asked = dict(nodes)  # for the sums the masked ciphertexts give it, never read
+        for node in nodes:
+            self.swapped[node] = self.untried.pop(0)
+
+    def histograms(self) -> dict[int, sb.Histogram]:
+        for node, rows in self.asked.items():
+            binned = np.repeat(np.where(self.base(), 0, 1)[rows, None], self.columns, axis=1)
+            moved = self.base()
+            moved[self.swapped[node]] = not moved[self.swapped[node]]
+            binned[:, 1] = np.where(moved, 0, 1)[rows]
+            hist = sb.histogram(binned, self.g[rows], self.h[rows], self.params.bins)
+            checks.check_histogram("guest-1", node, hist, self.g, self.h, rows)  # passes
+            self.hists[node] = hist
+        return {node: self.hists[node] for node in self.asked}
+
+    def base(self) -> np.ndarray:
+        return np.asarray(self.prior == 1 - MAJORITY)  # left: the rows its prior calls 0
+
+    def propose(self, tree: int, node: int, feature: int, bin_: int) -> None:
+        return None
+
+    def split(self, tree: int, node: int, rows: np.ndarray, feature: int, bin_: int) -> np.ndarray:
+        self.won += 1
+        left: np.ndarray = self.base()[rows]  # every candidate set it sent is the base
+        won = checks.candidate_left(self.hists[node], self.features(tree), feature, bin_)
+        try:
+            checks.check_partition("guest-1", node, won, self.g, self.h, rows[left])
+        except ProtocolError:
+            row = self.swapped[node]  # the refusal names this node: column 1 won
+            self.read[row] = 1 - int(self.prior[row])
+            raise
+        return left
+
+    def reveal(self, tree: int, nodes: list[int]) -> None:
+        return None
+
+    def learn(self, tree: int, node: int, left: np.ndarray) -> None:
+        return None
+
+
+def run_refused(job: JobConfig, seed: int) -> tuple[RefusedGuest, np.ndarray]:
+    """Train the twin with the hidden crafter until the Host refuses it (or the last tree)."""
+    data = party_data(job)
+    host, guest = data[job.host], data[job.guests[0]]
+    y = host.y_train
+    assert y is not None
+    flipped = boost_labels.draw_noisy_labels(job, y, np.random.default_rng(seed))[0]
+    params = params_of(job)
+    own = sb.LocalColumns(
+        sb.bin_columns(host.x_train, sb.quantile_edges(host.x_train, 32)), params, 0
+    )
+    attacker = RefusedGuest(own_prior(guest.x_train), guest.x_train.shape[1], params)
+    margin = np.full(len(y), sb.base_margin(flipped))
+    for t in range(params.trees):
+        g, h = sb.gradients(margin, flipped)
+        own.set_gradients(g, h)
+        attacker.g, attacker.h = g, h
+        try:
+            tree = sb.grow_tree(t, sb.tree_rows(params, t, len(y)), g, h, [own, attacker], params)
+        except ProtocolError:
+            break  # the session stops
+        margin += route_base(tree, own, attacker.base(), len(y))
+    return attacker, y
+
+
+def route_base(tree: sb.Tree, own: sb.LocalColumns, base: np.ndarray, rows: int) -> np.ndarray:
+    out = np.zeros(rows)
+    stack = [(0, np.arange(rows))]
+    while stack:
+        node, idx = stack.pop()
+        n = tree[node]
+        if n.leaf:
+            out[idx] = n.value
+            continue
+        left = own.binned[idx, n.feature] <= n.bin if n.group == 0 else base[idx]
+        stack += [(2 * node + 1, idx[left]), (2 * node + 2, idx[~left])]
+    return out
+
+
+@pytest.mark.parametrize("epsilon", [math.inf, None], ids=["no-label-dp", "defaults"])
+def test_a_hidden_guest_is_told_one_winner_by_its_refusal(epsilon: float | None) -> None:
+    job = default_job()
+    assert job.model.instance_space == "hidden"
+    if epsilon is not None:
+        job = replace(job, label_dp=replace(job.label_dp, epsilon=epsilon))
+    eps = job.label_dp.epsilon
+
+    reads = exact = gained = 0
+    for seed in SEEDS:
+        att, y = run_refused(job, seed)
+        assert len(att.read) <= 1  # the session stops at its first read
+        k, gain = margin_above_prior(att, y)
+        reads, gained = reads + k, gained + gain
+        exact += sum(int(v == y[r]) for r, v in att.read.items())
+
+    per_row = math.tanh(eps / 4) if math.isfinite(eps) else 1.0
+    print(
+        f"hidden, ε = {eps}: {reads} sessions of {len(SEEDS)} refused, {exact} labels right; "
+        f"{gained:+d} over the own-column guess; bound {reads * per_row:.1f}"
+    )
+    assert reads >= 4, "too few refusals to measure anything"
+    if not math.isfinite(eps):
+        assert exact == reads  # the leak: the refused node's row, exactly
+        return
+    assert gained <= reads * per_row
