@@ -228,6 +228,46 @@ def test_a_guest_reads_nothing_from_its_decryptions() -> None:
     assert not named(request.values.values)  # masked: uniform mod N, no candidate's bits
 
 
+@pytest.mark.parametrize("padded", [True, False], ids=["pads", "leaky-no-pads"])
+def test_a_combination_request_reads_one_set_not_many(
+    padded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The attack: one request that is no candidate's ciphertexts but Π c_k^(2^(per·k)),
+    # every candidate set of column 0 shifted into its own window of the plaintext,
+    # masked and re-randomised as a real request is. The guest decrypts it (the count
+    # and node are right; it cannot see the plaintext). Without the pads above each
+    # set's bits every window is a set (leaky arm); with them, none.
+    if not padded:
+        monkeypatch.setattr(oblivious.secrets, "randbits", lambda bits: 0)
+    state = hidden_guest(rows=40)
+    held = with_sets(state)
+    start(state)
+    step(state, masked(state, 0, [0], []))
+    per = oblivious.shape(40, KEY[0].bits)[0]
+    windows = (KEY[0].bits - 2) // per  # 12 sets of 40 bits in one 512-bit plaintext
+    n2 = KEY[0].nsquare
+    combined = 1
+    for k in range(windows):
+        combined = combined * pow(held.values[k], 1 << (per * k), n2) % n2
+    values, masks = fresh.mask(KEY[0], [combined])
+    answer = step(state, BoostReveal(0, 0, values))
+    assert isinstance(answer, BoostRevealed)
+
+    plain = (answer.values.values[0] - masks[0]) % KEY[0].n
+    sets = oblivious.candidate_sets(state.binned["train"], state.params.bins)
+    read = [
+        np.array([(plain >> (per * k + i)) & 1 for i in range(40)], np.bool_)
+        for k in range(windows)
+    ]
+    named = sum(np.array_equal(bits, sets[k]) for k, bits in enumerate(read))
+    if not padded:
+        assert named == windows  # 12 candidate sets from one decryption
+        return
+    # With the pads every shifted term is |N|-wide and the sum wraps mod N: not even the
+    # lowest window is a set (each window matching one by chance: 31·2^-40)
+    assert named == 0
+
+
 def test_a_level_of_many_nodes_is_one_pass_per_lane_and_equals_numpy() -> None:
     # Prepare: depth 5 over 400 rows (7 bin sums per 512-bit plaintext), every node of
     # every level named; level 4 has 8 direct nodes, two lanes (7 + 1).
