@@ -39,6 +39,7 @@ from privfl.protocol.memory import InMemoryHub
 from privfl.protocol.messages import Finish
 
 GUEST = "guest-1"
+pytestmark = pytest.mark.xdist_group("secureboost_hidden_prediction")  # one training run
 
 
 def default_job() -> JobConfig:
