@@ -24,15 +24,19 @@ from helpers import decoded_traffic, failures, memory_job, party_data, read_mode
 from sklearn.cluster import KMeans
 
 from privfl.config.vertical import JobConfig, ModelConfig
+from privfl.crypto.engine import POOL
 from privfl.crypto.paillier import generate_keypair
 from privfl.crypto.pools import NoisePool
 from privfl.errors import PeerAborted, ProtocolError
 from privfl.learning import secureboost as sb
+from privfl.parties.vertical import keyproof
 from privfl.parties.vertical.secureboost import hidden, oblivious, reveal
 from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
 from privfl.protocol import fresh
+from privfl.protocol.bigints import BigInts
 from privfl.protocol.boost_messages import (
+    BoostCandidates,
     BoostGradients,
     BoostHistogram,
     BoostMasked,
@@ -266,6 +270,54 @@ def test_a_combination_request_reads_one_set_not_many(
     # With the pads every shifted term is |N|-wide and the sum wraps mod N: not even the
     # lowest window is a set (each window matching one by chance: 31·2^-40)
     assert named == 0
+
+
+def honest_candidates(job: JobConfig, rows: int) -> tuple[reveal.GuestSets, BoostCandidates]:
+    """A guest's own key and its real ``boost_candidates`` over ``rows`` training rows."""
+    return reveal.candidates(job, GUEST, hidden_guest(rows).binned["train"], "train", POOL, 1)
+
+
+@pytest.mark.parametrize(
+    ("lie", "refusal"),
+    [
+        ({"rows": 39}, "candidate sets of 39 rows"),
+        ({"candidates": 1}, "sent 1 candidate sets"),
+        ({"split": "rows"}, r"\(rows\)"),
+        ({"values": "twice"}, "candidate ciphertexts, expected"),
+        ({"values": "zero"}, "candidate sets are malformed"),
+        ({"proof": "another session's"}, "modulus proof"),
+    ],
+    ids=[
+        "fewer-rows",
+        "fewer-candidates",
+        "prediction-sets",
+        "two-per-set",
+        "not-a-unit",
+        "replayed-proof",
+    ],
+)
+def test_the_host_refuses_candidate_sets_of_another_shape(lie: dict, refusal: str) -> None:
+    # A guest that lies about its rows or sends sets the Host cannot use is refused in
+    # one line naming it, before any of its ciphertexts is used; a proof of its key made
+    # for another session is refused too (the proof binds the session).
+    job = boost_job("hidden", trees=1)
+    sets, body = honest_candidates(job, 40)
+    columns = hidden_guest(40).binned["train"].shape[1]
+    reveal.check_candidates(job, GUEST, body, "train", 40, columns)  # the honest sets pass
+    change = dict(lie)
+    if change.get("values") == "twice":  # two plaintexts a set where the key needs one
+        change["values"] = BigInts(body.values.values * 2)
+    elif change.get("values") == "zero":
+        change["values"] = BigInts((0, *body.values.values[1:]))
+    elif change.get("proof"):
+        session = job.session[::-1]
+        change["proof"] = keyproof.prove_key(
+            sets.key, session=session, kind=reveal.KIND, sender=GUEST
+        )
+
+    with pytest.raises(ProtocolError, match=refusal) as refused:
+        reveal.check_candidates(job, GUEST, replace(body, **change), "train", 40, columns)
+    assert "\n" not in str(refused.value) and GUEST in str(refused.value)
 
 
 def test_a_level_of_many_nodes_is_one_pass_per_lane_and_equals_numpy() -> None:
