@@ -4,10 +4,15 @@ In the hidden instance space a guest decrypts one masked ``boost_reveal`` per sp
 node: the won candidate's left set plus a mask, or a dummy. A deviating Host may put
 any candidate of its choice in a dummy's place and read that set (one set per split
 node is what one session reveals, docs/security.md). This Host goes further: it stops
-the run and has it started again (its checkpoints gone, so every tree is grown again)
-and at each regrown split node asks for *another* candidate. A guest that counted its
-answers per session only decrypts every one of them: one more candidate set per split
-node and restart.
+the run and has it started again (its checkpoints gone, so every tree is grown again;
+or the ``--overwrite`` a refused resume points the operators to) and at each regrown
+split node asks for *another* candidate.
+
+Defended: the guest keeps its key, its pads and every answer per job
+(``reveal-ledger.json``, ledger.py) and refuses a regrown node's request that does not
+decrypt to its earlier answer; the Host reads one set per split node however often the
+job starts. Leaky arm: the ledger kept for one session only (as before): every start
+decrypts every regrown node again, one more candidate set per split node and start.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from helpers import failures, memory_job, party_data, run_in_threads
 
 from privfl.config.vertical import JobConfig, LabelDPConfig, ModelConfig, switch_kind
 from privfl.learning import secureboost as sb
+from privfl.parties.vertical.secureboost import guest as guest_module
 from privfl.parties.vertical.secureboost import oblivious
 from privfl.parties.vertical.secureboost.host import RemoteGuest
+from privfl.parties.vertical.secureboost.ledger import Ledger, unkept
 from privfl.protocol.memory import InMemoryHub
 from privfl.runs.outdir import claim
 
@@ -91,31 +98,47 @@ def restart(job: JobConfig, out: Path, how: str) -> dict[str, object]:
     return run_in_threads(job, InMemoryHub(), out, options=resume)
 
 
+def per_session(out: Path, fingerprint: str, bits: int, obfuscation: str, **_: object) -> Ledger:
+    """The leaky construction: a fresh key, pads and count at every start."""
+    return unkept(bits, obfuscation)
+
+
+@pytest.mark.parametrize("kept", [True, False])
 @pytest.mark.parametrize(("setting", "how"), [("small", "resume"), ("defaults", "overwrite")])
 def test_a_restarted_host_reads_another_candidate_set_per_split_node(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, how: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, how: str, kept: bool
 ) -> None:
     # Prepare: the curious Host, the guest's true candidate sets to score its reads.
     job = small_job() if setting == "small" else default_job()
     host = CuriousHost()
     host.watch(monkeypatch)
+    if not kept:
+        monkeypatch.setattr(guest_module, "open_ledger", per_session)
     sets = true_sets(job)
 
     # Act: the first start, then STARTS − 1 restarts.
     results = run_in_threads(job, InMemoryHub(), tmp_path)
     assert not failures(results), failures(results)
+    refused = []
     for _ in range(STARTS - 1):
-        results = restart(job, tmp_path, how)
-        assert not failures(results), failures(results)
+        refused.append(failures(restart(job, tmp_path, how)).get(GUEST))
 
-    # Assert: every read is a true candidate set; each split node gave one per start.
+    # Assert: every read is a true candidate set; how many each split node gave.
     for reads in host.read.values():
         for candidate, got in reads.items():
             assert np.array_equal(got, sets[candidate])
     per_node = sorted({len(reads) for reads in host.read.values()})
     distinct = {c for reads in host.read.values() for c in reads}
     print(
-        f"\n{len(host.read)} split nodes read {per_node} candidate sets each over {STARTS} "
-        f"starts: {len(distinct)} of {len(sets)} candidate sets"
+        f"\n{'kept' if kept else 'per session'}: {len(host.read)} split nodes read {per_node} "
+        f"candidate sets each over {STARTS} starts: {len(distinct)} of {len(sets)} sets"
     )
-    assert per_node == [STARTS]
+    if not kept:
+        assert refused == [None] * (STARTS - 1)
+        assert per_node == [STARTS]
+        return
+    assert per_node == [1]
+    for error in refused:
+        message = str(error)
+        assert message.startswith("the host deviated from the protocol: it asked again for")
+        assert "\n" not in message
