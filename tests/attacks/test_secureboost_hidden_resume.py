@@ -17,6 +17,7 @@ decrypts every regrown node again, one more candidate set per split node and sta
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -26,11 +27,13 @@ import pytest
 from helpers import failures, memory_job, party_data, run_in_threads
 
 from privfl.config.vertical import JobConfig, LabelDPConfig, ModelConfig, switch_kind
+from privfl.crypto.paillier import generate_keypair
 from privfl.learning import secureboost as sb
 from privfl.parties.vertical.secureboost import guest as guest_module
 from privfl.parties.vertical.secureboost import oblivious
 from privfl.parties.vertical.secureboost.host import RemoteGuest
 from privfl.parties.vertical.secureboost.ledger import Ledger, unkept
+from privfl.parties.vertical.secureboost.reveal import HostSets
 from privfl.protocol.memory import InMemoryHub
 from privfl.runs.outdir import claim
 
@@ -142,3 +145,33 @@ def test_a_restarted_host_reads_another_candidate_set_per_split_node(
         message = str(error)
         assert message.startswith("the host deviated from the protocol: it asked again for")
         assert "\n" not in message
+
+
+# --- a deviating guest, when an honest Host's pick at a node changes between starts -----
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_guest_cannot_subtract_a_nodes_requests_under_two_picks(
+    monkeypatch: pytest.MonkeyPatch, keyed: bool
+) -> None:
+    # Prepare: a guest's candidate sets under its key; the Host's per-job mask seed. New
+    # labels move node 0's winner from the guest's candidate 3 to another party (a dummy).
+    public, private = generate_keypair(512)
+    binned = np.random.default_rng(1).integers(0, 8, size=(40, 5))
+    plain = oblivious.pack(oblivious.candidate_sets(binned, 8), public.bits, bytes(32))
+    held = HostSets(public, 40, 1, tuple(public.encrypt(plain)), secrets.token_bytes(32))
+    if not keyed:  # the leaky construction: one mask per node, whatever it holds
+        real = oblivious.masks
+        monkeypatch.setattr(oblivious, "masks", lambda s, n, t, v, _, c: real(s, n, t, v, None, c))
+
+    # Act: the deviating guest decrypts both starts' requests for node 0 and subtracts.
+    first, _ = held.request(0, 0, 3)
+    second, _ = held.request(0, 0, None)
+    n = public.n
+    diff = (private.decrypt(first.values.values)[0] - private.decrypt(second.values.values)[0]) % n
+    known = {None: 0, **dict(enumerate(plain))}  # a dummy holds no candidate
+    named = [(a, b) for a, x in known.items() for b, y in known.items() if (x - y) % n == diff]
+
+    # Assert: keyed by the pick, the two decryptions are independent uniform values
+    print(f"\n{'keyed' if keyed else 'one mask per node'}: picks named {named}")
+    assert named == ([] if keyed else [(3, None)])

@@ -62,8 +62,9 @@ class Ledger:
                 raise ProtocolError(
                     f"the host deviated from the protocol: it asked again for tree {tree} "
                     f"node {node}, answered at an earlier start of this job, with another "
-                    f"request; the session stops (if the host's operator drew new labels or "
-                    f"lost its reveal-masks.json, start over with --overwrite --forget-reveals)"
+                    f"request; the session stops (if the host drew new labels, a party changed "
+                    f"its data or the host lost its reveal-masks.json: start over with "
+                    f"--overwrite --forget-reveals)"
                 )
             self.replayed += 1
             return before

@@ -23,9 +23,9 @@ vector's worth per plaintext, what the Host could read before by naming any (col
 
 Every start of a training job sends the same plaintexts and asks the same requests: the
 guest keeps its key and a pad seed per job, the Host a mask seed per job (both drawn
-from the OS CSPRNG once, expanded here by SHAKE-256), so a split node grown again after
-a restart decrypts to the value the guest answered before, which it can hold the Host
-to (ledger.py).
+from the OS CSPRNG once, expanded here by SHAKE-256, the masks keyed by tree, node and
+pick), so a split node grown again after a restart with the same pick decrypts to the
+value the guest answered before, which it can hold the Host to (ledger.py).
 """
 
 from __future__ import annotations
@@ -90,13 +90,21 @@ def pack(left: np.ndarray, key_bits: int, seed: bytes | None = None) -> list[int
     return out
 
 
-def masks(seed: bytes | None, n: int, tree: int, node: int, count: int) -> list[int]:
+def masks(
+    seed: bytes | None, n: int, tree: int, node: int, pick: int | None, count: int
+) -> list[int]:
     """A request's masks, uniform mod ``n``: OS CSPRNG, or with the Host's per-job ``seed``
-    its stream for this key, tree and node (128 bits beyond ``n``: bias below 2^-128)."""
+    its stream for this key, tree, node and pick (128 bits beyond ``n``: bias below 2^-128).
+
+    Keyed by the pick too: a node asked again with the same pick (an honest restart)
+    decrypts as before; with another (new labels or data) to a value independent of the
+    first, so a guest that decrypts both cannot subtract them to learn either pick.
+    """
     if seed is None:
         return [secrets.randbelow(n) for _ in range(count)]
     bits = n.bit_length() + 128
-    return [expand(seed, "mask", (n, tree, node, j), bits) % n for j in range(count)]
+    chosen = 0 if pick is None else pick + 1
+    return [expand(seed, "mask", (n, tree, node, chosen, j), bits) % n for j in range(count)]
 
 
 def unpack(plain: Sequence[int], rows: int, key_bits: int) -> np.ndarray:
@@ -125,7 +133,7 @@ def masked_request(
     key's factors, and under its own DJN ``h_s`` it could tell its candidate's obfuscator
     in the reply, and so which candidate won (docs/security.md, ``boost_reveal``)."""
     key = fresh.for_key_holder(key)
-    drawn = list(mask) if mask is not None else masks(None, key.n, 0, 0, count)
+    drawn = list(mask) if mask is not None else masks(None, key.n, 0, 0, None, count)
     if len(drawn) != count:
         raise ValueError(f"{len(drawn)} masks for a request of {count} ciphertexts")
     if sets is None:

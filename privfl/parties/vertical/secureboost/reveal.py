@@ -117,7 +117,7 @@ class HostSets:
         chosen = None
         if pick is not None:
             chosen = self.values[pick * self.count : (pick + 1) * self.count]
-        mask = oblivious.masks(self.seed, self.key.n, tree, node, self.count)
+        mask = oblivious.masks(self.seed, self.key.n, tree, node, pick, self.count)
         values, masks = oblivious.masked_request(self.key, chosen, self.count, mask)
         return BoostReveal(tree, node, values), masks
 
