@@ -473,7 +473,7 @@ PARTY = {
         is_flag=True,
         default=False,
         help="SecureBoost, hidden instance space: start over this job's record of the "
-        "decryptions this guest gave the Host (reveal-ledger.json in --out; start over "
+        "decryptions this guest gave the Host (reveal-ledger.jsonl in --out; start over "
         "without --resume), e.g. after the Host drew new labels. The Host may then read one "
         "more candidate set per split node: the record books each such start.",
     ),

@@ -9,7 +9,7 @@ or the ``--overwrite`` a refused resume points the operators to) and at each reg
 split node asks for *another* candidate.
 
 Defended: the guest keeps its key, its pads and every answer per job
-(``reveal-ledger.json``, ledger.py) and refuses a regrown node's request that does not
+(``reveal-ledger.jsonl``, ledger.py) and refuses a regrown node's request that does not
 decrypt to its earlier answer; the Host reads one set per split node however often the
 job starts. Leaky arm: the ledger kept for one session only (as before): every start
 decrypts every regrown node again, one more candidate set per split node and start.

@@ -125,8 +125,8 @@ def test_an_overwrite_start_of_the_same_job_replays_every_answer(
 
 
 def reveals_in(out: Path) -> dict[tuple[int, int], list[str]]:
-    record = json.loads((out / GUEST / ledger.FILE_NAME).read_text())
-    return {(t, n): values for t, n, values in record["answers"]}
+    _, answers = ledger.read(out / GUEST / ledger.FILE_NAME)
+    return {(a["tree"], a["node"]): a["values"] for a in answers}
 
 
 def held(out: Path, name: str) -> int:
@@ -170,7 +170,17 @@ def test_forgetting_is_booked_and_a_damaged_ledger_refused(tmp_path: Path) -> No
     kept = ledger.open_ledger(tmp_path, "a" * 64, BITS, "standard", resume=True)
     assert kept.forgotten == 1
 
-    (tmp_path / ledger.FILE_NAME).write_text("{")
+    path = tmp_path / ledger.FILE_NAME
+    kept.answer(1, 3, [4])
+    path.write_text(path.read_text() + '\n{"tree": 1, "node": 4, "val')  # torn: never sent
+    torn = ledger.open_ledger(tmp_path, "a" * 64, BITS, "standard", resume=True)
+    torn.answer(1, 5, [6])  # appended after the dropped line
+    assert set(ledger.open_ledger(tmp_path, "a" * 64, BITS, "standard", resume=True).answers) == {
+        (1, 3),
+        (1, 5),
+    }
+    lines = path.read_text().split("\n")
+    path.write_text("\n".join([lines[0], "{", lines[1]]))  # damaged within
     with pytest.raises(ConfigError, match="unreadable") as caught:
         ledger.open_ledger(tmp_path, "a" * 64, BITS, "standard", resume=True)
     assert "\n" not in str(caught.value)

@@ -1,17 +1,18 @@
-"""A hidden-mode guest's decryptions, kept per job across every start (``reveal-ledger.json``).
+"""A hidden-mode guest's decryptions, kept per job across every start (``reveal-ledger.jsonl``).
 
 A guest decrypts one ``boost_reveal`` per split node; a count kept in memory only would
 start empty at every start, and a Host that had the job started again (a ``--resume``
 after an older checkpoint, a stop within a tree, an ``--overwrite``) would have each
 regrown node decrypted again, with another candidate in it: one more candidate set per
-split node and start. So the guest keeps, in ``OUT/reveal-ledger.json`` (mode 0600,
-written atomically and durably, bound to the job fingerprint), its candidate key, the
-seed of its candidate sets' pads (oblivious.pack) and every answer it gave, each saved
-before it is sent. Every start of the job then sends the same candidate plaintexts
-(fresh ciphertexts) under the same key; an honest Host masks a node's request the same
-way at every start (its own seed, oblivious.masks), so a regrown node decrypts to the
-answer the guest gave before. Anything else is another request for a node already
-answered: refused, the new decryption never sent.
+split node and start. So the guest keeps, in ``OUT/reveal-ledger.jsonl`` (mode 0600,
+bound to the job fingerprint), its candidate key, the seed of its candidate sets' pads
+(oblivious.pack) and every answer it gave: a header line, then one line per answer,
+appended and synced before the answer is sent (a torn last line was never sent). Every
+start of the job then sends the same candidate plaintexts (fresh ciphertexts) under the
+same key; an honest Host masks a node's request the same way at every start (its own
+seed, oblivious.masks), so a regrown node decrypts to the answer the guest gave before.
+Anything else is another request for a node already answered: refused, the new
+decryption never sent.
 
 The file is kept by ``--overwrite``, as the Host's label draw is; it is started anew
 only for another job (a new fingerprint: the operators changed the job file) on a
@@ -26,18 +27,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair, private_primes
 from privfl.errors import ConfigError, CryptoError, ProtocolError
-from privfl.parties.files import write_json
+from privfl.parties.files import open_private, private_dir
 from privfl.parties.vertical.secureboost.oblivious import SEED_BYTES
 
 log = logging.getLogger("privfl.guest")
-FILE_NAME = "reveal-ledger.json"
+FILE_NAME = "reveal-ledger.jsonl"
 FORMAT = 1
 
 
@@ -69,23 +72,60 @@ class Ledger:
             self.replayed += 1
             return before
         self.answers[(tree, node)] = tuple(plain)
-        self.save()
+        self.append(tree, node, tuple(plain))
         return tuple(plain)
 
     def save(self) -> None:
+        """The whole ledger, atomically: its header line, then one line per answer."""
         if self.path is None:
             return
+        lines = [json.dumps(self.header())]
+        lines += [json.dumps(entry(t, n, a)) for (t, n), a in sorted(self.answers.items())]
+        write_text(self.path, "\n".join(lines))
+
+    def append(self, tree: int, node: int, values: tuple[int, ...]) -> None:
+        """One answer, appended and synced before it is sent (a torn last line: never sent)."""
+        if self.path is None:
+            return
+        with open_private(self.path, "a") as handle:
+            handle.write("\n" + json.dumps(entry(tree, node, values)))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def header(self) -> dict[str, Any]:
         p, q = private_primes(self.key)
         assert self.seed is not None
-        record = {
+        return {
             "format": FORMAT,
             "job": self.fingerprint,
             "key": {"p": str(p), "q": str(q), "h_s": str(self.key.public_key.h_s)},
             "seed": self.seed.hex(),
             "forgotten": self.forgotten,
-            "answers": [[t, n, [str(v) for v in a]] for (t, n), a in sorted(self.answers.items())],
         }
-        write_json(self.path, record, compact=True, durable=True)  # 0600: mkstemp
+
+
+def entry(tree: int, node: int, values: tuple[int, ...]) -> dict[str, Any]:
+    return {"tree": tree, "node": node, "values": [str(v) for v in values]}
+
+
+def write_text(path: Path, text: str) -> None:
+    """``text`` to ``path`` atomically and durably, mode 0600 (parties/files.write_json's way)."""
+    private_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def unkept(bits: int, obfuscation: str) -> Ledger:
@@ -108,7 +148,7 @@ def open_ledger(
     ``forget`` (the operator's ``--forget-reveals``) starts this job's anew and books it.
     """
     path = out / FILE_NAME
-    saved = _load(path) if path.exists() else None
+    saved, lines = read(path) if path.exists() else (None, [])
     if saved is not None and saved["job"] != fingerprint:
         if resume:
             raise ConfigError(
@@ -119,7 +159,8 @@ def open_ledger(
         saved = None
     forgotten = int(saved["forgotten"]) if saved is not None else 0
     if saved is not None and not forget:
-        ledger = _from_record(saved, path)
+        ledger = _from_record(saved, lines, path)
+        ledger.save()  # rewritten whole: a torn last line (never sent) must not stay inside
         log.info("hidden mode: %d answers of earlier starts of this job kept", len(ledger.answers))
         return ledger
     if saved is not None:
@@ -127,7 +168,7 @@ def open_ledger(
         log.warning(
             "hidden mode: forgetting %d answers of this job (--forget-reveals, %d so far): "
             "the host may read one more candidate set per split node",
-            len(saved["answers"]),
+            len(lines),
             forgotten,
         )
     key = generate_keypair(bits, obfuscation)[1]
@@ -136,13 +177,22 @@ def open_ledger(
     return ledger
 
 
-def _load(path: Path) -> dict[str, Any]:
+def read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A ledger file's header and answers; a torn last line (never sent) is dropped."""
     try:
-        record = json.loads(path.read_text())
-        if not isinstance(record, dict) or record.get("format") != FORMAT:
+        lines = path.read_text().split("\n")
+        header = json.loads(lines[0])
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
             raise ValueError("unknown format")
-        known: dict[str, Any] = record
-        return known
+        answers = []
+        for i, line in enumerate(lines[1:], start=2):
+            try:
+                answers.append(json.loads(line))
+            except ValueError:
+                if i < len(lines):
+                    raise ValueError(f"line {i} is damaged") from None
+        known: dict[str, Any] = header
+        return known, answers
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"{path} is unreadable ({exc}): restore it from your backup, or start over with "
@@ -150,16 +200,16 @@ def _load(path: Path) -> dict[str, Any]:
         ) from exc
 
 
-def _from_record(record: dict[str, Any], path: Path) -> Ledger:
+def _from_record(header: dict[str, Any], lines: list[dict[str, Any]], path: Path) -> Ledger:
     try:
-        key = record["key"]
+        key = header["key"]
         p, q, h_s = int(key["p"]), int(key["q"]), int(key["h_s"])
         answers = {
-            (int(t), int(n)): tuple(int(v) for v in values) for t, n, values in record["answers"]
+            (int(a["tree"]), int(a["node"])): tuple(int(v) for v in a["values"]) for a in lines
         }
         private = PrivateKey(PublicKey(p * q, h_s), p, q)
-        seed = bytes.fromhex(str(record["seed"]))
-        forgotten = int(record["forgotten"])
+        seed = bytes.fromhex(str(header["seed"]))
+        forgotten = int(header["forgotten"])
     except (KeyError, TypeError, ValueError, CryptoError) as exc:
         raise ConfigError(
             f"{path} is damaged ({exc}): restore it from your backup, or start over with "
@@ -167,4 +217,4 @@ def _from_record(record: dict[str, Any], path: Path) -> Ledger:
         ) from exc
     if len(seed) != SEED_BYTES:
         raise ConfigError(f"{path} is damaged (its seed): restore it from your backup")
-    return Ledger(private, seed, str(record["job"]), path, answers, forgotten)
+    return Ledger(private, seed, str(header["job"]), path, answers, forgotten)
