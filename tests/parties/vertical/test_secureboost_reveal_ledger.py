@@ -26,7 +26,7 @@ BITS = 512
 
 def hidden_job() -> JobConfig:
     model = ModelConfig(kind="secureboost", trees=4, depth=3, bins=16, instance_space="hidden")
-    return replace(memory_job(1, timeout=5.0), model=model)
+    return replace(memory_job(1, timeout=60.0), model=model)  # stops are aborts: no wait
 
 
 def trees(out: Path) -> list[Any]:
