@@ -194,6 +194,7 @@ def test_every_start_sends_the_same_plaintexts_in_fresh_ciphertexts(tmp_path: Pa
     assert oblivious.pack(left, BITS) != oblivious.pack(left, BITS)
     host = reveal.host_seed(tmp_path, "a" * 64)
     assert reveal.host_seed(tmp_path, "a" * 64) == host
+    assert stat.S_IMODE((tmp_path / reveal.MASKS_FILE).stat().st_mode) == 0o600
     kept = ledger.open_ledger(tmp_path, "a" * 64, BITS, "standard", resume=False)
     public = kept.key.public_key
     values = tuple(public.encrypt(oblivious.pack(left, BITS, kept.seed)))

@@ -186,8 +186,9 @@ def host_seed(out: Path, fingerprint: str) -> bytes:
         record = json.loads(path.read_text()) if path.exists() else None
         if record is not None and record.get("job") == fingerprint:
             seed = bytes.fromhex(str(record["seed"]))
-            if len(seed) == oblivious.SEED_BYTES:
-                return seed
+            if len(seed) != oblivious.SEED_BYTES:
+                raise ValueError(f"a seed of {len(seed)} bytes")
+            return seed
     except (OSError, ValueError, KeyError, AttributeError) as exc:
         raise ConfigError(
             f"{path} is unreadable ({exc}): restore it from your backup; without it every "
