@@ -468,6 +468,15 @@ PARTY = {
         "(start over without --resume). Spends label ε again: summary.json books the sum "
         "over all draws.",
     ),
+    "forget_reveals": row(
+        "--forget-reveals",
+        is_flag=True,
+        default=False,
+        help="SecureBoost, hidden instance space: start over this job's record of the "
+        "decryptions this guest gave the Host (reveal-ledger.jsonl in --out; start over "
+        "without --resume), e.g. after the Host drew new labels. The Host may then read one "
+        "more candidate set per split node: the record books each such start.",
+    ),
 }
 """Options of `privfl vfl server|host|guest`; the Host's own (the label) show on its page only."""
 
@@ -490,6 +499,7 @@ def party_options(role: str) -> Callable[[F], F]:
         policy_option,
         pick(PARTY, "redraw_labels", hidden=not host),  # the others refuse it in words
         pick(PARTY, "no_plots", hidden=not host),  # the others draw nothing anyway
+        pick(PARTY, "forget_reveals", hidden=role != "guest"),  # a guest's own record
     ]
 
     def decorate(func: F) -> F:
@@ -524,6 +534,7 @@ def party_command(role: str) -> click.Command:
         policy_file: Path | None,
         redraw_labels: bool,
         no_plots: bool,
+        forget_reveals: bool,
     ) -> None:
         from privfl.cli.governance import book_vertical, draw_book, vertical_gate_telling
         from privfl.parties.session import run_dir_default, setup_logging
@@ -538,6 +549,12 @@ def party_command(role: str) -> click.Command:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
         if redraw_labels and role != "host":
             raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
+        if forget_reveals and (role != "guest" or resume):
+            raise click.UsageError(
+                "--forget-reveals is for a guest starting a job over: drop --resume"
+                if role == "guest"
+                else "--forget-reveals is for a guest, which keeps the record of its decryptions"
+            )
         policy = vertical_gate_telling(job, party, policy_file)  # before data, inbox, messages
         out = out or run_dir_default() / party
         engine_ = Engine(engine, ray_address, ray_private_key)  # before any file is written
@@ -571,6 +588,7 @@ def party_command(role: str) -> click.Command:
                 resume=resume,
                 observer=observer,
                 redraw_labels=redraw_labels,
+                forget_reveals=forget_reveals,
                 min_shared=policy.psi.min_intersection if policy else 0,
                 draw_book=draw_book(policy, job, party),
                 plots=not no_plots,

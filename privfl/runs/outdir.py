@@ -16,8 +16,10 @@ from privfl.errors import ConfigError
 
 # What a run appends to or resumes from: left over, it would be read as the new run's.
 # Kept on purpose: audit.jsonl (an audit trail is appended to, never cleared; each
-# record names its session) and label-draw.json (parties/label_draws.py: a restart
-# must not hand the guests a second noising of the same labels).
+# record names its session), label-draw.json (parties/label_draws.py: a restart
+# must not hand the guests a second noising of the same labels), and a hidden-mode
+# SecureBoost guest's reveal-ledger.jsonl with the Host's reveal-masks.json
+# (secureboost/ledger.py: a restart must not have a split node decrypted twice).
 STALE = ("checkpoints", "metrics.jsonl", "party.log", "summary.json")
 
 

@@ -33,6 +33,7 @@ from privfl.parties.vertical import keyproof
 from privfl.parties.vertical.secureboost import hidden, oblivious, reveal
 from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
+from privfl.parties.vertical.secureboost.ledger import Ledger
 from privfl.protocol import fresh
 from privfl.protocol.bigints import BigInts
 from privfl.protocol.boost_messages import (
@@ -169,7 +170,7 @@ def with_sets(state: GuestBoost) -> reveal.HostSets:
     """The guest's candidate sets (its own key: KEY here) and the Host's view of them."""
     rows = len(state.data.x_train)
     count = oblivious.shape(rows, KEY[0].bits)[1]
-    state.sets = reveal.GuestSets(KEY[1], rows, count)
+    state.sets = reveal.GuestSets(Ledger(KEY[1], None), rows, count)
     sets = oblivious.candidate_sets(state.binned["train"], state.params.bins)
     values = KEY[0].encrypt(oblivious.pack(sets, KEY[0].bits))
     return reveal.HostSets(KEY[0], rows, count, tuple(values))

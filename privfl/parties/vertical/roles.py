@@ -22,6 +22,7 @@ class RoleOptions:
     label_rng: np.random.Generator | None = None  # seeded label noise: not private
     redraw_labels: bool = False  # the Host draws the label noise anew (and books the ε)
     engine: Engine = POOL  # where the obfuscators are computed (site-local: pool or Ray)
+    forget_reveals: bool = False  # a hidden-mode SecureBoost guest's ledger started anew
 
 
 def run_glm_role(ctx: PartyContext, data: PartyData | None, options: RoleOptions) -> dict[str, Any]:

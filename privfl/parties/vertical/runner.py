@@ -84,6 +84,7 @@ def run_party(
     resume: bool = False,
     label_rng: np.random.Generator | None = None,
     redraw_labels: bool = False,
+    forget_reveals: bool = False,
     min_shared: int = 0,
     engine: Engine = POOL,
     draw_book: DrawBook | None = None,
@@ -98,7 +99,9 @@ def run_party(
     With an id-keyed ``table``, the rows are first aligned by private set intersection.
     ``resume``: continue after the last epoch every party has a checkpoint of.
     ``redraw_labels`` (Host): draw the label noise anew instead of reusing the job's
-    saved draw; the extra ε is booked. ``min_shared``: the fewest ids the intersection
+    saved draw; the extra ε is booked. ``forget_reveals`` (SecureBoost guest, hidden
+    instance space): start the job's record of its decryptions anew, booked in it
+    (secureboost/ledger.py). ``min_shared``: the fewest ids the intersection
     may hold (this site's policy); fewer stops the run before training. ``plots``
     False (Host): no PNG plots (metrics.jsonl and summary.json hold what they draw).
     """
@@ -138,7 +141,7 @@ def run_party(
     )
     kind = kind_of(job)
     party = kind.load(kind.party)  # the kind's roles (models/registry.py)
-    options = RoleOptions(workers, on_epoch, label_rng, redraw_labels, engine)
+    options = RoleOptions(workers, on_epoch, label_rng, redraw_labels, engine, forget_reveals)
     # The audit log closes after run_role has sent the Aborts: a cut log lacks that line.
     # Busy is not dead: the peers hear how far our long steps are (privfl/pulse.py).
     with (

@@ -38,6 +38,7 @@ from privfl.parties.vertical.handshake import announce, rows_digest
 from privfl.parties.vertical.secureboost import hidden, proofs, reveal
 from privfl.parties.vertical.secureboost.binsums import column_sums, multiplications
 from privfl.parties.vertical.secureboost.common import Layout, pack_sums, params_of, receive_key
+from privfl.parties.vertical.secureboost.ledger import open_ledger
 from privfl.protocol import fresh
 from privfl.protocol.boost_messages import (
     BoostDecide,
@@ -558,9 +559,17 @@ def step(state: GuestBoost, body: Message) -> Message | None:
 
 
 def run_boost_guest(
-    ctx: PartyContext, data: PartyData, workers: int = 1, engine: Engine = POOL
+    ctx: PartyContext,
+    data: PartyData,
+    workers: int = 1,
+    engine: Engine = POOL,
+    forget_reveals: bool = False,
 ) -> dict[str, Any]:
-    """Answer the Host tree by tree until it finishes; save our own lookup table."""
+    """Answer the Host tree by tree until it finishes; save our own lookup table.
+
+    ``forget_reveals`` (hidden, the operator's ``--forget-reveals``): start this job's
+    ledger of decryptions anew (ledger.py), booked in it.
+    """
     job = ctx.job
     digest = rows_digest(ctx, data.train_ids, data.test_ids)
     features = data.x_train.shape[1]
@@ -575,7 +584,15 @@ def run_boost_guest(
     state.check = proofs.Bounds() if job.model.host_check else None
     if hidden:  # our candidate sets over the training then held-out rows, under our own key
         rows = np.vstack([state.binned["train"], state.binned["test"]])
-        state.sets, sets = reveal.candidates(job, ctx.name, rows, "train", engine, workers)
+        kept = open_ledger(
+            ctx.out,
+            job.fingerprint(),
+            job.key_bits,
+            job.obfuscation,
+            resume=ctx.resume,
+            forget=forget_reveals,
+        )
+        state.sets, sets = reveal.candidates(job, ctx.name, rows, "train", engine, workers, kept)
         ctx.channel.send(job.host, sets)
     # A full tree's re-randomisations, computed while the Host encrypts its gradients;
     # after that each take() starts on as many for the next tree.
@@ -585,6 +602,8 @@ def run_boost_guest(
         resume_guest(ctx, state)
         while not state.finished:
             env = ctx.channel.expect(ACCEPTS, {job.host})
+            if hidden and tree_ended(state, env.body):  # no boost_decide marks it here
+                save_guest(ctx, state)
             reply = step(state, env.body)
             if reply is not None:
                 ctx.channel.send(job.host, reply, env.header.round)
@@ -594,9 +613,29 @@ def run_boost_guest(
     finally:
         noise.close()
     path = save_guest_model(ctx, state)
-    write_json(ctx.out / "work.json", {**state.work, "trees": state.next_tree})
+    reveals = reveal_counts(state.sets)
+    write_json(ctx.out / "work.json", {**state.work, "trees": state.next_tree, **reveals})
     log.info("kept %d split nodes of our own; model in %s", len(state.table), path)
-    return {"split_nodes": len(state.table), **state.work}
+    return {"split_nodes": len(state.table), **state.work, **reveals}
+
+
+def tree_ended(state: GuestBoost, body: Message) -> bool:
+    """Hidden: the next tree's gradients end the last one (``next_tree`` trees complete)."""
+    return isinstance(body, BoostGradients) and 0 < body.tree == state.next_tree
+
+
+def reveal_counts(sets: reveal.GuestSets | None) -> dict[str, Any]:
+    """Hidden: the job's ledger (ledger.py) as work.json and the result report it."""
+    if sets is None:
+        return {}
+    kept = sets.ledger
+    return {
+        "reveals": {
+            "answered": len(kept.answers),
+            "replayed": kept.replayed,
+            "forgotten": kept.forgotten,
+        }
+    }
 
 
 def histogram_pool(engine: Engine, key: PublicKey, workers: int) -> NoisePool:

@@ -367,9 +367,12 @@ def handshake(ctx: PartyContext, data: PartyData) -> PrivateKey:
 def take_candidates(ctx: PartyContext, data: PartyData, guests: list[RemoteGuest]) -> None:
     """Hidden: every guest's key and candidate sets over the training then held-out rows."""
     rows = len(data.x_train) + len(data.x_test)
+    seed = reveal.host_seed(ctx.out, ctx.job.fingerprint())  # one per job: every start's masks
     for name, body in ctx.channel.gather(BoostCandidates, ctx.job.guests).items():
         guest = next(g for g in guests if g.name == name)
-        guest.sets = reveal.check_candidates(ctx.job, name, body, "train", rows, guest.columns)
+        guest.sets = reveal.check_candidates(
+            ctx.job, name, body, "train", rows, guest.columns, seed
+        )
         guest.train_rows = len(data.x_train)
 
 

@@ -34,6 +34,7 @@ from privfl.parties.vertical.handshake import announce
 from privfl.parties.vertical.predict import meet_guests, prediction_session, write_predictions
 from privfl.parties.vertical.secureboost import reveal
 from privfl.parties.vertical.secureboost.common import guest_features
+from privfl.parties.vertical.secureboost.ledger import unkept
 from privfl.parties.vertical.secureboost.run import run_boost_server
 from privfl.protocol.boost_messages import (
     BoostCandidates,
@@ -150,7 +151,8 @@ def guest_reveals(
     thresholds = [float(c["threshold"]) for c in model.raw["candidates"]]
     edges = np.array(thresholds).reshape(len(model.features), -1)  # oblivious.py's order
     binned = sb.bin_columns(x, edges)
-    sets, body = reveal.candidates(job, ctx.name, binned, "rows", POOL, 1)
+    fresh_key = unkept(job.key_bits, job.obfuscation)  # per session (docs/security.md)
+    sets, body = reveal.candidates(job, ctx.name, binned, "rows", POOL, 1, fresh_key)
     ctx.channel.send(job.host, body)
     nodes = 2 ** int(model.raw["depth"]) - 1
     trees = int(model.raw["trees"])

@@ -2,48 +2,70 @@
 
 The guest makes its own key pair, sends its candidate sets once (``boost_candidates``)
 and decrypts exactly one ``boost_reveal`` per split node, of exactly ``count``
-ciphertexts; it never learns which candidate, if any, the request holds. The Host
-checks the guest's key and sets, and turns a pick into a request and a reply into a
-left set.
+ciphertexts; it never learns which candidate, if any, the request holds. In training
+its key, pads and answers are the job's (ledger.py), so a node grown again at a later
+start is answered as before or not at all. The Host checks the guest's key and sets,
+and turns a pick into a request (masked by its per-job seed) and a reply into a left
+set.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.crypto.engine import Engine
-from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair, unmask
-from privfl.errors import CryptoError, ProtocolError
+from privfl.crypto.paillier import PrivateKey, PublicKey, unmask
+from privfl.errors import ConfigError, CryptoError, ProtocolError
+from privfl.parties.files import write_json
 from privfl.parties.vertical import keyproof
 from privfl.parties.vertical.secureboost import oblivious
+from privfl.parties.vertical.secureboost.ledger import Ledger
 from privfl.protocol import fresh
 from privfl.protocol.bigints import BigInts
 from privfl.protocol.boost_messages import BoostCandidates, BoostReveal, BoostRevealed
 
+log = logging.getLogger("privfl.host")
 KIND = "boost_candidates"  # the proof's role: this message kind and the guest's name
 
 
 @dataclass
 class GuestSets:
-    """A guest's own key and how many requests it has answered (one per node at most)."""
+    """A guest's own key, its answers of the job (ledger) and of this session (one per node)."""
 
-    key: PrivateKey
+    ledger: Ledger
     rows: int
     count: int
-    answered: set[tuple[int, int]] = field(default_factory=set)  # (tree, node)
+    answered: set[tuple[int, int]] = field(default_factory=set)  # (tree, node), this session
+
+    @property
+    def key(self) -> PrivateKey:
+        return self.ledger.key
 
 
 def candidates(
-    job: JobConfig, guest: str, binned: np.ndarray, split: str, engine: Engine, workers: int
+    job: JobConfig,
+    guest: str,
+    binned: np.ndarray,
+    split: str,
+    engine: Engine,
+    workers: int,
+    ledger: Ledger,
 ) -> tuple[GuestSets, BoostCandidates]:
-    """A fresh key pair of the job's size, its modulus proof and the candidate sets over
-    ``binned``'s rows."""
-    public, private = generate_keypair(job.key_bits, job.obfuscation)
-    plain = oblivious.pack(oblivious.candidate_sets(binned, job.model.bins), public.bits)
+    """The ledger's key (of the job's size), its modulus proof and the candidate sets over
+    ``binned``'s rows, padded from the ledger's seed (fresh ciphertexts every start)."""
+    private = ledger.key
+    public = private.public_key
+    plain = oblivious.pack(
+        oblivious.candidate_sets(binned, job.model.bins), public.bits, ledger.seed
+    )
     pool = engine.pool(public.n, workers, public.h_s, nice=0)
     try:
         values = fresh.encrypt(public, plain, pool.take(len(plain)))
@@ -53,11 +75,12 @@ def candidates(
     count = oblivious.shape(rows, public.bits)[1]
     proof = keyproof.prove_key(private, session=job.session, kind=KIND, sender=guest)
     body = BoostCandidates(public.n, public.h_s, split, rows, len(plain) // count, values, proof)
-    return GuestSets(private, rows, count), body
+    return GuestSets(ledger, rows, count), body
 
 
 def answer(sets: GuestSets, msg: BoostReveal, allowed: Callable[[int, int], bool]) -> BoostRevealed:
-    """Decrypt one request: a node ``allowed`` names, not answered before, ``count`` values."""
+    """Decrypt one request: a node ``allowed`` names, not answered this session, ``count``
+    values; its decryption sent only if the node was never answered or decrypts as before."""
     where = (msg.tree, msg.node)
     if where in sets.answered or not allowed(msg.tree, msg.node):
         raise ProtocolError(
@@ -74,25 +97,28 @@ def answer(sets: GuestSets, msg: BoostReveal, allowed: Callable[[int, int], bool
     except CryptoError as exc:
         raise ProtocolError(f"the host's decryption request is malformed: {exc}") from exc
     sets.answered.add(where)
-    plain = sets.key.decrypt(list(msg.values.values))
-    return BoostRevealed(msg.tree, msg.node, BigInts(tuple(plain)))
+    plain = sets.ledger.answer(msg.tree, msg.node, sets.key.decrypt(list(msg.values.values)))
+    return BoostRevealed(msg.tree, msg.node, BigInts(plain))
 
 
 @dataclass
 class HostSets:
-    """A guest's key and candidate ciphertexts as the Host holds them."""
+    """A guest's key and candidate ciphertexts as the Host holds them; ``seed``: the Host's
+    per-job mask seed (training), None for CSPRNG masks (prediction)."""
 
     key: PublicKey
     rows: int
     count: int
     values: tuple[int, ...]
+    seed: bytes | None = None
 
     def request(self, tree: int, node: int, pick: int | None) -> tuple[BoostReveal, list[int]]:
         """Candidate ``pick``'s ciphertexts masked, or a dummy (None); and the masks."""
         chosen = None
         if pick is not None:
             chosen = self.values[pick * self.count : (pick + 1) * self.count]
-        values, masks = oblivious.masked_request(self.key, chosen, self.count)
+        mask = oblivious.masks(self.seed, self.key.n, tree, node, pick, self.count)
+        values, masks = oblivious.masked_request(self.key, chosen, self.count, mask)
         return BoostReveal(tree, node, values), masks
 
     def read(
@@ -110,7 +136,13 @@ class HostSets:
 
 
 def check_candidates(
-    job: JobConfig, guest: str, body: BoostCandidates, split: str, rows: int, columns: int
+    job: JobConfig,
+    guest: str,
+    body: BoostCandidates,
+    split: str,
+    rows: int,
+    columns: int,
+    seed: bytes | None = None,
 ) -> HostSets:
     """The guest's key as the job says (size, obfuscation, a valid modulus proof) and its
     sets of the right shape."""
@@ -139,4 +171,31 @@ def check_candidates(
         key.check_ciphertexts(body.values.values)
     except CryptoError as exc:
         raise ProtocolError(f"{guest}'s candidate sets are malformed: {exc}") from exc
-    return HostSets(key, rows, count, body.values.values)
+    return HostSets(key, rows, count, body.values.values, seed)
+
+
+MASKS_FILE = "reveal-masks.json"
+
+
+def host_seed(out: Path, fingerprint: str) -> bytes:
+    """The Host's mask seed of this job (``OUT/reveal-masks.json``, 0600, drawn once from
+    the OS CSPRNG, kept by ``--overwrite``): a node grown again at a later start gets the
+    request it got before, which the guest's ledger answers as before (ledger.py)."""
+    path = out / MASKS_FILE
+    try:
+        record = json.loads(path.read_text()) if path.exists() else None
+        if record is not None and record.get("job") == fingerprint:
+            seed = bytes.fromhex(str(record["seed"]))
+            if len(seed) != oblivious.SEED_BYTES:
+                raise ValueError(f"a seed of {len(seed)} bytes")
+            return seed
+    except (OSError, ValueError, KeyError, AttributeError) as exc:
+        raise ConfigError(
+            f"{path} is unreadable ({exc}): restore it from your backup; without it every "
+            "guest refuses the nodes it answered before (they start over with --forget-reveals)"
+        ) from exc
+    if record is not None:
+        log.warning("%s is of another job; drawing this job's mask seed", path)
+    seed = secrets.token_bytes(oblivious.SEED_BYTES)
+    write_json(path, {"job": fingerprint, "seed": seed.hex()}, durable=True)  # 0600: mkstemp
+    return seed

@@ -25,12 +25,14 @@ def run_boost_party(
     label_rng: np.random.Generator | None = None,
     redraw_labels: bool = False,
     engine: Engine = POOL,
+    forget_reveals: bool = False,
 ) -> dict[str, Any]:
     """Run this party's SecureBoost role to the end of the session.
 
     ``label_rng`` (Host, tests and experiments only): a seeded generator for the label
     flips, which makes the run reproducible and not private. ``redraw_labels`` (Host):
-    draw the flips anew instead of reusing the job's saved draw.
+    draw the flips anew instead of reusing the job's saved draw. ``forget_reveals``
+    (guest, hidden): start the job's ledger of decryptions anew (ledger.py).
     """
     role = ctx.job.party(ctx.name).role
     if role == "server":
@@ -42,7 +44,7 @@ def run_boost_party(
         return run_boost_host(ctx, data, workers, label_rng, redraw_labels, engine)
     from privfl.parties.vertical.secureboost.guest import run_boost_guest
 
-    return run_boost_guest(ctx, data, workers, engine)
+    return run_boost_guest(ctx, data, workers, engine, forget_reveals)
 
 
 def run_boost_role(
@@ -50,7 +52,13 @@ def run_boost_role(
 ) -> dict[str, Any]:
     """The registry's entry point (models/registry.py): :func:`run_boost_party`."""
     return run_boost_party(
-        ctx, data, options.workers, options.label_rng, options.redraw_labels, options.engine
+        ctx,
+        data,
+        options.workers,
+        options.label_rng,
+        options.redraw_labels,
+        options.engine,
+        options.forget_reveals,
     )
 
 
