@@ -33,7 +33,7 @@ from privfl.parties.vertical import keyproof
 from privfl.parties.vertical.secureboost import hidden, oblivious, reveal
 from privfl.parties.vertical.secureboost.common import Layout, row_plaintexts
 from privfl.parties.vertical.secureboost.guest import GuestBoost, step
-from privfl.parties.vertical.secureboost.ledger import Ledger
+from privfl.parties.vertical.secureboost.ledger import Ledger, unkept
 from privfl.protocol import fresh
 from privfl.protocol.bigints import BigInts
 from privfl.protocol.boost_messages import (
@@ -275,7 +275,8 @@ def test_a_combination_request_reads_one_set_not_many(
 
 def honest_candidates(job: JobConfig, rows: int) -> tuple[reveal.GuestSets, BoostCandidates]:
     """A guest's own key and its real ``boost_candidates`` over ``rows`` training rows."""
-    return reveal.candidates(job, GUEST, hidden_guest(rows).binned["train"], "train", POOL, 1)
+    binned = hidden_guest(rows).binned["train"]
+    return reveal.candidates(job, GUEST, binned, "train", POOL, 1, unkept(job.key_bits, job.obfuscation))
 
 
 @pytest.mark.parametrize(
