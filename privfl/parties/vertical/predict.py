@@ -4,12 +4,14 @@ The rows are aligned by the same PSI stage as training (or by position without a
 column). Each guest sends its partial scores encrypted under a fresh Paillier key of the
 Server; the Host sums them homomorphically and has the Server decrypt the sum under a
 mask only the Host knows — so the Server sees uniform noise and, with two or more
-guests, the Host learns only ``Σ_g z_g``, never one guest's score. The Host adds its own
-``z_H`` and bias and writes, per model kind: ``id, probability, label`` (logistic),
-``id, p_0 … p_{k−1}, label`` (multiclass: every class's one-vs-rest probability, the label
-the top one), ``id, prediction`` (linear) or, for Poisson, ``id, rate`` (per unit
-exposure) — ``id, rate, prediction`` (the expected count ``rate × exposure``) when the job
-names the Host's exposure column, read from the Host's own file and used only there.
+guests, an honest Host learns only ``Σ_g z_g``, never one guest's score (a deviating one
+can pack a guest's scores beside the sum: docs/security.md, *Server decryptions*). The
+Host adds its own ``z_H`` and bias and writes, per model kind: ``id, probability, label``
+(logistic), ``id, p_0 … p_{k−1}, label`` (multiclass: every class's one-vs-rest
+probability, the label the top one), ``id, prediction`` (linear) or, for Poisson,
+``id, rate`` (per unit exposure) — ``id, rate, prediction`` (the expected count
+``rate × exposure``) when the job names the Host's exposure column, read from the Host's
+own file and used only there.
 """
 
 from __future__ import annotations
