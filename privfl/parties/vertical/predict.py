@@ -222,11 +222,16 @@ def host_predict(
     replies = channel.gather(Kind.SCORES, job.guests)
     typed = {g: r for g, r in replies.items() if isinstance(r, Scores)}
     if len(typed) != len(replies):
-        raise ProtocolError("a guest answered the score request with something else")
+        odd = ", ".join(sorted(set(replies) - set(typed)))
+        raise ProtocolError(f"{odd} answered the score request with something else than scores")
     # The guests pack their scores (as in evaluation): one slot per row, summed slot-wise.
     expected = packing.packed_length(z_host.size, key.n)
-    if any(len(r.scores) != expected for r in typed.values()):
-        raise ProtocolError(f"a guest sent scores for another number of rows than {len(z_host)}")
+    for guest in job.guests:
+        if len(typed[guest].scores) != expected:
+            raise ProtocolError(
+                f"{guest} sent {len(typed[guest].scores)} packed scores for the {len(z_host)} "
+                f"rows to score, not {expected}: its model or rows are not this session's"
+            )
     total = add_all(key, [typed[g].scores.values for g in job.guests])
     masked, masks = fresh.mask(key, total)  # masked, then re-randomised by the Host
     channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=masked))
