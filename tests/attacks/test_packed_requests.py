@@ -41,11 +41,14 @@ from helpers import (
     run_parties,
 )
 
-from privfl.config.vertical import DataConfig, JobConfig, PartySpec
+from privfl.config.vertical import DataConfig, JobConfig, ModelConfig, PartySpec
 from privfl.crypto import packing
-from privfl.crypto.encoding import VALUE_BITS
+from privfl.crypto.encoding import VALUE_BITS, encode
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.data.tables import IdTable
+from privfl.learning import start as starts
+from privfl.learning.kinds.base import EXP_BITS
+from privfl.learning.kinds.poisson import Poisson
 from privfl.learning.taylor import sigmoid
 from privfl.parties.vertical import guest as guest_party
 from privfl.parties.vertical import host_steps
@@ -313,3 +316,64 @@ def test_at_the_least_batch_a_guest_reads_every_residual_of_every_batch(
     else:
         # The protocol's own slots: ⌈F_g/5⌉·5 = 20 of each batch's 21 rows.
         assert max(per_batch.values()) == math.ceil(features / 5) * 5 < least
+
+
+# --- Poisson: a crafted forward separates the Host's multiplier from the count -----------
+
+
+def crafted_exp_block(self: Any, z: np.ndarray, n: int) -> list[int]:
+    """A deviating guest's forward: ``[[1]]`` (2^-16) for the ``exp(z_G)`` of the rows it
+    will read (the first 12 of the batch: one plaintext of 40-bit values at 512 bits), the
+    honest ``exp(z_G)`` elsewhere (so the Host's loss stays plausible), then ``z``."""
+    read = (n.bit_length() - 1) // WIDTH
+    exps = encode(np.exp(np.asarray(z)), EXP_BITS, n)
+    return [1] * read + exps[read:] + encode(np.asarray(z), VALUE_BITS, n)
+
+
+@pytest.mark.parametrize("label_dp", [False, True], ids=["no label DP", "Laplace"])
+def test_a_poisson_guest_with_a_crafted_forward_reads_counts_and_the_hosts_multiplier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label_dp: bool
+) -> None:
+    """With ``[[1]]`` in place of ``[[exp z_G]]`` the residual is ``a − y'·2^32``, ``a`` the
+    Host's multiplier ``exp(z_H + log exposure)`` at 2^16 (below 2^22): with integer
+    counts (no label DP, Poisson's default) the two separate, and a guest that spends its
+    gradient requests on the residual reads both exactly. Laplace noise makes ``y'`` real:
+    it then reads only ``y'`` to 2^-10, the noised count."""
+    # Prepare: counts table, one guest (F_g = 4), batches of 60, one epoch.
+    bounds = {"label_low": 0.0, "label_high": 15.0} if label_dp else {}
+    model = ModelConfig(kind="poisson", exposure="exposure", **bounds)
+    epsilon = 1.0 if label_dp else math.inf
+    job = memory_job(1, epochs=1, dataset="counts", model=model, batch_size=60, epsilon=epsilon)
+    monkeypatch.setattr(Poisson, "forward_plain", crafted_exp_block)
+    guest = DensePackingGuest()
+    guest.deviate(monkeypatch)
+    monkeypatch.setattr(host_steps, "apply_gradient", lambda *_: None)  # as above
+    started: list[np.ndarray] = []
+    honest_start = starts.host_start
+
+    def recorded_start(*args: Any, **kwargs: Any) -> np.ndarray:
+        started.append(honest_start(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(starts, "host_start", recorded_start)
+
+    # Act
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+
+    # Assert: the run ends normally; the guest read 12 rows a batch, 300 of 1,500.
+    assert not failures(results), failures(results)
+    host = party_data(job)[job.host]
+    y, offset = host.y_train, host.offset_train
+    assert y is not None and offset is not None
+    read = np.concatenate(list(guest.read.values()))
+    rows = np.concatenate([guest.rows[w] for w in guest.read])
+    assert len(rows) == 25 * 12
+    counts = -np.floor(read)  # a/2^32 < 2^-10: the integer part is −y
+    multiplier = (read + counts) * 2.0**16
+    z_host = np.hstack([host.x_train, np.ones((len(y), 1))]) @ started[0][:, 0]
+    if not label_dp:
+        np.testing.assert_array_equal(counts, y[rows])
+        np.testing.assert_allclose(multiplier, np.exp(z_host + offset)[rows], atol=2**-15)
+        return
+    # Laplace scale 15: a read within ±0.5 of the true count has P = 1 − e^(−0.5/15) ≈ 0.033.
+    assert float(np.mean(counts == y[rows])) < 0.12
