@@ -377,3 +377,88 @@ def test_a_poisson_guest_with_a_crafted_forward_reads_counts_and_the_hosts_multi
         return
     # Laplace scale 15: a read within ±0.5 of the true count has P = 1 − e^(−0.5/15) ≈ 0.033.
     assert float(np.mean(counts == y[rows])) < 0.12
+
+
+# --- flipback: the Host packs its own cache, and one guest's forward beside it -----------
+
+
+def pack_rows(key: PublicKey, values: list[int]) -> list[int]:
+    """Per-row ciphertexts into ``slots(n)`` per plaintext, SLOT_BITS apart (Horner)."""
+    per, out = packing.slots(key.n), []
+    for start in range(0, len(values), per):
+        acc = [1]
+        for c in reversed(values[start : start + per]):
+            acc = key.add(key.scalar_mul(acc, [1 << packing.SLOT_BITS]), [c])
+        out += acc
+    return out
+
+
+def test_at_flipback_a_host_reads_one_guests_training_scores_beside_the_sums(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: two guests, label ε = 2 with flipback after every epoch; the Host keeps
+    # guest-1's forward ciphertexts and, at flipback, packs each row's cached sum and
+    # guest-1's score into one slot; guest-1's true scores recorded for the verdict.
+    host = TwoInOneHost()
+    firsts: dict[int, int] = {}
+    truths: list[np.ndarray] = []
+    honest_combine, honest_unmask = host_steps.combine, host_steps.unmask_scores
+    honest_request = host_steps.masked_request
+    honest_forward = guest_party.forward
+
+    def combine(state: Any, rows: Any, forwards: dict[str, Any]) -> Any:
+        for i, row in enumerate(np.arange(len(state.labels))[rows]):
+            firsts[int(row)] = forwards["guest-1"].scores.values[i]
+        return honest_combine(state, rows, forwards)
+
+    def masked_request(state: Any, cache: list[int], epoch: int, packed: bool = False) -> Any:
+        if packed:  # the guests' packed test scores: as before
+            return honest_request(state, cache, epoch, packed)
+        key = state.key
+        low = key.add_plain(cache, [BIAS] * len(cache))
+        high = key.add_plain([firsts[i] for i in range(len(cache))], [BIAS] * len(cache))
+        both = key.add(low, key.scalar_mul(high, [1 << LOW] * len(cache)))
+        masked, masks = fresh.mask(key, pack_rows(key, both))
+        return DecryptRequest(epoch, 0, "scores", masked), masks
+
+    def unmask_scores(
+        state: Any, reply: Decrypted, masks: list[int], rows: int, terms: int = 1
+    ) -> np.ndarray:
+        if terms != 1:  # the test split: as the guests packed it
+            return honest_unmask(state, reply, masks, rows, terms)
+        plain = unmask(reply.values.values, masks, state.key.n)
+        per, slot = packing.slots(state.key.n), (1 << packing.SLOT_BITS) - 1
+        sums, ones = [], []
+        for j, p in enumerate(plain):
+            for i in range(min(per, rows - j * per)):
+                s = (p >> (packing.SLOT_BITS * i)) & slot
+                sums.append((s & ((1 << LOW) - 1)) - BIAS)
+                ones.append((s >> LOW) - BIAS)
+        host.sums.append(np.array(sums) / 2**VALUE_BITS)
+        host.firsts.append(np.array(ones) / 2**VALUE_BITS)
+        return host.sums[-1]
+
+    def forward(state: guest_party.GuestState, msg: Any) -> Any:
+        if state.data.feature_names == names_of_guest_1:
+            truths.append(state.data.x_train @ state.theta[:, 0])
+        return honest_forward(state, msg)
+
+    job = memory_job(2, epochs=3, epsilon=2.0, flipback_every=1)
+    names_of_guest_1 = party_data(job)["guest-1"].feature_names
+    monkeypatch.setattr(host_steps, "combine", combine)
+    monkeypatch.setattr(host_steps, "masked_request", masked_request)
+    monkeypatch.setattr(host_steps, "unmask_scores", unmask_scores)
+    monkeypatch.setattr(guest_party, "forward", forward)
+
+    # Act
+    results = run_in_threads(job, InMemoryHub(), tmp_path)
+
+    # Assert: two flipbacks (after epochs 1 and 2, not the last), each accepted by the
+    # Server, each giving the sums the flipback needs and guest-1's score of all 426
+    # training rows as it sent them that epoch.
+    assert not failures(results), failures(results)
+    assert len(host.firsts) == 2 and len(truths) == 3
+    for read, truth in zip(host.firsts, truths, strict=False):
+        assert len(read) == 426
+        np.testing.assert_allclose(read, truth, atol=1e-6)
+    assert float(np.max(np.abs(host.firsts[1]))) > 1e-3  # trained scores, not the zero start
