@@ -10,12 +10,15 @@ builds a request can fit more under the same count:
   sum at the bottom and one guest's score ``2^48`` above it (both shifted to be
   non-negative by a public constant): it reads the sum it needs *and* that guest's score
   on every row — in a prediction session (so the predictions it writes are right) and
-  at every epoch's test scores (so its metrics are right): the substitution costs it
-  nothing, and the other guest's scores are the difference;
+  at every epoch's test scores (so its metrics are right), and at flipback, where it
+  packs its own cache of the training rows' sums and one guest's ``forward`` beside
+  them: the substitution costs it nothing, and the other guest's scores are the
+  difference;
 * a **guest**, whose gradient request holds ``⌈F_g/slots⌉`` plaintexts, packs its
   residual ciphertexts 40 bits apart: ``⌊(bits − 1)/40⌋`` per plaintext (12 at 512 bits,
   51 at 2048) instead of ``slots``, more than the least batch — every residual of every
-  batch, at the price of its training.
+  batch, at the price of its training; a **Poisson guest** that also sends ``[[1]]`` for
+  ``exp(z_G)`` gets ``a − y'·2^32`` back, the Host's multiplier and the count apart.
 
 No party can check a masked request's packing without proofs of correct computation,
 which the protocol does not have (docs/security.md, *Server decryptions*): these tests
