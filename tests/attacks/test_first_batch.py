@@ -31,8 +31,10 @@ from helpers import (
 )
 
 from privfl.config.vertical import JobConfig, ModelConfig
-from privfl.crypto.encoding import DATA_BITS, to_exponents
+from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, to_exponents
+from privfl.learning import separable
 from privfl.learning import start as starts
+from privfl.learning.taylor import sigmoid
 from privfl.parties.vertical import guest as guest_party
 from privfl.parties.vertical.host_steps import unflatten
 from privfl.protocol.memory import InMemoryHub
@@ -87,18 +89,33 @@ def first_gradient(job: JobConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     return seen[0], batches[0].indices
 
 
+def residual_at_zero() -> float:
+    """The separable residual's constant when every score is 0, ``c₀ = σ(0)`` through the
+    fit, exactly as the Host's fixed point makes it (public code, no secret): the
+    coefficients at 2^16 times the basis at 2^16, plus the clear constant at 2^32."""
+    c = separable.coefficients(np.zeros(1), sigmoid)[0]
+    basis = separable.guest_basis(np.zeros(1))[0]
+    products = sum(round(w * SCALE) * round(v * SCALE) for w, v in zip(c[1:], basis, strict=True))
+    return (products + round(c[0] * 2.0**VALUE_BITS)) / 2.0**VALUE_BITS
+
+
 def attack(job: JobConfig, gradient: np.ndarray, rows: np.ndarray) -> list[list[np.ndarray]]:
     """The guest's search, class by class: every binary labelling consistent with ``G``."""
     x = to_exponents(party_data(job)["guest-1"].x_train[rows], DATA_BITS)
-    target = (2.0 * x.sum(axis=0)[:, None] - gradient * SCALE) / 4.0  # Σ_{y=1} x, per class
+    if job.model.sigmoid == "separable":  # r = c₀ − y at zero scores (scale 1)
+        target = residual_at_zero() * x.sum(axis=0)[:, None] - gradient * SCALE
+    else:  # 4d = 2 − 4y at zero scores
+        target = (2.0 * x.sum(axis=0)[:, None] - gradient * SCALE) / 4.0  # Σ_{y=1} x
     return [meet_in_the_middle(x, target[:, c]) for c in range(gradient.shape[1])]
 
 
 KINDS = {
     "logistic": ModelConfig(),
     "multiclass-taylor": ModelConfig(kind="multiclass", classes=3, sigmoid="taylor"),
+    # The default with one guest: the separable sigmoid (the job parser resolves "auto").
+    "multiclass-separable": ModelConfig(kind="multiclass", classes=3, sigmoid="separable"),
 }
-DATASET = {"logistic": "breast_cancer", "multiclass-taylor": "wine"}
+DATASET = {"logistic": "breast_cancer", "multiclass-taylor": "wine", "multiclass-separable": "wine"}
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -4,12 +4,14 @@ The rows are aligned by the same PSI stage as training (or by position without a
 column). Each guest sends its partial scores encrypted under a fresh Paillier key of the
 Server; the Host sums them homomorphically and has the Server decrypt the sum under a
 mask only the Host knows — so the Server sees uniform noise and, with two or more
-guests, the Host learns only ``Σ_g z_g``, never one guest's score. The Host adds its own
-``z_H`` and bias and writes, per model kind: ``id, probability, label`` (logistic),
-``id, p_0 … p_{k−1}, label`` (multiclass: every class's one-vs-rest probability, the label
-the top one), ``id, prediction`` (linear) or, for Poisson, ``id, rate`` (per unit
-exposure) — ``id, rate, prediction`` (the expected count ``rate × exposure``) when the job
-names the Host's exposure column, read from the Host's own file and used only there.
+guests, an honest Host learns only ``Σ_g z_g``, never one guest's score (a deviating one
+can pack a guest's scores beside the sum: docs/security.md, *Server decryptions*). The
+Host adds its own ``z_H`` and bias and writes, per model kind: ``id, probability, label``
+(logistic), ``id, p_0 … p_{k−1}, label`` (multiclass: every class's one-vs-rest
+probability, the label the top one), ``id, prediction`` (linear) or, for Poisson,
+``id, rate`` (per unit exposure) — ``id, rate, prediction`` (the expected count
+``rate × exposure``) when the job names the Host's exposure column, read from the Host's
+own file and used only there.
 """
 
 from __future__ import annotations
@@ -220,11 +222,16 @@ def host_predict(
     replies = channel.gather(Kind.SCORES, job.guests)
     typed = {g: r for g, r in replies.items() if isinstance(r, Scores)}
     if len(typed) != len(replies):
-        raise ProtocolError("a guest answered the score request with something else")
+        odd = ", ".join(sorted(set(replies) - set(typed)))
+        raise ProtocolError(f"{odd} answered the score request with something else than scores")
     # The guests pack their scores (as in evaluation): one slot per row, summed slot-wise.
     expected = packing.packed_length(z_host.size, key.n)
-    if any(len(r.scores) != expected for r in typed.values()):
-        raise ProtocolError(f"a guest sent scores for another number of rows than {len(z_host)}")
+    for guest in job.guests:
+        if len(typed[guest].scores) != expected:
+            raise ProtocolError(
+                f"{guest} sent {len(typed[guest].scores)} packed scores for the {len(z_host)} "
+                f"rows to score, not {expected}: its model or rows are not this session's"
+            )
     total = add_all(key, [typed[g].scores.values for g in job.guests])
     masked, masks = fresh.mask(key, total)  # masked, then re-randomised by the Host
     channel.send(job.server, DecryptRequest(epoch=0, batch=0, purpose="scores", values=masked))

@@ -7,6 +7,7 @@ import math
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,12 +24,21 @@ from privfl.config.vertical import (
 from privfl.crypto.encoding import VALUE_BITS, encode
 from privfl.crypto.packing import pack_plain, packed_length
 from privfl.data.tables import IdTable, exposure_column_of
-from privfl.errors import ConfigError
+from privfl.errors import ConfigError, ProtocolError
 from privfl.learning.taylor import sigmoid
+from privfl.parties.vertical import predict as predict_module
+from privfl.parties.vertical.handshake import announce, receive_public_key
 from privfl.parties.vertical.predict import Model, predict_party, prediction_rows
-from privfl.protocol import codec
+from privfl.protocol import codec, fresh
 from privfl.protocol.memory import InMemoryHub
-from privfl.protocol.messages import Decrypted, Kind, PublicKeyMessage
+from privfl.protocol.messages import (
+    Decrypted,
+    Finish,
+    Kind,
+    PublicKeyMessage,
+    ScoreRequest,
+    Scores,
+)
 
 NAMES = ["server", "host", "guest-1", "guest-2"]
 POISSON = NAMES[:3]  # Poisson takes one guest
@@ -200,3 +210,44 @@ def test_exposure_is_read_only_when_the_job_names_it_and_only_by_the_host(tmp_pa
     assert plain.exposure is None
     assert exposure_column_of(named, "guest-1") is None
     assert plain.x.tolist() == table.x.tolist() == [[0.1, 0.2, 0.3]] * 2
+
+
+def test_a_guest_sending_scores_for_other_rows_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prepare: guest-2 packs one ciphertext short (another row count, or a stale model).
+    honest = predict_module.guest_scores
+
+    def short(ctx: Any, z: np.ndarray, digest: str = "") -> dict[str, Any]:
+        if ctx.name != "guest-2":
+            return honest(ctx, z, digest)
+        job = ctx.job
+        announce(ctx, "guest", len(z), 0, [job.server, job.host], digest)
+        key = receive_public_key(ctx)
+        request = ctx.channel.expect_body(ScoreRequest, {job.host})
+        plain = pack_plain(encode(np.ravel(z), VALUE_BITS, key.n), key.n)[:-1]
+        scores = Scores(request.epoch, request.split, fresh.encrypt(key, plain))
+        ctx.channel.send(job.host, scores)
+        ctx.channel.expect_body(Finish, {job.host})
+        return {}
+
+    monkeypatch.setattr(predict_module, "guest_scores", short)
+    job, models, tables = setup(np.random.default_rng(7))
+    hub = InMemoryHub()
+    transports = {n: hub.transport(n) for n in job.parties}
+
+    # Act
+    results = run_parties(
+        job.parties,
+        lambda name: predict_party(
+            job, name, tmp_path / name / "p.csv", model=models.get(name),
+            table=tables.get(name), by_id=True, transport=transports[name],
+        ),
+        join=60,
+    )  # fmt: skip
+
+    # Assert: the Host stops with one line naming guest-2; no file of predictions.
+    error = results["host"]
+    assert isinstance(error, ProtocolError), error
+    assert str(error).startswith("guest-2 sent ") and "\n" not in str(error)
+    assert not (tmp_path / "host" / "p.csv").exists()
