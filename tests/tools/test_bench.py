@@ -62,7 +62,11 @@ def test_bench_smoke_reports_every_variant_and_party(tmp_path: Path) -> None:
     assert "standard epoch / floor" in result.stdout
     assert "CPU s per epoch (every party and worker) / floor CPU s" in result.stdout
     assert all(len(r["epoch_cpu_seconds"]) == 2 for r in runs.values())
-    assert all(r["steady_epoch_cpu_seconds"] > 0 for r in runs.values())
+    # A 256-bit epoch can end between two of the watcher's checks on a loaded machine; two
+    # records seen at once share one mark (runs.MemoryWatch._mark), so the second epoch may
+    # read 0 (seen at load 5): the run's CPU is what must be there.
+    assert all(r["steady_epoch_cpu_seconds"] >= 0 for r in runs.values())
+    assert all(sum(r["epoch_cpu_seconds"]) > 0 for r in runs.values())
     assert data["protocol_counts"]["per_party"]["host"] > 60  # the residual, re-randomised
     relayed = data["relayed"]  # the same job, every party behind a relay process
     # The same 2-epoch run from a private start: measured, not trained (see above).
