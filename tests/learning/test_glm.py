@@ -16,6 +16,7 @@ from sklearn.metrics import (
 
 from privfl.config.vertical import TrainingConfig
 from privfl.data.views import PartyData, dataset_width, demo_table, split_view
+from privfl.errors import TrainingDiverged
 from privfl.learning.glm import Glm, glm_named, reference_train, residual
 from privfl.learning.metrics import multiclass_metrics, poisson_metrics, regression_metrics
 from privfl.mechanisms.label_dp import laplace_labels, laplace_scale
@@ -140,3 +141,14 @@ def test_laplace_labels_clip_then_add_noise_of_the_stated_scale() -> None:
     assert none == 0.0 and np.array_equal(unchanged, labels)
     with pytest.raises(ValueError, match="low < high"):
         laplace_labels(labels, 1.0, 5.0, 5.0, rng)
+
+
+def test_a_poisson_guest_whose_scores_left_float_range_says_training_diverged() -> None:
+    # Prepare: a score past exp's float range (noised scores at a large step reach it).
+    glm = glm_named("poisson")
+    z = np.array([1.0, 800.0])
+
+    # Act / Assert: one line that says what to do, not an overflow from the encoder.
+    with pytest.raises(TrainingDiverged, match=r"lower training\.learning_rate"):
+        glm.forward_plain(z, 2**512 + 1)
+    assert len(glm.forward_plain(np.array([1.0, 2.0]), 2**512 + 1)) == 4

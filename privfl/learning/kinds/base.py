@@ -18,6 +18,7 @@ import numpy as np
 
 from privfl.crypto.encoding import DATA_BITS, VALUE_BITS, encode, to_exponents
 from privfl.crypto.paillier import PublicKey
+from privfl.errors import TrainingDiverged
 from privfl.learning.metrics import regression_metrics
 
 EXP_BITS = VALUE_BITS - DATA_BITS
@@ -133,7 +134,17 @@ class Glm:
     def forward_plain(self, z: np.ndarray, n: int) -> list[int]:
         """What a guest encrypts in ``forward.scores`` for its flat scores ``z`` (row-major):
         its blocks one after the other (block-major)."""
-        return [v for _, bits, f in self.forward_blocks() for v in encode(f(z), bits, n)]
+        out: list[int] = []
+        for name, bits, f in self.forward_blocks():
+            with np.errstate(over="ignore"):
+                values = f(z)
+            if not np.all(np.isfinite(values)):
+                raise TrainingDiverged(
+                    f"a guest's {name} left float range (largest score {float(np.max(z)):.4g}): "
+                    "the training diverged; lower training.learning_rate"
+                )
+            out += encode(values, bits, n)
+        return out
 
     def encrypted_residual(
         self,
