@@ -13,6 +13,11 @@ its ``aggregate.py`` the same way). Coordinate-wise rules, after Yin et al. 2018
 - ``median``: per coordinate (mean of the two middle values when ``n`` is even).
   Robust to any minority, but noisier than the mean on honest, noisy reports.
 
+Under secure aggregation a report is a group's mean, and a deviating client moves the
+one group it is in: the trimmed mean then drops ``⌊f·clients⌋`` group means at each end,
+so that it stands as many deviating clients as it does without groups (``⌊f·groups⌋``
+would trim none of 5 groups at the default 0.1, silently the mean).
+
 Each is post-processing of the reports: the clients' ε (what the ledger books per
 report) is the same whichever rule the aggregator runs.
 """
@@ -24,18 +29,24 @@ import torch
 AGGREGATION_NOTES = {
     "mean": "plain mean (FedAvg); one report moves it by at most 2·update_clip / n",
     "trimmed-mean": "coordinate-wise trimmed mean; robust to up to ⌊trim_fraction·n⌋ "
-    "deviating reports per coordinate",
+    "deviating reports per coordinate (n clients: under secure aggregation it drops as "
+    "many group means)",
     "median": "coordinate-wise median; robust to any minority of deviating reports",
 }
 
 
-def trimmed_count(reports: int, fraction: float) -> int:
-    """Reports dropped at each end: ``⌊f·n⌋``, leaving at least one."""
-    return min(int(fraction * reports), (reports - 1) // 2)
+def trimmed_count(reports: int, fraction: float, clients: int = 0) -> int:
+    """Reports dropped at each end, leaving at least one: ``⌊f·n⌋``, or ``⌊f·clients⌋``
+    when the ``reports`` are the means of groups of ``clients`` clients in all."""
+    return min(int(fraction * (clients or reports)), (reports - 1) // 2)
 
 
-def combine(reports: torch.Tensor, rule: str, trim_fraction: float = 0.1) -> torch.Tensor:
-    """Combine ``reports`` (``[n, dims]``, n ≥ 1) by ``rule``: the round's aggregate."""
+def combine(
+    reports: torch.Tensor, rule: str, trim_fraction: float = 0.1, clients: int = 0
+) -> torch.Tensor:
+    """Combine ``reports`` (``[n, dims]``, n ≥ 1) by ``rule``: the round's aggregate.
+    ``clients``: how many clients the reports stand for when each is a group's mean
+    (secure aggregation; 0 = one client each)."""
     n = reports.shape[0]
     if rule == "mean" or n <= 2:  # with one or two reports every rule is the mean
         return reports.mean(dim=0)
@@ -43,6 +54,6 @@ def combine(reports: torch.Tensor, rule: str, trim_fraction: float = 0.1) -> tor
     if rule == "median":
         return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
     if rule == "trimmed-mean":
-        cut = trimmed_count(n, trim_fraction)
+        cut = trimmed_count(n, trim_fraction, clients)
         return ordered[cut : n - cut].mean(dim=0)
     raise ValueError(f"unknown aggregation rule {rule!r}")
