@@ -179,7 +179,12 @@ def serve_secure(
         return client_input(updates[client], setup.calib.update_clip, cfg.ddp_noise, size, noise)
 
     ids = sorted(updates)
-    host = HostRound.start(start.round, job.session, setup.dims, ids, cfg.secagg_group, keys)
+    given = round_digest(
+        job.session, start.round, start.token, start.report_key, start.weights, start.indices
+    )  # the hosts agree on it before they unmask: one model for every host
+    host = HostRound.start(
+        start.round, job.session, setup.dims, ids, cfg.secagg_group, keys, model=given
+    )
     early = serve_secure_round(channel, aggregator, host, inputs, host_wait(cfg))
     log.info("round %d: sent %d masked input(s)", start.round, len(host.masked))
     return len(host.masked), early
