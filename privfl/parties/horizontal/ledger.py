@@ -57,6 +57,13 @@ def aggregation_line(cfg: HflConfig) -> str:
     )
 
 
+POPULATION_NOTE = (
+    "population study (client_rows): each client's rows are drawn with replacement from "
+    "one data set, so a record can be several rows of a client and rows of many clients; "
+    "this ε is per client or per row, not per record"
+)
+
+
 def _finite(x: float) -> float | str:
     return x if math.isfinite(x) else "inf"
 
@@ -199,6 +206,10 @@ class PrivacyLedger:
             out["epsilon_local_sample_level"] = (
                 f"per row of a client's data over its releases; {noise}"
             )
+        if cfg.client_rows:  # a scale study: the clients' rows overlap
+            for name in ("epsilon_total", "epsilon_local_sample_level"):
+                if name in out:
+                    out[name] += f"; {POPULATION_NOTE}"
         return out
 
     def snapshot(self) -> dict[str, Any]:
