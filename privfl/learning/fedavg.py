@@ -273,7 +273,7 @@ def aggregate(
 ) -> torch.Tensor:
     """The job's ``aggregation`` rule over the reports (weights), or ``θ_{t−1} +`` that rule
     over the updates for the top-k mechanisms (:mod:`privfl.learning.robust`).
-    ``clients``: how many clients the reports stand for when each is a group's mean.
+    ``clients``: how many clients were asked for the reports (the trimmed mean's count).
 
     With NbAFL's server noise (mean only), discrete ``N(0, σ_D²)`` is added to the average
     before broadcast (from the aggregator's CSPRNG ``source``).

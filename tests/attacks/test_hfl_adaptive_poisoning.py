@@ -17,8 +17,14 @@ from 1 client 0.956; non-IID (Dirichlet 0.5) clean 0.947, worst 0.942. The leaky
 takes the defence away (no update bound, the plain mean): one client sending the
 trimmed-mean attack at ``z = 30`` takes the model to chance (0.076).
 
-Mechanism ``none`` and seeded batch orders: every run is deterministic, so the
-margins are exact, not probabilistic.
+With participation coins (``participation`` 0.4: about 8 reports of the 20 clients
+asked), deviating clients that ignore their coin report every round. The trim used to
+count the reports (``⌊0.1·8⌋ = 0``: the mean) and two clients reversing their update at
+``B`` took 0.973 to 0.940; it now counts the clients asked (2 a side): 0.956, and the
+worst of the adaptive attacks above 0.964 (0.953 before).
+
+Mechanism ``none``, seeded batch orders (and, with participation, ``seeded_noise`` for
+the coins): every run is deterministic, so the margins are exact, not probabilistic.
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ from typing import Any
 
 import pytest
 import torch
+from hfl_deviants import reversed_report
 
 from privfl.config.horizontal import HflConfig
 from privfl.learning import fedavg as engine
+from privfl.learning import robust
 from privfl.runs.simulate import run_experiment
 
 DEFAULTS = HflConfig()
@@ -101,3 +109,33 @@ def test_leaky_arm_without_the_bound_and_the_trim_one_client_steers(
     summary = run_experiment(replace(DEFAULTS, update_clip=float("inf"), aggregation="mean"))
     assert summary["refused_history"] == [0] * DEFAULTS.rounds  # inside the weight box
     assert summary["accuracy"] < clean_accuracy - 0.5
+
+
+COINS = HflConfig(seed=3, participation=0.4, seeded_noise=True)  # about 8 of 20 report
+
+
+def _always_reporting(monkeypatch: pytest.MonkeyPatch, attackers: int) -> float:
+    """Clients below ``attackers`` ignore their coin and reverse their update at ``B``;
+    returns the clean accuracy of the same runs (the attackers reporting honestly)."""
+    coin = engine.joins
+    monkeypatch.setattr(engine, "joins", lambda cfg, c, *a: c < attackers or coin(cfg, c, *a))
+    clean: float = run_experiment(COINS)["accuracy"]
+    monkeypatch.setattr(engine, "randomize_weights", reversed_report(attackers))
+    return clean
+
+
+def test_the_trim_counts_the_clients_asked_not_the_reports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clean = _always_reporting(monkeypatch, 2)
+    summary = run_experiment(COINS)
+    assert min(summary["reports_history"]) < 10  # ⌊0.1·reports⌋ would have been 0
+    assert clean - summary["accuracy"] <= TOLERANCE
+
+
+def test_leaky_arm_trimming_by_the_reports_is_the_mean_below_ten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clean = _always_reporting(monkeypatch, 2)
+    monkeypatch.setattr(robust, "trimmed_count", lambda n, f, clients=0: int(f * n))
+    assert clean - run_experiment(COINS)["accuracy"] > 0.03  # measured 0.033
