@@ -32,7 +32,9 @@ from privfl.mechanisms.noise import PRIVATE_LABEL, SEEDED_LABEL
 GAUSSIAN = ("gaussian", "gaussian-topk")
 # What every shuffle-model figure rests on; the round digest lets the Shuffler check the second.
 SHUFFLE_TRUST = (
-    "an honest Shuffler that does not collude with the aggregator, and an aggregator that "
+    "an honest Shuffler that does not collude with the aggregator (nor, through a relay, "
+    "the relay's operator, who sees how many reports each host sends the Shuffler), and an "
+    "aggregator that "
     "does not tag client hosts (one round token, report key and model for all, which the "
     "Shuffler checks)"
 )

@@ -171,3 +171,10 @@ def test_a_population_study_says_its_epsilon_is_not_per_record() -> None:
     assert "not per record" in why["epsilon_total"]
     assert "not per record" in why["epsilon_local_sample_level"]
     assert "not per record" not in PrivacyLedger(HflConfig(), 10, 1).assumptions()["epsilon_total"]
+
+
+def test_the_amplified_epsilon_names_the_relay_that_sees_each_hosts_report_count() -> None:
+    cfg = HflConfig(mechanism="pnpm", shuffler=True, participation=0.5)
+    why = PrivacyLedger(cfg, dims=10, k=1).assumptions()
+    for figure in ("epsilon_total", "epsilon_central_round"):
+        assert "the relay's operator, who sees how many reports each host sends" in why[figure]
