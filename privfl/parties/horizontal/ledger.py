@@ -34,9 +34,8 @@ GAUSSIAN = ("gaussian", "gaussian-topk")
 SHUFFLE_TRUST = (
     "an honest Shuffler that does not collude with the aggregator (nor, through a relay, "
     "the relay's operator, who sees how many reports each host sends the Shuffler), and an "
-    "aggregator that "
-    "does not tag client hosts (one round token, report key and model for all, which the "
-    "Shuffler checks)"
+    "aggregator that does not tag client hosts (one round token, report key and model for "
+    "all, which the Shuffler checks)"
 )
 
 
