@@ -29,7 +29,7 @@ import rfc8785
 import zmq
 import zmq.auth
 
-VERSION = 6  # the envelope's protocol version (§4, §5.1)
+VERSION = 7  # the envelope's protocol version (§4, §5.1)
 LINK = struct.Struct(">2sBBQQII")
 CHUNK = 1 << 20
 SLOT, BOUND = 95, 88

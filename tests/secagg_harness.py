@@ -103,9 +103,11 @@ class Net:
         inputs: dict[int, np.ndarray],
         sends: int | None = None,
         clients: list[int] | None = None,
+        model: bytes = b"the round's model",
     ) -> None:
         """Start host ``name`` (honest; silent after ``sends`` messages if given; speaking
-        for ``clients`` instead of its own if given)."""
+        for ``clients`` instead of its own if given; told it was sent ``model``, the digest
+        of its round_start)."""
         transport = self.hub.transport(name)
         session = self.job.session
         if sends is None:
@@ -114,7 +116,7 @@ class Net:
             channel = Silent(transport, session=session, timeout=HOST_WAIT, sends=sends)
         group = self.job.config.secagg_group
         ids = clients_of(self.job, name) if clients is None else clients
-        state = HostRound.start(ROUND, session, DIMS, ids, group, self.keys[name])
+        state = HostRound.start(ROUND, session, DIMS, ids, group, self.keys[name], model=model)
 
         def feed(client: int, size: int) -> np.ndarray:
             return inputs[client]

@@ -165,13 +165,17 @@ def draw_book(policy: SitePolicy | None, job: JobConfig, party: str) -> LedgerDr
 
 
 def book_hfl(policy: SitePolicy | None, job: HflJob, party: str) -> None:
-    """Book this horizontal run in the site ledger, or refuse it past the project's budget."""
+    """Book this horizontal run in the site ledger, or refuse it past the project's budget.
+
+    Every start books again: a horizontal run has no resume, and each start draws its
+    clients' noise afresh from the OS CSPRNG, so a rerun of the same job releases anew.
+    """
     from privfl.runs.site_ledger import admit
     from privfl.runs.site_spend import hfl_spend
 
     if policy is not None:
         run = booking(job, party, "hfl")
-        admit(policy, run, hfl_spend(job, run.role))
+        admit(policy, run, hfl_spend(job, run.role), again=True)
 
 
 @click.group(cls=Group)

@@ -87,7 +87,7 @@ class HflConfig:
     # z = ``ddp_noise``; one report per round (no groups, ``secagg_group`` unused)
     secagg_bounds: bool = False
     ddp_noise: float = 0.0
-    trim_fraction: float = 0.1  # trimmed-mean: drop ⌊f·n⌋ reports at each end, per coordinate
+    trim_fraction: float = 0.1  # trimmed-mean: drop ⌊f·asked clients⌋ reports a side, per coord.
     slot_seconds: float = 1.0  # t_i of the Shuffler's adaptive window
     round_timeout: float = 60.0  # a client that misses it is dropped for the round
     timeout_seconds: float = 60.0  # longest wait for a silent peer outside rounds

@@ -269,18 +269,20 @@ def aggregate(
     reports: list[torch.Tensor],
     round_: int,
     source: NoiseSource,
+    clients: int = 0,
 ) -> torch.Tensor:
     """The job's ``aggregation`` rule over the reports (weights), or ``θ_{t−1} +`` that rule
     over the updates for the top-k mechanisms (:mod:`privfl.learning.robust`).
+    ``clients``: how many clients were asked for the reports (the trimmed mean's count).
 
     With NbAFL's server noise (mean only), discrete ``N(0, σ_D²)`` is added to the average
     before broadcast (from the aggregator's CSPRNG ``source``).
     """
     if not reports:
         return global_weights
-    mean = combine(torch.stack(reports), setup.config.aggregation, setup.config.trim_fraction)
-    new = global_weights + mean if setup.config.mechanism in DELTA_REPORTS else mean
     cfg = setup.config
+    mean = combine(torch.stack(reports), cfg.aggregation, cfg.trim_fraction, clients)
+    new = global_weights + mean if cfg.mechanism in DELTA_REPORTS else mean
     if cfg.mechanism == "gaussian" and cfg.server_noise:
         _, sigma_d = nbafl_sigmas(
             C=cfg.clip_norm,

@@ -49,7 +49,7 @@ from privfl.protocol.secagg_messages import (
 )
 
 PROTOCOL = "privfl"
-VERSION = 6
+VERSION = 7
 PURPOSES = ("gradient", "scores")
 SPLITS = ("train", "test")
 VERDICTS = ("", "converged", "diverged", "max_epochs")  # EpochResult.reason

@@ -21,7 +21,8 @@ SEALED_BYTES = 2 * SHARE_BYTES + AEAD_BYTES  # a seed share and a key share, sea
 MAX_DEGREE = 256  # neighbours per client: 2⌈log₂ n⌉ is 64 at n = 2^32
 MAX_HOSTS = 4096  # client hosts of a job whose adverts one message may carry
 TAG_BYTES = 32  # HMAC-SHA256 (parties/horizontal/advert_tags.py)
-VIEW_PARTS = ("adverts", "groups", "survivors")  # what a consistency tag covers, part by part
+# what a consistency tag covers, part by part (v7: "models", the round_start each host got)
+VIEW_PARTS = ("adverts", "groups", "survivors", "models")
 VIEW_BYTES = TAG_BYTES * len(VIEW_PARTS)  # one HMAC per part, so a mismatch names its part
 
 
@@ -191,7 +192,8 @@ class SecConsistency:
     """Stage 5, both ways (v6): the hosts' agreement on the round's view before unmasking.
 
     Host → aggregator: ``tags[h]`` (VIEW_BYTES) is this host's tag of its view (the
-    adverts, the groups and the survivors it was told) for host ``hosts[h]``, every other
+    adverts, the groups and the survivors it was told, and since v7 the digest of the
+    round_start it was given: the model) for host ``hosts[h]``, every other
     client host of the job in job order (none: its clients are out of the round).
     Aggregator → host: ``hosts[h]`` made ``tags[h]`` for the receiving host."""
 

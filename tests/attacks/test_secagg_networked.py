@@ -433,7 +433,7 @@ ONE = np.ones(1, dtype=np.int64)
         (lambda: wire.SecMasked(1, ONE, np.zeros((2, 4), np.uint32)), "one row per client"),
         (lambda: wire.SecSurvivors(1, -ONE), "survivors must be >= 0"),
         (lambda: _neighbours(placed=ONE), "placed: arrays of unequal length"),
-        (lambda: wire.SecConsistency(1, ONE, bytes(95)), "tags must hold 1 x 96"),
+        (lambda: wire.SecConsistency(1, ONE, bytes(127)), "tags must hold 1 x 128"),
         (lambda: wire.SecConsistency(1, -ONE, bytes(96)), "hosts must be >= 0"),
         (
             lambda: wire.SecUnmask(1, ONE.repeat(2), ONE.repeat(2), np.ones(2, bool), bytes(132)),

@@ -29,6 +29,14 @@ def test_the_trim_leaves_at_least_one_report() -> None:
     assert combine(one, "trimmed-mean", 0.4).tolist() == one[0].tolist()
 
 
+def test_group_means_are_trimmed_for_the_clients_behind_them() -> None:
+    # 5 group means of 20 clients: 0.1 of 20 is 2 deviating clients, so 2 groups a side
+    assert trimmed_count(5, 0.1, clients=20) == 2 and trimmed_count(5, 0.1) == 0
+    assert trimmed_count(5, 0.4, clients=20) == 2  # never past the middle group
+    assert combine(REPORTS, "trimmed-mean", 0.1, clients=20).tolist() == [3.0, 20.0]
+    assert combine(REPORTS, "trimmed-mean", 0.1).tolist() == combine(REPORTS, "mean").tolist()
+
+
 def test_the_update_clip_bounds_the_distance_to_the_model_sent() -> None:
     sent = torch.zeros(3)
     clipped = clip_update(torch.tensor([3.0, 4.0, 0.0]), sent, 1.0)

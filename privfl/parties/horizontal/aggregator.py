@@ -12,6 +12,7 @@ import hashlib
 import logging
 import secrets
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,16 @@ def collect_direct(
     for host in waiting:
         log.warning("round %d: %s missed the deadline; its reports are not counted", round_, host)
     return reports, waiting
+
+
+def direct_released(
+    got: Collection[int], missed: Collection[str], asked: dict[str, list[int]]
+) -> list[int]:
+    """Whom the ledger books as having released this round (no Shuffler): every client
+    whose report was taken, and every asked client of a host that missed the deadline,
+    whose reports may still reach the aggregator after it (read, if not averaged)."""
+    late = {c for host in missed for c in asked.get(host, [])}
+    return sorted(set(got) | late)
 
 
 def open_batch(
@@ -380,7 +391,7 @@ def train(
             got, missed = collect_direct(job, channel, live, round_, setup.dims)
             roster.missed(missed, set(live))
             reports = [torch.from_numpy(got[c]).to(setup.device) for c in sorted(got)]
-            reported, dropped = sorted(got), 0
+            reported, dropped = direct_released(got, missed, live), 0
         new, record = close_round(
             setup,
             weights,

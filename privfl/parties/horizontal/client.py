@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ def run_client_host(
         channel.send(aggregator, JoinRequest(0, "clients", job.fingerprint(), ids), 0)
         log.info("%s hosts clients %d..%d on %s", name, min(mine), max(mine), setup.device)
         wait = host_wait(cfg)
+        host = Serving(job, setup, channel, mine, aggregator, shuffler, source, host_keys)
         guard = RoundGuard.of(setup, aggregator)
         early: Envelope | None = None  # a round's message that cut a secure round short
         while True:
@@ -89,21 +91,46 @@ def run_client_host(
                     log.info("aggregator finished: %s", env.body.reason)
                     break
                 continue
-            start = body_as(env.body, RoundStart)
-            if host_keys is not None:  # secure aggregation
-                sent, early = serve_secure(
-                    job, setup, channel, start, mine, aggregator, source, host_keys
-                )
-                sent_total += sent
-                continue
-            asked = guard.admit(start, mine)
-            released = serve_round(
-                job, setup, channel, start, mine, aggregator, shuffler, source, slow_seconds
-            )
-            guard.book(asked, released)
-            sent_total += len(released)
+            sent, early = serve_start(host, guard, body_as(env.body, RoundStart), slow_seconds)
+            sent_total += sent
         audit.settle()
     return {"party": name, "reports_sent": sent_total}
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """What a client host serves every round with: its job, model, link and clients."""
+
+    job: HflJob
+    setup: engine.Setup
+    channel: Channel
+    mine: set[int]
+    aggregator: str
+    shuffler: str | None
+    source: NoiseSource  # this process's CSPRNG
+    keys: HostKeys | None  # secure aggregation: this host's keys for the advert tags
+
+
+def serve_start(
+    host: Serving, guard: RoundGuard, start: RoundStart, slow_seconds: float = 0.0
+) -> tuple[int, Envelope | None]:
+    """Serve one ``round_start`` if the guard admits it (the job's rounds, in order, and its
+    ε budget; ProtocolError otherwise, nothing released), plain or under SecAgg+; returns
+    the reports (or masked inputs) sent and a next round's message that came first."""
+    asked = guard.admit(start, host.mine)
+    if host.keys is not None:  # secure aggregation: one masked input per client that took part
+        masked, early = serve_secure(
+            host.job, host.setup, host.channel, start, host.mine, host.aggregator,
+            host.source, host.keys,
+        )  # fmt: skip
+        guard.book(asked, masked)
+        return len(masked), early
+    released = serve_round(
+        host.job, host.setup, host.channel, start, host.mine, host.aggregator, host.shuffler,
+        host.source, slow_seconds,
+    )  # fmt: skip
+    guard.book(asked, released)
+    return len(released), None
 
 
 def load_host_keys(job: HflJob, name: str) -> HostKeys:
@@ -165,11 +192,11 @@ def serve_secure(
     aggregator: str,
     source: NoiseSource,
     keys: HostKeys,
-) -> tuple[int, Envelope | None]:
+) -> tuple[list[int], Envelope | None]:
     """Our clients' round under SecAgg+ (secure_host.py): each one's input is its update
     clipped, quantized and given its Skellam share as in the simulator, from this
-    process's CSPRNG; returns the masked inputs sent and a next round's message that
-    came first, if any."""
+    process's CSPRNG; returns the clients whose masked inputs were sent and a next round's
+    message that came first, if any."""
     cfg = job.config
     ours, reports, weights = train_ours(job, setup, start, mine, source)
     updates = {c: r - weights for (_, c), r in zip(ours, reports, strict=True)}
@@ -179,10 +206,15 @@ def serve_secure(
         return client_input(updates[client], setup.calib.update_clip, cfg.ddp_noise, size, noise)
 
     ids = sorted(updates)
-    host = HostRound.start(start.round, job.session, setup.dims, ids, cfg.secagg_group, keys)
+    given = round_digest(
+        job.session, start.round, start.token, start.report_key, start.weights, start.indices
+    )  # the hosts agree on it before they unmask: one model for every host
+    host = HostRound.start(
+        start.round, job.session, setup.dims, ids, cfg.secagg_group, keys, model=given
+    )
     early = serve_secure_round(channel, aggregator, host, inputs, host_wait(cfg))
     log.info("round %d: sent %d masked input(s)", start.round, len(host.masked))
-    return len(host.masked), early
+    return list(host.masked), early
 
 
 def serve_round(

@@ -32,9 +32,10 @@ from privfl.mechanisms.noise import PRIVATE_LABEL, SEEDED_LABEL
 GAUSSIAN = ("gaussian", "gaussian-topk")
 # What every shuffle-model figure rests on; the round digest lets the Shuffler check the second.
 SHUFFLE_TRUST = (
-    "an honest Shuffler that does not collude with the aggregator, and an aggregator that "
-    "does not tag client hosts (one round token, report key and model for all, which the "
-    "Shuffler checks)"
+    "an honest Shuffler that does not collude with the aggregator (nor, through a relay, "
+    "the relay's operator, who sees how many reports each host sends the Shuffler), and an "
+    "aggregator that does not tag client hosts (one round token, report key and model for "
+    "all, which the Shuffler checks)"
 )
 
 
@@ -55,6 +56,13 @@ def aggregation_line(cfg: HflConfig) -> str:
         "no central ε is booked for the aggregate (a median's or trimmed mean's sensitivity "
         "is not the mean's 2B/n, so NbAFL's server noise runs with the mean only)"
     )
+
+
+POPULATION_NOTE = (
+    "population study (client_rows): each client's rows are drawn with replacement from "
+    "one data set, so a record can be several rows of a client and rows of many clients; "
+    "this ε is per client or per row, not per record"
+)
 
 
 def _finite(x: float) -> float | str:
@@ -199,6 +207,10 @@ class PrivacyLedger:
             out["epsilon_local_sample_level"] = (
                 f"per row of a client's data over its releases; {noise}"
             )
+        if cfg.client_rows:  # a scale study: the clients' rows overlap
+            for name in ("epsilon_total", "epsilon_local_sample_level"):
+                if name in out:
+                    out[name] += f"; {POPULATION_NOTE}"
         return out
 
     def snapshot(self) -> dict[str, Any]:

@@ -39,6 +39,13 @@ def near_chance_warning(accuracy: float | None, chance: float, config: HflConfig
     if accuracy is None or accuracy > chance + NEAR_CHANCE:
         return ""
     per_round = max(1, round(config.fraction * config.clients))
+    noiseless = config.mechanism == "none" and config.local_dp == "none" and not config.ddp_noise
+    if noiseless:  # no privacy noise to blame: the data, the settings or a deviating client
+        return (
+            f"accuracy {accuracy:.3f} is near chance ({chance:.3f}) with no privacy noise: "
+            "check the data and --lr, and the aggregator's log for refused reports (a "
+            "deviating client); a robust --aggregation (trimmed-mean, median) limits one"
+        )
     return (
         f"accuracy {accuracy:.3f} is near chance ({chance:.3f}): the privacy noise drowns "
         f"the updates of {per_round} client(s) per round. To learn, ask more clients per round "

@@ -53,7 +53,9 @@ def close_round(
     allowed = report_range(cfg, setup.calib, weights, setup.slices, indices)
     reports, refused = screen(reports, allowed, round_)
     check_round(round_, len(reports), refused, cfg.min_valid_reports)
-    new = engine.aggregate(setup, weights, reports, round_, source)
+    # the trim counts the asked clients: a deviating one always reports, honest ones may
+    # not, and under secure aggregation each report is a group's mean (robust.py)
+    new = engine.aggregate(setup, weights, reports, round_, source, len(asked))
     check_model(round_, new)
     accuracy, loss = engine.evaluate(setup, new)
     # the crowd of the central ε: valid reports only (a refused one hides nobody)

@@ -56,11 +56,15 @@ class HostRound:
         clients: list[int],
         secagg_group: int,
         keys: HostKeys,
+        *,
+        model: bytes,
     ) -> HostRound:
         """Fresh keys and seeds (OS CSPRNG) for each of ``clients``; the context is set
-        once the aggregator names each client's group."""
+        once the aggregator names each client's group. ``model``: the digest of the
+        ``round_start`` the host was given, which every other host must have been given
+        too (part of the view the hosts agree on)."""
         states = {c: secagg.ClientState(c, b"", dims) for c in clients}
-        return cls(round_, session, dims, states, secagg_group, keys)
+        return cls(round_, session, dims, states, secagg_group, keys, view=View(model=model))
 
 
 def _key(blob: bytes, index: int) -> bytes:

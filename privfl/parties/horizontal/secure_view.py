@@ -5,10 +5,15 @@ check the others' signatures before it reveals a share, so a server cannot name 
 client a survivor to some and dropped to others. Here a host speaks for its clients and
 shares a key with every other host (``advert_tags.py``), so it tags its view of the
 round for each of them instead, and answers the unmask stage only if every other host
-with a surviving client in its clients' groups tagged the same view. The view has three
+with a surviving client in its clients' groups tagged the same view. The view has four
 parts, one SHA-256 each: the adverts (every advert it was shown, its own included: who
-takes part, with which keys), the groups (which group each grouped client is in) and the
-survivors it was named.
+takes part, with which keys), the groups (which group each grouped client is in), the
+survivors it was named and (v7) the digest of the ``round_start`` it was given
+(``integrity.round_digest``: the global model, the top-k indices, the round). Without
+that last part an aggregator could send a target's host the real model and every other
+host in its group a crafted one whose updates it knows (all-zero weights move only the
+output bias), and read the target's update from the group's sum: the model
+inconsistency attack of Pasquini et al. (CCS 2022).
 """
 
 from __future__ import annotations
@@ -41,15 +46,17 @@ class View:
     placement: dict[int, int] = field(default_factory=dict)  # grouped client → its group
     owner: dict[int, str] = field(default_factory=dict)  # every advertised client → host
     alive: frozenset[int] = frozenset()
+    model: bytes = b""  # the round_start this host was given (integrity.round_digest)
 
     def digests(self) -> tuple[bytes, ...]:
-        """One digest per ``wire.VIEW_PARTS``: adverts, groups, survivors."""
+        """One digest per ``wire.VIEW_PARTS``: adverts, groups, survivors, models."""
         adverts = [i.to_bytes(8, "big") + self.adverts[i] for i in sorted(self.adverts)]
         pairs = np.array(sorted(self.placement.items()), dtype="<i8").reshape(-1, 2)
         return (
             _digest(b"privfl secagg view adverts v1", adverts),
             _digest(b"privfl secagg view groups v1", [pairs.tobytes()]),  # (client, group) rows
             _digest(b"privfl secagg view survivors v1", [_ints(self.alive)]),
+            _digest(b"privfl secagg view model v1", [self.model]),
         )
 
     def peers(self, me: str, groups: set[int]) -> set[str]:

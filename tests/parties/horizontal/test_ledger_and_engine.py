@@ -163,3 +163,18 @@ def test_local_training_leaves_the_global_weights_untouched() -> None:
     a = engine.local_train(setup, 1, global_weights, 1)
     engine.local_train(setup, 2, global_weights, 1)
     assert torch.equal(engine.local_train(setup, 1, global_weights, 1), a)
+
+
+def test_a_population_study_says_its_epsilon_is_not_per_record() -> None:
+    cfg = HflConfig(mechanism="laplace-topk", local_dp="dpsgd", clients=50, client_rows=8)
+    why = PrivacyLedger(cfg, dims=10, k=1).assumptions()
+    assert "not per record" in why["epsilon_total"]
+    assert "not per record" in why["epsilon_local_sample_level"]
+    assert "not per record" not in PrivacyLedger(HflConfig(), 10, 1).assumptions()["epsilon_total"]
+
+
+def test_the_amplified_epsilon_names_the_relay_that_sees_each_hosts_report_count() -> None:
+    cfg = HflConfig(mechanism="pnpm", shuffler=True, participation=0.5)
+    why = PrivacyLedger(cfg, dims=10, k=1).assumptions()
+    for figure in ("epsilon_total", "epsilon_central_round"):
+        assert "the relay's operator, who sees how many reports each host sends" in why[figure]

@@ -60,6 +60,12 @@ def test_a_near_chance_run_warns_in_the_table_and_the_log(
     assert "gaussian, ε = " in table  # the ε it booked
 
 
+def test_a_near_chance_run_without_privacy_noise_does_not_blame_the_noise() -> None:
+    warning = outputs.near_chance_warning(0.1, 0.1, HflConfig(aggregation="mean"))
+    assert "with no privacy noise" in warning and "drowns" not in warning
+    assert "--aggregation" in warning and "\n" not in warning
+
+
 def test_a_learning_run_does_not_warn() -> None:
     assert outputs.near_chance_warning(0.9, 0.1, HflConfig()) == ""
     assert outputs.near_chance_warning(0.15, 0.1, HflConfig()) != ""

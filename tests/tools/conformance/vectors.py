@@ -341,7 +341,7 @@ def _secagg_messages() -> list[tuple[str, str, str, int, Message]]:
             "clients-1",
             "aggregator",
             1,
-            wire.SecConsistency(1, np.array([1], dtype=np.int64), tag * 3),
+            wire.SecConsistency(1, np.array([1], dtype=np.int64), tag * len(wire.VIEW_PARTS)),
         ),
         (
             "secagg_unmask",
