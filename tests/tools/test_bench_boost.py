@@ -53,7 +53,9 @@ def test_a_run_is_judged_at_the_typical_costs_measured_around_it(
     seen: list[object] = []
     prices = iter([1.0, 3.0])
 
-    def measured(bits: int, rows: int, keys: object, pick: object) -> dict[str, float]:
+    def measured(
+        bits: int, rows: int, keys: object, pick: object, workers: int
+    ) -> dict[str, float]:
         seen.append(pick)
         return {"mulmod": next(prices)}
 
@@ -74,10 +76,10 @@ def test_every_unit_cost_has_an_in_run_sample_of_the_same_operation() -> None:
 
     # Prepare: a small real key.
     keys = stages.keys(256)
-    ops = boost._unit_ops(256, 100, keys)
+    ops = boost._unit_ops(256, 100, keys, 2)
 
     # Act: one in-run sample of each operation.
-    sampled = {name: sample() for name, sample in boost.unit_samples(256, 100, keys).items()}
+    sampled = {name: sample() for name, sample in boost.unit_samples(256, 100, keys, 2).items()}
 
     # Assert: every operation the floor prices is sampled, each a measured CPU time.
     assert set(sampled) == set(ops)
@@ -117,3 +119,34 @@ def test_the_table_prints_the_ratio_at_the_least_costs_beside_the_judged_one() -
     header, row = render_boost(report).splitlines()[1:3]
     assert header.split()[7:11] == ["CPU", "ratio", "at", "least"]
     assert row.split()[7:9] == ["1.20", "1.62"]
+
+
+def test_the_key_holders_obfuscators_are_priced_in_its_workers_task_size() -> None:
+    from privfl.crypto.pools import NoisePool
+    from privfl.tools.bench import boost, stages
+
+    # Prepare: a pool that submits instead of computing (two workers, none started).
+    pool = NoisePool(stages.keys(256)[0].n, workers=1)
+    pool.workers, pool._compute = 2, object()  # type: ignore[assignment]
+    sizes: list[int] = []
+    pool._submit_noise = lambda size: sizes.append(size) or object()  # type: ignore[method-assign]
+
+    # Act: the Host's prefetch of one tree's gradients (7,500 rows, one guest).
+    pool.prefetch(7_500, bulk=True)
+
+    # Assert: the bench prices a call of the tasks' size, as many operations as it holds.
+    assert max(sizes) == boost.host_task(7_500, 2) == 938
+    ops = boost._unit_ops(256, 7_500, stages.keys(256), 2)
+    assert ops["obfuscation_standard_host"].per == 938
+    assert len(ops["obfuscation_standard_host"].func()) == 938  # type: ignore[arg-type]
+    assert boost.host_task(10**6, 2) == boost.SAMPLE_TASK  # a large tree: one capped call
+
+
+def test_a_sample_without_warming_times_its_only_call() -> None:
+    from privfl.tools.bench import stages
+
+    calls: list[int] = []
+    assert stages.sample_once(lambda: calls.append(1), 1, 4, warm=False) >= 0.0
+    assert len(calls) == 1
+    stages.sample_once(lambda: calls.append(1), 1, 4)
+    assert len(calls) == 3  # one untimed, one timed

@@ -9,9 +9,9 @@ mulmod per packed bin sum but the last of each ciphertext), one fresh obfuscatio
 packed ciphertext (guest: a full-length ``r^n`` in either obfuscation, as what goes back
 to the key's holder must be) and one decryption of it (Host). The Host holds the primes, so
 its encryptions are counted at the cost of its CRT obfuscators
-(crypto.paillier.obfuscators_crt, in either obfuscation), the guests' at the public-key
-cost. The floor is their measured unit costs times the counts of the real run, spread
-over every core.
+(crypto.paillier.obfuscators_crt, in either obfuscation) in the tasks its workers compute
+them in, the guests' at the public-key cost. The floor is their measured unit costs
+times the counts of the real run, spread over every core.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from privfl.config.vertical import OBFUSCATIONS, DataConfig, ModelConfig
 from privfl.crypto.gmp import mpz, powmod
 from privfl.crypto.paillier import obfuscators_crt, private_primes
-from privfl.crypto.pools import CHUNK
+from privfl.crypto.pools import bulk_chunk
 from privfl.data.views import Table, split_view
 from privfl.learning import secureboost as sb
 from privfl.learning.metrics import binary_metrics
@@ -81,25 +81,56 @@ def best_of(
     return pick(stages.round_means(func, count, repeats, time.process_time))
 
 
-def _unit_ops(
-    bits: int, rows: int, keys: tuple[Any, Any, Any]
-) -> dict[str, tuple[Callable[[], object], int, int]]:
-    """Per operation: one call, how many calls price it, and how many operations a call is."""
+SAMPLE_TASK = 1024
+"""Most obfuscators in the one call that prices the key holder's: its workers' tasks can
+be larger (a bulk prefetch's, :func:`pools.bulk_chunk`), but past about 500 per task the
+cost per obfuscator no longer falls (2048 bits: 0.40 ms at 512, 0.39–0.40 at 1,024 to
+4,096, against 0.44 at 32), and one call at 1,024 is already 0.4 CPU-s."""
+
+
+class Unit(NamedTuple):
+    """How one operation is priced: ``func`` called ``calls`` times per repeat, ``per``
+    operations a call; ``repeats`` rounds around a run; ``warm``: an untimed call before
+    an in-run sample (:func:`stages.sample_once`)."""
+
+    func: Callable[[], object]
+    calls: int
+    per: int = 1
+    repeats: int = 15
+    warm: bool = True
+
+
+def host_task(rows: int, workers: int) -> int:
+    """Obfuscators per task of the key holder's workers for a tree of ``rows`` rows (one
+    guest): the bulk prefetch's task size (:func:`pools.bulk_chunk`), at most
+    :data:`SAMPLE_TASK`."""
+    return min(bulk_chunk(rows, workers), SAMPLE_TASK)
+
+
+def _unit_ops(bits: int, rows: int, keys: tuple[Any, Any, Any], workers: int) -> dict[str, Unit]:
+    """Per operation: one call, how many calls price it, and how many operations a call is.
+
+    Each in the shape a worker computes it: the guest's re-randomisations one ``r^n`` at a
+    time, the Host's obfuscators in its workers' bulk tasks (``workers`` per data holder).
+    """
     public, private, _ = keys  # floor_per_tree prices no DJN obfuscation
     p, q = private_primes(private)
     [c] = public.encrypt([1])
     a, b, n2 = stages.two_ciphertexts(public)
     shift = mpz(1) << Layout(rows, bits).slot
     obfuscators_crt(public.n, p, q, 1)  # the key holder's tables, outside the timing
+    task = host_task(rows, workers)
     return {
-        "obfuscation_standard": (lambda: public.fresh_noise(1), 20, 1),
-        # The Host holds the primes: its own encryptions cost two half-size powmods.
-        # (in the workers' chunks, as the Host's pool computes them)
-        "obfuscation_standard_host": (lambda: obfuscators_crt(public.n, p, q, CHUNK), 1, CHUNK),
-        "decrypt": (lambda: private.decrypt([c]), 50, 1),
-        "mulmod": (lambda: a * b % n2, 20_000, 1),
-        "invert": (lambda: powmod(a, -1, n2), 2_000, 1),
-        "shift": (lambda: powmod(a, shift, n2), 2_000, 1),
+        "obfuscation_standard": Unit(lambda: public.fresh_noise(1), 20),
+        # The Host holds the primes: its own encryptions cost two half-size fixed-base
+        # powers; in its workers' tasks, a table row serving many exponents while cached.
+        "obfuscation_standard_host": Unit(
+            lambda: obfuscators_crt(public.n, p, q, task), 1, task, repeats=5, warm=False
+        ),
+        "decrypt": Unit(lambda: private.decrypt([c]), 50),
+        "mulmod": Unit(lambda: a * b % n2, 20_000),
+        "invert": Unit(lambda: powmod(a, -1, n2), 2_000),
+        "shift": Unit(lambda: powmod(a, shift, n2), 2_000),
     }
 
 
@@ -108,29 +139,35 @@ def unit_costs(
     rows: int,
     keys: tuple[Any, Any, Any] | None = None,
     pick: Callable[[list[float]], float] = min,
+    workers: int = 1,
 ) -> dict[str, float]:
     """Seconds per operation at ``bits``: obfuscations, decryption, mulmod, inversion, shift.
 
-    ``keys`` (a fresh triple of :func:`stages.keys` if None); ``pick``: see :func:`best_of`.
+    ``keys`` (a fresh triple of :func:`stages.keys` if None); ``pick``: see :func:`best_of`;
+    ``workers``: each data holder's (the Host's task size).
     """
-    ops = _unit_ops(bits, rows, keys or stages.keys(bits))
-    return {name: best_of(func, count, pick=pick) / per for name, (func, count, per) in ops.items()}
+    ops = _unit_ops(bits, rows, keys or stages.keys(bits), workers)
+    return {name: best_of(u.func, u.calls, u.repeats, pick) / u.per for name, u in ops.items()}
 
 
 def unit_samples(
-    bits: int, rows: int, keys: tuple[Any, Any, Any]
+    bits: int, rows: int, keys: tuple[Any, Any, Any], workers: int = 1
 ) -> dict[str, Callable[[], float]]:
     """One in-run sample per operation (:class:`stages.PriceSampler`): a twentieth of the
-    calls of one of :func:`unit_costs`' repeats, at least one (at most about 40 ms of CPU
-    at 2048 bits, the key holder's chunk of obfuscators)."""
+    calls of one of :func:`unit_costs`' repeats, at least one (at most about 0.4 s of CPU
+    at 2048 bits, one task of the key holder's obfuscators)."""
     return {
-        name: functools.partial(stages.sample_once, func, max(1, count // 20), per)
-        for name, (func, count, per) in _unit_ops(bits, rows, keys).items()
+        name: functools.partial(stages.sample_once, u.func, max(1, u.calls // 20), u.per, u.warm)
+        for name, u in _unit_ops(bits, rows, keys, workers).items()
     }
 
 
 def costs_around(
-    bits: int, rows: int, keys: tuple[Any, Any, Any], run: Callable[[], dict[str, Any]]
+    bits: int,
+    rows: int,
+    keys: tuple[Any, Any, Any],
+    run: Callable[[], dict[str, Any]],
+    workers: int = 1,
 ) -> tuple[dict[str, Any], stages.Pricing]:
     """``run()`` and the unit costs it is judged at: the typical (median) cost of each
     operation sampled while it runs (:class:`stages.PriceSampler`), and measured just
@@ -142,9 +179,9 @@ def costs_around(
     cost of a quiet moment would count the neighbours' contention as our overhead.
     """
     return stages.priced_around(
-        lambda: unit_costs(bits, rows, keys, statistics.median),
+        lambda: unit_costs(bits, rows, keys, statistics.median, workers),
         run,
-        unit_samples(bits, rows, keys),
+        unit_samples(bits, rows, keys, workers),
     )
 
 
@@ -278,7 +315,7 @@ def run_boost_bench(
         # The least cost measured in this invocation (the packing shift depends on the
         # row count): the ratio at these prices is reported beside the judged one.
         keys = stages.keys(bits)
-        costs = unit_costs(bits, w.rows, keys)
+        costs = unit_costs(bits, w.rows, keys, workers=cores)
         costs = {k: v if k == "shift" else min(v, least.get(k, v)) for k, v in costs.items()}
         least = costs
         params = sb.BoostParams(
@@ -296,6 +333,7 @@ def run_boost_bench(
                 w.rows,
                 keys,
                 functools.partial(run_boost, w, bits, obfuscation, mode, folder, plots, cores),
+                cores,
             )
             run["costs"], run["pricing"] = pricing.judged, pricing.as_dict()
             run["floor_tree_seconds"] = floor_per_tree(run, pricing.judged, cores)
