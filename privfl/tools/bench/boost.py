@@ -33,18 +33,21 @@ import numpy as np
 from privfl.config.vertical import OBFUSCATIONS, DataConfig, ModelConfig
 from privfl.crypto.gmp import mpz, powmod
 from privfl.crypto.paillier import obfuscators_crt, private_primes
-from privfl.crypto.pools import bulk_chunk
+from privfl.crypto.pools import CHUNK, bulk_chunk
 from privfl.data.views import Table, split_view
+from privfl.errors import ConfigError
 from privfl.learning import secureboost as sb
 from privfl.learning.metrics import binary_metrics
 from privfl.parties.vertical.secureboost.common import Layout
 from privfl.runs.kits import demo_job, write_kit
 from privfl.runs.launcher import EpochProgress, start_parties, supervise
 from privfl.tools.bench import stages
-from privfl.tools.bench.runs import MemoryWatch
+from privfl.tools.bench.runs import LineTally, MemoryWatch
 from privfl.tools.bench.workload import TEST_SIZE, Workload, breast_cancer, write_csv
 
 Log = Callable[[str], None]
+GRADIENTS_SENT = b'"kind": "boost_gradients"'
+"""The Host's audit line of a tree's gradients (only the Host sends them): a tree's start."""
 
 
 def synthetic_boost(
@@ -103,8 +106,8 @@ class Unit(NamedTuple):
 def host_task(rows: int, workers: int) -> int:
     """Obfuscators per task of the key holder's workers for a tree of ``rows`` rows (one
     guest): the bulk prefetch's task size (:func:`pools.bulk_chunk`), at most
-    :data:`SAMPLE_TASK`."""
-    return min(bulk_chunk(rows, workers), SAMPLE_TASK)
+    :data:`SAMPLE_TASK`; with one worker, the ``CHUNK`` a pool computes inline at a time."""
+    return min(bulk_chunk(rows, workers), SAMPLE_TASK) if workers > 1 else CHUNK
 
 
 def _unit_ops(bits: int, rows: int, keys: tuple[Any, Any, Any], workers: int) -> dict[str, Unit]:
@@ -234,9 +237,11 @@ def run_boost(
     start = time.monotonic()
     parties = start_parties(job, write_kit(job, out / "kit"), out, extra)
     metrics = out / job.host / "metrics.jsonl"
-    # Every process's CPU seconds at each tree's record: from the first to the last lies
-    # the steady state (no key generation or worker start-up before, no model files after).
-    usage = MemoryWatch({p.name: p.process.pid for p in parties}, metrics)
+    # Every process's CPU seconds at each tree's record, and as the Host sends each tree's
+    # gradients (its audit line): from tree 2's gradients on lies the steady state (no key
+    # generation, worker start-up or tables before; see steady_window).
+    starts = LineTally(out / job.host / "audit.jsonl", GRADIENTS_SENT)
+    usage = MemoryWatch({p.name: p.process.pid for p in parties}, metrics, starts)
     try:
         supervise(parties, EpochProgress(metrics, model.trees, False))
     finally:
@@ -255,6 +260,7 @@ def run_boost(
         "cpu_seconds": round(sum(p["cpu_seconds"] for p in per_party.values()), 2),
         "cpu_after_first_tree": marks[0] if marks else None,
         "cpu_at_last_tree": (len(marks), marks[-1]) if marks else None,
+        "cpu_at_tree_starts": usage.start_cpu,
         "per_party": per_party,
         # per party, its own process's and its workers' CPU seconds in each tree
         "party_tree_cpu": usage.per_epoch_party_cpu(),
@@ -265,6 +271,44 @@ def run_boost(
         "encryptions": summary["encryptions"],
         "decryptions": summary["decryptions"],
         **{f"guest_{k}": v for k, v in work.items() if k != "trees"},
+    }
+
+
+def steady_window(run: dict[str, Any]) -> dict[str, Any]:
+    """The operations computed, and every process's CPU seconds, from the Host's sending
+    tree 2's gradients to its sending tree N's: trees 2 to N − 1, each from its gradients
+    to the next tree's.
+
+    Why these bounds: the Host computes a tree's gradient obfuscators during the tree
+    before (its niced prefetch, secureboost/host.py ``grow``), and has computed all of
+    them when it sends that tree's gradients. So each such span holds one tree of the
+    guest's work and of the Host's decryptions (as the guest tallied them tree by tree)
+    and the Host's obfuscators of the next tree: what the floor counts for it. Counted
+    from tree 1's end to the last tree's, trees 2 and 3 of a 3-tree run held 12,186 of
+    the Host's obfuscators, where the floor counted 15,000 (2048 bits, 7,500 rows): the
+    last tree computes none. The first tree (the workers' imports, the key holder's
+    tables) and the last are left out.
+    """
+    trees: int = run["trees"]
+    starts: list[float] = run["cpu_at_tree_starts"]
+    per_tree: list[dict[str, int]] = run["guest_per_tree"]
+    if trees < 3 or len(starts) < trees or len(per_tree) != trees:
+        raise ConfigError(
+            f"a SecureBoost run of {trees} trees, {len(starts)} gradient messages seen, "
+            f"the guest's tallies of {len(per_tree)} trees: the steady window needs 3 trees "
+            "or more, each seen; run the bench with --trees 3 or more"
+        )
+    inner = per_tree[1 : trees - 1]
+    packed = sum(t["packed"] for t in inner)
+    gradients = run["tree_rows"]  # one guest, every training row in each tree
+    in_tree = run["encryptions"] - trees * gradients  # (hidden mode's masks) within their tree
+    return {
+        "trees": trees - 2,
+        "encryptions": (trees - 2) * (gradients + in_tree / trees),
+        # every packed histogram is decrypted once, by the Host
+        "decryptions": run["decryptions"] * packed / max(1, run["guest_packed"]),
+        **{f"guest_{k}": sum(t[k] for t in inner) for k in per_tree[0]},
+        "cpu_seconds": starts[trees - 1] - starts[1],
     }
 
 
@@ -338,17 +382,17 @@ def run_boost_bench(
             run["costs"], run["pricing"] = pricing.judged, pricing.as_dict()
             run["floor_tree_seconds"] = floor_per_tree(run, pricing.judged, cores)
             run["ratio_to_floor"] = run["steady_tree_seconds"] / run["floor_tree_seconds"]
-            # CPU seconds per tree after the first (every party and worker) against the
-            # floor's CPU seconds: what a shared machine cannot inflate.
-            # (from the first tree's end to the last tree's end: not the model files and plots).
-            done, at_last = run["cpu_at_last_tree"] or (run["trees"], run["cpu_seconds"])
-            steady = at_last - (run["cpu_after_first_tree"] or 0.0)
-            run["cpu_per_tree"] = steady / max(1, done - 1)
-            run["cpu_ratio"] = run["cpu_per_tree"] / (run["floor_tree_seconds"] * cores)
-            least_floor = floor_per_tree(run, costs, cores)
-            run["cpu_ratio_at_least_costs"] = run["cpu_per_tree"] / (least_floor * cores)
-            around = floor_per_tree(run, pricing.around, cores)
-            run["cpu_ratio_at_costs_around"] = run["cpu_per_tree"] / (around * cores)
+            # CPU seconds per tree in the steady window (every party and worker) against
+            # the floor of the operations computed in it: what a shared machine cannot
+            # inflate, with the same trees on both sides.
+            window = run["steady_window"] = steady_window(run)
+            run["cpu_per_tree"] = window["cpu_seconds"] / window["trees"]
+            for key, prices in (
+                ("cpu_ratio", pricing.judged),
+                ("cpu_ratio_at_least_costs", costs),
+                ("cpu_ratio_at_costs_around", pricing.around),
+            ):
+                run[key] = run["cpu_per_tree"] / (floor_per_tree(window, prices, cores) * cores)
             entry["runs"].append(run)
         report["workloads"].append(entry)
     report["load_after"] = os.getloadavg()

@@ -119,6 +119,7 @@ class GuestBoost:
     work: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(("additions", "subtractions", "packed", "shifts"), 0)
     )
+    work_at: list[dict[str, int]] = field(default_factory=list)  # ``work`` as each tree began
 
     def __post_init__(self) -> None:
         self.edges = sb.quantile_edges(self.data.x_train, self.params.bins)
@@ -165,6 +166,7 @@ def on_gradients(state: GuestBoost, msg: BoostGradients) -> None:
         flags={0: proofs.root_flags(state.key, len(rows))} if state.check else {},
     )
     state.next_tree = msg.tree + 1
+    state.work_at.append(dict(state.work))
 
 
 def tree_of(state: GuestBoost, tree: int) -> TreeState:
@@ -594,9 +596,18 @@ def run_boost_guest(
     finally:
         noise.close()
     path = save_guest_model(ctx, state)
-    write_json(ctx.out / "work.json", {**state.work, "trees": state.next_tree})
+    write_json(
+        ctx.out / "work.json",
+        {**state.work, "trees": state.next_tree, "per_tree": work_per_tree(state)},
+    )
     log.info("kept %d split nodes of our own; model in %s", len(state.table), path)
     return {"split_nodes": len(state.table), **state.work}
+
+
+def work_per_tree(state: GuestBoost) -> list[dict[str, int]]:
+    """The operations tallied in ``work`` in each tree this process built, in order."""
+    marks = [*state.work_at, state.work]
+    return [{k: b[k] - a[k] for k in b} for a, b in itertools.pairwise(marks)]
 
 
 def histogram_pool(engine: Engine, key: PublicKey, workers: int) -> NoisePool:
