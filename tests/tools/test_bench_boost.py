@@ -235,3 +235,16 @@ def test_the_watch_reads_every_process_cpu_at_each_marked_line(tmp_path: Path) -
     finally:
         watch.stop()
     assert len(watch.start_cpu) == 2 and watch.start_cpu[0] > 0.0
+
+
+def test_the_least_prices_carry_over_but_for_the_row_shaped_ones() -> None:
+    from privfl.tools.bench.boost import least_so_far
+
+    before = {"mulmod": 2.0, "shift": 1.0, "obfuscation_standard_host": 0.40}
+    now = {"mulmod": 3.0, "shift": 2.0, "obfuscation_standard_host": 0.44}
+    # A later workload of fewer rows: smaller tasks of the Host's, a narrower slot.
+    assert least_so_far(now, before) == {
+        "mulmod": 2.0,
+        "shift": 2.0,
+        "obfuscation_standard_host": 0.44,
+    }
