@@ -87,8 +87,8 @@ def best_of(
 SAMPLE_TASK = 1024
 """Most obfuscators in the one call that prices the key holder's: its workers' tasks can
 be larger (a bulk prefetch's, :func:`pools.bulk_chunk`), but past about 500 per task the
-cost per obfuscator no longer falls (2048 bits: 0.40 ms at 512, 0.39–0.40 at 1,024 to
-4,096, against 0.44 at 32), and one call at 1,024 is already 0.4 CPU-s."""
+cost per obfuscator no longer falls (2048 bits: 0.39–0.41 ms from 512 to 4,096, against
+0.44 at 32), and one call at 1,024 is already 0.4 CPU-s."""
 
 
 class Unit(NamedTuple):
