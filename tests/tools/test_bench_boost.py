@@ -173,7 +173,7 @@ def _window_run(trees: int, starts: list[float]) -> dict[str, object]:
 
 
 def test_the_steady_window_counts_what_its_trees_compute() -> None:
-    from privfl.tools.bench.boost import steady_window
+    from privfl.tools.bench.boost import steady_window, tree_spans
 
     # Prepare: 4 trees, every process's CPU as the Host sent each tree's gradients.
     run = _window_run(4, [3.0, 10.0, 17.5, 24.0])
@@ -194,6 +194,9 @@ def test_the_steady_window_counts_what_its_trees_compute() -> None:
         "guest_shifts": 80,
         "cpu_seconds": 14.0,
     }
+    # and span by span: tree 2's, tree 3's
+    spans = tree_spans(run)
+    assert [(s["cpu_seconds"], s["guest_additions"]) for s in spans] == [(7.5, 101), (6.5, 102)]
 
 
 @pytest.mark.parametrize(("trees", "starts"), [(2, [1.0, 2.0]), (3, [1.0, 2.0])])

@@ -285,20 +285,20 @@ def run_boost(
     }
 
 
-def steady_window(run: dict[str, Any]) -> dict[str, Any]:
-    """The operations computed, and every process's CPU seconds, from the Host's sending
-    tree 2's gradients to its sending tree N's: trees 2 to N − 1, each from its gradients
-    to the next tree's.
+def tree_spans(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per tree from the second to the last but one, the operations computed, and every
+    process's CPU seconds, from the Host's sending its gradients to its sending the next
+    tree's.
 
     Why these bounds: the Host computes a tree's gradient obfuscators during the tree
     before (its niced prefetch, secureboost/host.py ``grow``), and has computed all of
-    them when it sends that tree's gradients. So each such span holds one tree of the
-    guest's work and of the Host's decryptions (as the guest tallied them tree by tree)
-    and the Host's obfuscators of the next tree: what the floor counts for it. Counted
-    from tree 1's end to the last tree's, trees 2 and 3 of a 3-tree run held 12,186 of
-    the Host's obfuscators, where the floor counted 15,000 (2048 bits, 7,500 rows): the
-    last tree computes none. The first tree (the workers' imports, the key holder's
-    tables) and the last are left out.
+    them when it sends that tree's gradients. So each span holds one tree of the guest's
+    work and of the Host's decryptions (as the guest tallied them tree by tree) and the
+    Host's obfuscators of the next tree: what the floor counts for it. Counted from tree
+    1's end to the last tree's, trees 2 and 3 of a 3-tree run held 12,186 of the Host's
+    obfuscators, where the floor counted 15,000 (2048 bits, 7,500 rows): the last tree
+    computes none. The first tree (the workers' imports, the key holder's tables) and the
+    last are left out.
     """
     trees: int = run["trees"]
     starts: list[float] = run["cpu_at_tree_starts"]
@@ -309,18 +309,25 @@ def steady_window(run: dict[str, Any]) -> dict[str, Any]:
             f"the guest's tallies of {len(per_tree)} trees: the steady window needs 3 trees "
             "or more, each seen; run the bench with --trees 3 or more"
         )
-    inner = per_tree[1 : trees - 1]
-    packed = sum(t["packed"] for t in inner)
     gradients = run["tree_rows"]  # one guest, every training row in each tree
     in_tree = run["encryptions"] - trees * gradients  # (hidden mode's masks) within their tree
-    return {
-        "trees": trees - 2,
-        "encryptions": (trees - 2) * (gradients + in_tree / trees),
-        # every packed histogram is decrypted once, by the Host
-        "decryptions": run["decryptions"] * packed / max(1, run["guest_packed"]),
-        **{f"guest_{k}": sum(t[k] for t in inner) for k in per_tree[0]},
-        "cpu_seconds": starts[trees - 1] - starts[1],
-    }
+    return [
+        {
+            "trees": 1,
+            "encryptions": gradients + in_tree / trees,
+            # every packed histogram is decrypted once, by the Host
+            "decryptions": run["decryptions"] * per_tree[t]["packed"] / run["guest_packed"],
+            **{f"guest_{k}": v for k, v in per_tree[t].items()},
+            "cpu_seconds": starts[t + 1] - starts[t],
+        }
+        for t in range(1, trees - 1)
+    ]
+
+
+def steady_window(run: dict[str, Any]) -> dict[str, Any]:
+    """Every span of :func:`tree_spans` together: their operations and CPU seconds summed."""
+    spans = tree_spans(run)
+    return {k: sum(span[k] for span in spans) for k in spans[0]}
 
 
 def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> float:
@@ -402,6 +409,12 @@ def run_boost_bench(
                 ("cpu_ratio_at_costs_around", pricing.around),
             ):
                 run[key] = run["cpu_per_tree"] / (floor_per_tree(window, prices, cores) * cores)
+            # each tree's span alone: how far a span moves (the guest's re-randomisations
+            # computed ahead can run behind a span at a heavy load)
+            run["span_cpu_ratios"] = [
+                span["cpu_seconds"] / (floor_per_tree(span, pricing.judged, cores) * cores)
+                for span in tree_spans(run)
+            ]
             entry["runs"].append(run)
         report["workloads"].append(entry)
     report["load_after"] = os.getloadavg()
