@@ -171,7 +171,9 @@ class GpuPool(NoisePool):
     def prefetch(self, count: int, *, bulk: bool = False) -> None:
         """Queue ``count`` more obfuscators in device batches (``bulk`` changes nothing here)."""
         for start in range(0, count, self.chunk):
-            self._queue(min(self.chunk, count - start))
+            size = min(self.chunk, count - start)
+            self._pending.append(self._submit_noise(size))
+            self._pending_count += size
 
     def take(self, count: int) -> list[int]:
         """``count`` obfuscators: queued ones first, the rest computed now on the device."""

@@ -154,8 +154,6 @@ class NoisePool:
         self._ready: deque[int] = deque()
         self._pending: deque[Future[list[int]]] = deque()
         self._pending_count = 0
-        self.computed = 0  # obfuscators finished so far (the SecureBoost bench's tally)
-        self._computed_lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
         self._compute: ProcessPoolExecutor | None = None  # Xᵀ[[d]], never queued behind noise
         if self.workers > 1:
@@ -197,22 +195,9 @@ class NoisePool:
             return
         chunk = bulk_chunk(count, self.workers, self.chunk) if bulk else self.chunk
         for start in range(0, count, chunk):
-            self._queue(min(chunk, count - start))
-
-    def _queue(self, size: int) -> None:
-        """Submit one task of ``size`` obfuscators; count them in ``computed`` once done."""
-        future = self._submit_noise(size)
-        future.add_done_callback(self._tally)
-        self._pending.append(future)
-        self._pending_count += size
-
-    def _tally(self, future: Future[list[int]]) -> None:
-        if not future.cancelled() and future.exception() is None:
-            self._count(len(future.result()))
-
-    def _count(self, done: int) -> None:
-        with self._computed_lock:
-            self.computed += done
+            size = min(chunk, count - start)
+            self._pending.append(self._submit_noise(size))
+            self._pending_count += size
 
     def take(self, count: int) -> list[int]:
         """``count`` obfuscators: prefetched ones first, the rest computed now in parallel."""
@@ -225,7 +210,6 @@ class NoisePool:
                     self._ready.extend(obfuscators_crt(self.n, *self.primes, size))
                 else:
                     self._ready.extend(obfuscators(self.n, size, self.h_s))
-                self._count(size)
                 pulse.tick(min(len(self._ready), count), count)
         elif missing > 0:
             self.prefetch(missing)

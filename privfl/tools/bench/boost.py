@@ -294,15 +294,11 @@ def tree_spans(run: dict[str, Any]) -> list[dict[str, Any]]:
     before (its niced prefetch, secureboost/host.py ``grow``), and has computed all of
     them when it sends that tree's gradients. So each span holds one tree of the guest's
     work and of the Host's decryptions (as the guest tallied them tree by tree) and the
-    Host's obfuscators of the next tree: what the floor counts for it. The guest's own
-    re-randomising obfuscators are computed ahead too, and its workers can run behind
-    them at a heavy load: a span counts those its pool finished between the two trees'
-    gradients (``obfuscators`` of the guest's ``work.json``), not those the tree took.
-
-    Counted from tree 1's end to the last tree's, trees 2 and 3 of a 3-tree run held
-    12,186 of the Host's obfuscators, where the floor counted 15,000 (2048 bits, 7,500
-    rows): the last tree computes none. The first tree (the workers' imports, the key
-    holder's tables) and the last are left out.
+    Host's obfuscators of the next tree: what the floor counts for it. Counted from tree
+    1's end to the last tree's, trees 2 and 3 of a 3-tree run held 12,186 of the Host's
+    obfuscators, where the floor counted 15,000 (2048 bits, 7,500 rows): the last tree
+    computes none. The first tree (the workers' imports, the key holder's tables) and the
+    last are left out.
     """
     trees: int = run["trees"]
     starts: list[float] = run["cpu_at_tree_starts"]
@@ -340,11 +336,9 @@ def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> 
     # (protocol/fresh.py, for_key_holder; docs/security.md, SecureBoost).
     obf = costs["obfuscation_standard"]
     host_obf = costs["obfuscation_standard_host"]  # the key holder's, in either obfuscation
-    # one per packed ciphertext; in a tree's span, those the guest's pool finished in it
-    rerandomised = run.get("guest_obfuscators", run["guest_packed"])
     total = (
         run["encryptions"] * host_obf
-        + rerandomised * obf
+        + run["guest_packed"] * obf
         + run["decryptions"] * costs["decrypt"]
         + run["guest_additions"] * costs["mulmod"]
         + run["guest_subtractions"] * (costs["invert"] + costs["mulmod"])

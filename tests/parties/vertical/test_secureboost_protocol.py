@@ -131,10 +131,9 @@ def test_federated_trees_equal_the_reference(tmp_path: Path, guests: int, model:
     work = json.loads((tmp_path / "guest-1" / "work.json").read_text())
     per_tree = work["per_tree"]
     assert len(per_tree) == 2 and all(t["packed"] > 0 and t["additions"] > 0 for t in per_tree)
-    tallies = ("additions", "subtractions", "packed", "shifts")
-    assert {k: sum(t[k] for t in per_tree) for k in tallies} == {k: work[k] for k in tallies}
-    # no worker pool here: each re-randomisation is computed as a tree takes it
-    assert [t["obfuscators"] for t in per_tree] == [t["packed"] for t in per_tree]
+    assert {k: sum(t[k] for t in per_tree) for k in per_tree[0]} == {
+        k: work[k] for k in per_tree[0]
+    }
     if guests == 1:
         assert summary["decryptions"] == work["packed"]
 

@@ -119,7 +119,7 @@ class GuestBoost:
     work: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(("additions", "subtractions", "packed", "shifts"), 0)
     )
-    work_at: list[dict[str, int]] = field(default_factory=list)  # tallied() as each tree began
+    work_at: list[dict[str, int]] = field(default_factory=list)  # ``work`` as each tree began
 
     def __post_init__(self) -> None:
         self.edges = sb.quantile_edges(self.data.x_train, self.params.bins)
@@ -166,7 +166,7 @@ def on_gradients(state: GuestBoost, msg: BoostGradients) -> None:
         flags={0: proofs.root_flags(state.key, len(rows))} if state.check else {},
     )
     state.next_tree = msg.tree + 1
-    state.work_at.append(tallied(state))
+    state.work_at.append(dict(state.work))
 
 
 def tree_of(state: GuestBoost, tree: int) -> TreeState:
@@ -604,16 +604,9 @@ def run_boost_guest(
     return {"split_nodes": len(state.table), **state.work}
 
 
-def tallied(state: GuestBoost) -> dict[str, int]:
-    """``work`` so far, and the re-randomising obfuscators our pool has finished
-    (``obfuscators``: computed ahead of their use, so not those the trees took)."""
-    return {**state.work, "obfuscators": state.noise.computed}
-
-
 def work_per_tree(state: GuestBoost) -> list[dict[str, int]]:
-    """What :func:`tallied` counts, in each tree this process built, in order (for the
-    SecureBoost bench: from one tree's gradients to the next's)."""
-    marks = [*state.work_at, tallied(state)]
+    """The operations tallied in ``work`` in each tree this process built, in order."""
+    marks = [*state.work_at, state.work]
     return [{k: b[k] - a[k] for k in b} for a, b in itertools.pairwise(marks)]
 
 
