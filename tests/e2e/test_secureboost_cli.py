@@ -233,7 +233,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
     other, their Host drawing no plots, each data holder computing inline: no pools of
     worker interpreters to start for 426 rows), read by the two tests below."""
     folder = tmp_path_factory.mktemp("bench")
-    args = ["bench", "vfl", "--model", "secureboost", "--trees", "2", "--depth", "2"]
+    args = ["bench", "vfl", "--model", "secureboost", "--trees", "3", "--depth", "2"]
     args += ["--key-bits", "512", "--dataset", "breast_cancer", "--workers", "1"]
     args += ["--obfuscation", "standard", "--obfuscation", "djn"]
     args += ["--instance-space", "shared", "--instance-space", "hidden", "--no-plots"]
@@ -254,6 +254,9 @@ def test_bench_secureboost_reports_both_obfuscations(bench: Bench) -> None:
     for run in workload["runs"]:
         assert run["floor_tree_seconds"] > 0
         assert run["auc"] == workload["reference_auc"]  # the same trees as the reference
+        # CPU per tree from tree 2's gradients to tree 3's, against that tree's operations
+        assert run["steady_window"]["trees"] == 1 and run["cpu_per_tree"] > 0
+        assert run["steady_window"]["encryptions"] == run["encryptions"] / 3
         for holder in ("host", "guest-1"):  # no worker process under either data holder
             assert run["per_party"][holder]["with_workers"] == run["per_party"][holder]["party"]
     assert len(list(bench.runs.glob("*/host/summary.json"))) == 4
@@ -266,7 +269,7 @@ def test_bench_secureboost_compares_the_instance_spaces(bench: Bench) -> None:
     for obfuscation in ("standard", "djn"):
         shared, hidden = (r for r in workload["runs"] if r["obfuscation"] == obfuscation)
         assert (shared["instance_space"], hidden["instance_space"]) == ("shared", "hidden")
-        assert shared["encryptions"] == 2 * 426  # one per row and tree
-        assert hidden["encryptions"] == 2 * 2 * 426  # and level 1's one lane of masked rows
+        assert shared["encryptions"] == 3 * 426  # one per row and tree
+        assert hidden["encryptions"] == 3 * 2 * 426  # and level 1's one lane of masked rows
         # Level 1: the guest answers for node 1 only; the Host derives node 2 itself.
         assert hidden["decryptions"] < shared["decryptions"]

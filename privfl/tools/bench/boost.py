@@ -9,9 +9,9 @@ mulmod per packed bin sum but the last of each ciphertext), one fresh obfuscatio
 packed ciphertext (guest: a full-length ``r^n`` in either obfuscation, as what goes back
 to the key's holder must be) and one decryption of it (Host). The Host holds the primes, so
 its encryptions are counted at the cost of its CRT obfuscators
-(crypto.paillier.obfuscators_crt, in either obfuscation), the guests' at the public-key
-cost. The floor is their measured unit costs times the counts of the real run, spread
-over every core.
+(crypto.paillier.obfuscators_crt, in either obfuscation) in the tasks its workers compute
+them in, the guests' at the public-key cost. The floor is their measured unit costs
+times the counts of the real run, spread over every core.
 """
 
 from __future__ import annotations
@@ -26,25 +26,28 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from privfl.config.vertical import OBFUSCATIONS, DataConfig, ModelConfig
 from privfl.crypto.gmp import mpz, powmod
 from privfl.crypto.paillier import obfuscators_crt, private_primes
-from privfl.crypto.pools import CHUNK
+from privfl.crypto.pools import CHUNK, bulk_chunk
 from privfl.data.views import Table, split_view
+from privfl.errors import ConfigError
 from privfl.learning import secureboost as sb
 from privfl.learning.metrics import binary_metrics
 from privfl.parties.vertical.secureboost.common import Layout
 from privfl.runs.kits import demo_job, write_kit
 from privfl.runs.launcher import EpochProgress, start_parties, supervise
 from privfl.tools.bench import stages
-from privfl.tools.bench.runs import MemoryWatch
+from privfl.tools.bench.runs import LineTally, MemoryWatch
 from privfl.tools.bench.workload import TEST_SIZE, Workload, breast_cancer, write_csv
 
 Log = Callable[[str], None]
+GRADIENTS_SENT = b'"kind": "boost_gradients"'
+"""The Host's audit line of a tree's gradients (only the Host sends them): a tree's start."""
 
 
 def synthetic_boost(
@@ -81,25 +84,56 @@ def best_of(
     return pick(stages.round_means(func, count, repeats, time.process_time))
 
 
-def _unit_ops(
-    bits: int, rows: int, keys: tuple[Any, Any, Any]
-) -> dict[str, tuple[Callable[[], object], int, int]]:
-    """Per operation: one call, how many calls price it, and how many operations a call is."""
+SAMPLE_TASK = 1024
+"""Most obfuscators in the one call that prices the key holder's: its workers' tasks can
+be larger (a bulk prefetch's, :func:`pools.bulk_chunk`), but past about 500 per task the
+cost per obfuscator no longer falls (2048 bits: 0.39–0.41 ms from 512 to 4,096, against
+0.44 at 32), and one call at 1,024 is already 0.4 CPU-s."""
+
+
+class Unit(NamedTuple):
+    """How one operation is priced: ``func`` called ``calls`` times per repeat, ``per``
+    operations a call; ``repeats`` rounds around a run; ``warm``: an untimed call before
+    an in-run sample (:func:`stages.sample_once`)."""
+
+    func: Callable[[], object]
+    calls: int
+    per: int = 1
+    repeats: int = 15
+    warm: bool = True
+
+
+def host_task(rows: int, workers: int) -> int:
+    """Obfuscators per task of the key holder's workers for a tree of ``rows`` rows (one
+    guest): the bulk prefetch's task size (:func:`pools.bulk_chunk`), at most
+    :data:`SAMPLE_TASK`; with one worker, the ``CHUNK`` a pool computes inline at a time."""
+    return min(bulk_chunk(rows, workers), SAMPLE_TASK) if workers > 1 else CHUNK
+
+
+def _unit_ops(bits: int, rows: int, keys: tuple[Any, Any, Any], workers: int) -> dict[str, Unit]:
+    """Per operation: one call, how many calls price it, and how many operations a call is.
+
+    Each in the shape a worker computes it: the guest's re-randomisations one ``r^n`` at a
+    time, the Host's obfuscators in its workers' bulk tasks (``workers`` per data holder).
+    """
     public, private, _ = keys  # floor_per_tree prices no DJN obfuscation
     p, q = private_primes(private)
     [c] = public.encrypt([1])
     a, b, n2 = stages.two_ciphertexts(public)
     shift = mpz(1) << Layout(rows, bits).slot
     obfuscators_crt(public.n, p, q, 1)  # the key holder's tables, outside the timing
+    task = host_task(rows, workers)
     return {
-        "obfuscation_standard": (lambda: public.fresh_noise(1), 20, 1),
-        # The Host holds the primes: its own encryptions cost two half-size powmods.
-        # (in the workers' chunks, as the Host's pool computes them)
-        "obfuscation_standard_host": (lambda: obfuscators_crt(public.n, p, q, CHUNK), 1, CHUNK),
-        "decrypt": (lambda: private.decrypt([c]), 50, 1),
-        "mulmod": (lambda: a * b % n2, 20_000, 1),
-        "invert": (lambda: powmod(a, -1, n2), 2_000, 1),
-        "shift": (lambda: powmod(a, shift, n2), 2_000, 1),
+        "obfuscation_standard": Unit(lambda: public.fresh_noise(1), 20),
+        # The Host holds the primes: its own encryptions cost two half-size fixed-base
+        # powers; in its workers' tasks, a table row serving many exponents while cached.
+        "obfuscation_standard_host": Unit(
+            lambda: obfuscators_crt(public.n, p, q, task), 1, task, repeats=5, warm=False
+        ),
+        "decrypt": Unit(lambda: private.decrypt([c]), 50),
+        "mulmod": Unit(lambda: a * b % n2, 20_000),
+        "invert": Unit(lambda: powmod(a, -1, n2), 2_000),
+        "shift": Unit(lambda: powmod(a, shift, n2), 2_000),
     }
 
 
@@ -108,29 +142,35 @@ def unit_costs(
     rows: int,
     keys: tuple[Any, Any, Any] | None = None,
     pick: Callable[[list[float]], float] = min,
+    workers: int = 1,
 ) -> dict[str, float]:
     """Seconds per operation at ``bits``: obfuscations, decryption, mulmod, inversion, shift.
 
-    ``keys`` (a fresh triple of :func:`stages.keys` if None); ``pick``: see :func:`best_of`.
+    ``keys`` (a fresh triple of :func:`stages.keys` if None); ``pick``: see :func:`best_of`;
+    ``workers``: each data holder's (the Host's task size).
     """
-    ops = _unit_ops(bits, rows, keys or stages.keys(bits))
-    return {name: best_of(func, count, pick=pick) / per for name, (func, count, per) in ops.items()}
+    ops = _unit_ops(bits, rows, keys or stages.keys(bits), workers)
+    return {name: best_of(u.func, u.calls, u.repeats, pick) / u.per for name, u in ops.items()}
 
 
 def unit_samples(
-    bits: int, rows: int, keys: tuple[Any, Any, Any]
+    bits: int, rows: int, keys: tuple[Any, Any, Any], workers: int = 1
 ) -> dict[str, Callable[[], float]]:
     """One in-run sample per operation (:class:`stages.PriceSampler`): a twentieth of the
-    calls of one of :func:`unit_costs`' repeats, at least one (at most about 40 ms of CPU
-    at 2048 bits, the key holder's chunk of obfuscators)."""
+    calls of one of :func:`unit_costs`' repeats, at least one (at most about 0.4 s of CPU
+    at 2048 bits, one task of the key holder's obfuscators)."""
     return {
-        name: functools.partial(stages.sample_once, func, max(1, count // 20), per)
-        for name, (func, count, per) in _unit_ops(bits, rows, keys).items()
+        name: functools.partial(stages.sample_once, u.func, max(1, u.calls // 20), u.per, u.warm)
+        for name, u in _unit_ops(bits, rows, keys, workers).items()
     }
 
 
 def costs_around(
-    bits: int, rows: int, keys: tuple[Any, Any, Any], run: Callable[[], dict[str, Any]]
+    bits: int,
+    rows: int,
+    keys: tuple[Any, Any, Any],
+    run: Callable[[], dict[str, Any]],
+    workers: int = 1,
 ) -> tuple[dict[str, Any], stages.Pricing]:
     """``run()`` and the unit costs it is judged at: the typical (median) cost of each
     operation sampled while it runs (:class:`stages.PriceSampler`), and measured just
@@ -142,10 +182,21 @@ def costs_around(
     cost of a quiet moment would count the neighbours' contention as our overhead.
     """
     return stages.priced_around(
-        lambda: unit_costs(bits, rows, keys, statistics.median),
+        lambda: unit_costs(bits, rows, keys, statistics.median, workers),
         run,
-        unit_samples(bits, rows, keys),
+        unit_samples(bits, rows, keys, workers),
     )
+
+
+ROW_SHAPED = ("shift", "obfuscation_standard_host")
+"""Operations whose unit depends on the row count: the packing shift (the slot's width)
+and the Host's obfuscators (its workers' task size)."""
+
+
+def least_so_far(costs: dict[str, float], least: dict[str, float]) -> dict[str, float]:
+    """Each operation's least price over an invocation's workloads so far: ``costs`` (this
+    workload's) against ``least``, but for :data:`ROW_SHAPED` ones (this workload's own)."""
+    return {k: v if k in ROW_SHAPED else min(v, least.get(k, v)) for k, v in costs.items()}
 
 
 def reference_auc(w: Workload, params: sb.BoostParams) -> float:
@@ -197,9 +248,11 @@ def run_boost(
     start = time.monotonic()
     parties = start_parties(job, write_kit(job, out / "kit"), out, extra)
     metrics = out / job.host / "metrics.jsonl"
-    # Every process's CPU seconds at each tree's record: from the first to the last lies
-    # the steady state (no key generation or worker start-up before, no model files after).
-    usage = MemoryWatch({p.name: p.process.pid for p in parties}, metrics)
+    # Every process's CPU seconds at each tree's record, and as the Host sends each tree's
+    # gradients (its audit line): from tree 2's gradients on lies the steady state (no key
+    # generation, worker start-up or tables before; see steady_window).
+    starts = LineTally(out / job.host / "audit.jsonl", GRADIENTS_SENT)
+    usage = MemoryWatch({p.name: p.process.pid for p in parties}, metrics, starts)
     try:
         supervise(parties, EpochProgress(metrics, model.trees, False))
     finally:
@@ -218,6 +271,7 @@ def run_boost(
         "cpu_seconds": round(sum(p["cpu_seconds"] for p in per_party.values()), 2),
         "cpu_after_first_tree": marks[0] if marks else None,
         "cpu_at_last_tree": (len(marks), marks[-1]) if marks else None,
+        "cpu_at_tree_starts": usage.start_cpu,
         "per_party": per_party,
         # per party, its own process's and its workers' CPU seconds in each tree
         "party_tree_cpu": usage.per_epoch_party_cpu(),
@@ -229,6 +283,51 @@ def run_boost(
         "decryptions": summary["decryptions"],
         **{f"guest_{k}": v for k, v in work.items() if k != "trees"},
     }
+
+
+def tree_spans(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per tree from the second to the last but one, the operations computed, and every
+    process's CPU seconds, from the Host's sending its gradients to its sending the next
+    tree's.
+
+    Why these bounds: the Host computes a tree's gradient obfuscators during the tree
+    before (its niced prefetch, secureboost/host.py ``grow``), and has computed all of
+    them when it sends that tree's gradients. So each span holds one tree of the guest's
+    work and of the Host's decryptions (as the guest tallied them tree by tree) and the
+    Host's obfuscators of the next tree: what the floor counts for it. Counted from tree
+    1's end to the last tree's, trees 2 and 3 of a 3-tree run held 12,186 of the Host's
+    obfuscators, where the floor counted 15,000 (2048 bits, 7,500 rows): the last tree
+    computes none. The first tree (the workers' imports, the key holder's tables) and the
+    last are left out.
+    """
+    trees: int = run["trees"]
+    starts: list[float] = run["cpu_at_tree_starts"]
+    per_tree: list[dict[str, int]] = run["guest_per_tree"]
+    if trees < 3 or len(starts) < trees or len(per_tree) != trees:
+        raise ConfigError(
+            f"a SecureBoost run of {trees} trees, {len(starts)} gradient messages seen, "
+            f"the guest's tallies of {len(per_tree)} trees: the steady window needs 3 trees "
+            "or more, each seen; run the bench with --trees 3 or more"
+        )
+    gradients = run["tree_rows"]  # one guest, every training row in each tree
+    in_tree = run["encryptions"] - trees * gradients  # (hidden mode's masks) within their tree
+    return [
+        {
+            "trees": 1,
+            "encryptions": gradients + in_tree / trees,
+            # every packed histogram is decrypted once, by the Host
+            "decryptions": run["decryptions"] * per_tree[t]["packed"] / run["guest_packed"],
+            **{f"guest_{k}": v for k, v in per_tree[t].items()},
+            "cpu_seconds": starts[t + 1] - starts[t],
+        }
+        for t in range(1, trees - 1)
+    ]
+
+
+def steady_window(run: dict[str, Any]) -> dict[str, Any]:
+    """Every span of :func:`tree_spans` together: their operations and CPU seconds summed."""
+    spans = tree_spans(run)
+    return {k: sum(span[k] for span in spans) for k in spans[0]}
 
 
 def floor_per_tree(run: dict[str, Any], costs: dict[str, float], cores: int) -> float:
@@ -275,12 +374,10 @@ def run_boost_bench(
     for name in datasets:
         w = breast_cancer() if name == "breast_cancer" else synthetic_boost()
         log(w.describe())
-        # The least cost measured in this invocation (the packing shift depends on the
-        # row count): the ratio at these prices is reported beside the judged one.
+        # The least cost measured in this invocation: the ratio at these prices is
+        # reported beside the judged one.
         keys = stages.keys(bits)
-        costs = unit_costs(bits, w.rows, keys)
-        costs = {k: v if k == "shift" else min(v, least.get(k, v)) for k, v in costs.items()}
-        least = costs
+        least = costs = least_so_far(unit_costs(bits, w.rows, keys, workers=cores), least)
         params = sb.BoostParams(
             trees=model.trees, depth=model.depth, learning_rate=model.learning_rate, bins=model.bins
         )
@@ -296,21 +393,28 @@ def run_boost_bench(
                 w.rows,
                 keys,
                 functools.partial(run_boost, w, bits, obfuscation, mode, folder, plots, cores),
+                cores,
             )
             run["costs"], run["pricing"] = pricing.judged, pricing.as_dict()
             run["floor_tree_seconds"] = floor_per_tree(run, pricing.judged, cores)
             run["ratio_to_floor"] = run["steady_tree_seconds"] / run["floor_tree_seconds"]
-            # CPU seconds per tree after the first (every party and worker) against the
-            # floor's CPU seconds: what a shared machine cannot inflate.
-            # (from the first tree's end to the last tree's end: not the model files and plots).
-            done, at_last = run["cpu_at_last_tree"] or (run["trees"], run["cpu_seconds"])
-            steady = at_last - (run["cpu_after_first_tree"] or 0.0)
-            run["cpu_per_tree"] = steady / max(1, done - 1)
-            run["cpu_ratio"] = run["cpu_per_tree"] / (run["floor_tree_seconds"] * cores)
-            least_floor = floor_per_tree(run, costs, cores)
-            run["cpu_ratio_at_least_costs"] = run["cpu_per_tree"] / (least_floor * cores)
-            around = floor_per_tree(run, pricing.around, cores)
-            run["cpu_ratio_at_costs_around"] = run["cpu_per_tree"] / (around * cores)
+            # CPU seconds per tree in the steady window (every party and worker) against
+            # the floor of the operations computed in it: what a shared machine cannot
+            # inflate, with the same trees on both sides.
+            window = run["steady_window"] = steady_window(run)
+            run["cpu_per_tree"] = window["cpu_seconds"] / window["trees"]
+            for key, prices in (
+                ("cpu_ratio", pricing.judged),
+                ("cpu_ratio_at_least_costs", costs),
+                ("cpu_ratio_at_costs_around", pricing.around),
+            ):
+                run[key] = run["cpu_per_tree"] / (floor_per_tree(window, prices, cores) * cores)
+            # each tree's span alone: how far a span moves (the guest's re-randomisations
+            # computed ahead can run behind a span at a heavy load)
+            run["span_cpu_ratios"] = [
+                span["cpu_seconds"] / (floor_per_tree(span, pricing.judged, cores) * cores)
+                for span in tree_spans(run)
+            ]
             entry["runs"].append(run)
         report["workloads"].append(entry)
     report["load_after"] = os.getloadavg()

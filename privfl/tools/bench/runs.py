@@ -139,18 +139,46 @@ def _records(metrics: Path | None) -> int:
         return 0
 
 
+class LineTally:
+    """How many lines of a growing file hold ``marker`` so far (read on from where the last
+    count stopped, whole lines only)."""
+
+    def __init__(self, path: Path, marker: bytes) -> None:
+        self.path, self.marker = path, marker
+        self.count = self._offset = 0
+
+    def update(self) -> int:
+        """The count, after reading the lines added since the last call."""
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except OSError:
+            return self.count
+        whole = data[: data.rfind(b"\n") + 1]
+        self._offset += len(whole)
+        self.count += sum(1 for line in whole.splitlines() if self.marker in line)
+        return self.count
+
+
 class MemoryWatch:
     """Samples each party's and its workers' VmHWM and CPU time until stopped (Linux /proc).
 
     ``metrics``: the Host's metrics.jsonl; each time it gains a record (checked every
     ``MARK_POLL_SECONDS``), the CPU seconds of every process so far are read and noted
     (``epoch_cpu``); memory and new workers are scanned every ``POLL_SECONDS``.
+    ``starts``: a file whose lines with a marker start an epoch (``start_cpu``, noted
+    likewise), e.g. the Host's audit line of each tree's gradients.
     """
 
-    def __init__(self, pids: dict[str, int], metrics: Path | None = None) -> None:
+    def __init__(
+        self, pids: dict[str, int], metrics: Path | None = None, starts: LineTally | None = None
+    ) -> None:
         self.pids = pids
         self.metrics = metrics
+        self.starts = starts
         self.epoch_cpu: list[float] = []  # every process's CPU seconds at each epoch's end
+        self.start_cpu: list[float] = []  # and at each start ``starts`` marks
         # per party, (its own process's, it and its workers') CPU seconds at each epoch's end
         self.epoch_party: list[dict[str, tuple[float, float]]] = []
         self.party: dict[str, int] = dict.fromkeys(pids, 0)
@@ -166,6 +194,9 @@ class MemoryWatch:
             if time.monotonic() >= next_scan:
                 self._scan()
                 next_scan = time.monotonic() + POLL_SECONDS
+            started = self.starts.update() if self.starts is not None else 0
+            if started > len(self.start_cpu):
+                self.start_cpu += [self._read()] * (started - len(self.start_cpu))
             records = _records(self.metrics)
             if records > len(self.epoch_cpu):
                 self._mark(records - len(self.epoch_cpu))
@@ -182,13 +213,17 @@ class MemoryWatch:
                     seen = self.workers[name].get(proc, 0)
                     self.workers[name][proc] = max(seen, _hwm_kib(proc))
 
-    def _mark(self, new: int) -> None:
-        """``new`` records: every known process's CPU seconds now, in total and per party,
-        once per record (two that appeared between checks share the later mark)."""
+    def _read(self) -> float:
+        """Every known process's CPU seconds now, in total (each process's noted too)."""
         for cpu in self.cpu.values():
             for proc, seen in cpu.items():
                 cpu[proc] = max(seen, _cpu_seconds(proc))
-        total = sum(sum(c.values()) for c in self.cpu.values())
+        return sum(sum(c.values()) for c in self.cpu.values())
+
+    def _mark(self, new: int) -> None:
+        """``new`` records: every known process's CPU seconds now, in total and per party,
+        once per record (two that appeared between checks share the later mark)."""
+        total = self._read()
         party = {
             name: (self.cpu[name].get(pid, 0.0), sum(self.cpu[name].values()))
             for name, pid in self.pids.items()

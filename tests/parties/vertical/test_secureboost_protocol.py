@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -63,8 +64,6 @@ def reference(job: JobConfig) -> sb.Booster:
 
 
 def federated_trees(out: Path) -> list[sb.Tree]:
-    import json
-
     files = sorted((out / "host" / "checkpoints").glob("epoch-*.json"))
     saved = json.loads(files[-1].read_text())["state"]
     return [report.tree_from_json(t) for t in saved["trees"]]
@@ -127,6 +126,16 @@ def test_federated_trees_equal_the_reference(tmp_path: Path, guests: int, model:
     for tree in read_model(tmp_path, "host")["trees"]:
         for node in tree:  # thresholds of the Host's own splits only
             assert ("threshold" in node) == (node.get("party") == "host")
+    # The guest's tallies tree by tree (the SecureBoost bench's steady window) add up to
+    # its totals; with one guest the Host decrypts each packed histogram once.
+    work = json.loads((tmp_path / "guest-1" / "work.json").read_text())
+    per_tree = work["per_tree"]
+    assert len(per_tree) == 2 and all(t["packed"] > 0 and t["additions"] > 0 for t in per_tree)
+    assert {k: sum(t[k] for t in per_tree) for k in per_tree[0]} == {
+        k: work[k] for k in per_tree[0]
+    }
+    if guests == 1:
+        assert summary["decryptions"] == work["packed"]
 
 
 def guest_model_columns(job: JobConfig) -> int:

@@ -120,6 +120,7 @@ class GuestBoost:
     work: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(("additions", "subtractions", "packed", "shifts"), 0)
     )
+    work_at: list[dict[str, int]] = field(default_factory=list)  # ``work`` as each tree began
 
     def __post_init__(self) -> None:
         self.edges = sb.quantile_edges(self.data.x_train, self.params.bins)
@@ -166,6 +167,7 @@ def on_gradients(state: GuestBoost, msg: BoostGradients) -> None:
         flags={0: proofs.root_flags(state.key, len(rows))} if state.check else {},
     )
     state.next_tree = msg.tree + 1
+    state.work_at.append(dict(state.work))
 
 
 def tree_of(state: GuestBoost, tree: int) -> TreeState:
@@ -614,7 +616,10 @@ def run_boost_guest(
         noise.close()
     path = save_guest_model(ctx, state)
     reveals = reveal_counts(state.sets)
-    write_json(ctx.out / "work.json", {**state.work, "trees": state.next_tree, **reveals})
+    write_json(
+        ctx.out / "work.json",
+        {**state.work, "trees": state.next_tree, "per_tree": work_per_tree(state), **reveals},
+    )
     log.info("kept %d split nodes of our own; model in %s", len(state.table), path)
     return {"split_nodes": len(state.table), **state.work, **reveals}
 
@@ -636,6 +641,12 @@ def reveal_counts(sets: reveal.GuestSets | None) -> dict[str, Any]:
             "forgotten": kept.forgotten,
         }
     }
+
+
+def work_per_tree(state: GuestBoost) -> list[dict[str, int]]:
+    """The operations tallied in ``work`` in each tree this process built, in order."""
+    marks = [*state.work_at, state.work]
+    return [{k: b[k] - a[k] for k in b} for a, b in itertools.pairwise(marks)]
 
 
 def histogram_pool(engine: Engine, key: PublicKey, workers: int) -> NoisePool:
