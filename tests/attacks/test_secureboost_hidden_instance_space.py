@@ -276,7 +276,9 @@ def test_a_combination_request_reads_one_set_not_many(
 def honest_candidates(job: JobConfig, rows: int) -> tuple[reveal.GuestSets, BoostCandidates]:
     """A guest's own key and its real ``boost_candidates`` over ``rows`` training rows."""
     binned = hidden_guest(rows).binned["train"]
-    return reveal.candidates(job, GUEST, binned, "train", POOL, 1, unkept(job.key_bits, job.obfuscation))
+    return reveal.candidates(
+        job, GUEST, binned, "train", POOL, 1, unkept(job.key_bits, job.obfuscation)
+    )
 
 
 @pytest.mark.parametrize(
