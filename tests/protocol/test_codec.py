@@ -424,7 +424,7 @@ def test_public_key_big_ints_round_trip(half: int, bits: int) -> None:
 
 
 GOLDEN_HEADER = (
-    b"\x88\xa8protocol\xa6privfl\xa7version\x06\xa7session\xa6golden\xa6sender\xa6guest1"
+    b"\x88\xa8protocol\xa6privfl\xa7version\x07\xa7session\xa6golden\xa6sender\xa6guest1"
     b"\xa8receiver\xa4host\xa5round\x00\xa6msg_id\x01\xa4kind\xa5hello"
 )
 GOLDEN_HELLO = b"\x84\xa4role\xa5guest\xafjob_fingerprint\xa45e55\xa4rows\xcd\x029\xa8features\x0f"
