@@ -22,7 +22,7 @@ from privfl.protocol.messages import Forward, PublicKeyMessage, Scores
 SMALL = 2**80  # an encoded score lies within 2^80 of 0 or n; a uniform residue: P = 2^-430
 
 
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, masked: bool) -> dict[str, Any]:
+def run(tmp_path: Path, masked: bool) -> dict[str, Any]:
     """Two guests, label ε = 2 with flipback every epoch, the full batch, 3 epochs; the
     Host's start and flips from one seeded generator, so the two arms may be compared."""
     keys: list[paillier.PrivateKey] = []
@@ -33,7 +33,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, masked: bool) -> dict[s
         keys.append(private)
         return public, private
 
-    with monkeypatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp:
         mp.setattr(server_steps, "generate_keypair", keypair)
         mp.setattr(host_steps, "private_generator", lambda: np.random.default_rng(11))
         if not masked:
@@ -50,12 +50,16 @@ def near_zero(values: list[int], n: int) -> int:
     return sum(1 for v in values if v < SMALL or v > n - SMALL)
 
 
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same job masked and with masks off (the leaky arm)."""
+    return run(tmp_path_factory.mktemp("masked"), True), run(tmp_path_factory.mktemp("off"), False)
+
+
 def test_two_masked_guests_train_the_unmasked_model_bit_for_bit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    runs: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
-    # Act
-    masked = run(tmp_path / "masked", monkeypatch, True)
-    plain = run(tmp_path / "plain", monkeypatch, False)
+    masked, plain = runs
 
     # Assert: same weights, losses, flips and metrics in both arms.
     for party in ("host", "guest-1", "guest-2"):
@@ -67,26 +71,30 @@ def test_two_masked_guests_train_the_unmasked_model_bit_for_bit(
     assert one["accuracy"] == two["accuracy"]
 
 
+@pytest.mark.parametrize("masked", [True, False], ids=["masked", "masks off"])
 def test_one_guests_forward_and_scores_decrypt_to_noise_their_sum_does_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    runs: tuple[dict[str, Any], dict[str, Any]], masked: bool
 ) -> None:
-    # Act
-    masked = run(tmp_path, monkeypatch, True)
-
-    # Assert: every residue one guest sent the Host is uniform-looking, the guests' sum
-    # of the same message is small; the Host's public_key carried no seeds.
-    key: paillier.PrivateKey = masked["key"]
+    # Prepare: what each guest sent the Host, decrypted with the Server's key.
+    arm = runs[0] if masked else runs[1]
+    key: paillier.PrivateKey = arm["key"]
     n = key.public_key.n
     sent: dict[tuple[str, type, int], list[int]] = {}
-    for sender, to, _, body in decoded_traffic(masked["hub"]):
+    for sender, to, _, body in decoded_traffic(arm["hub"]):
         if isinstance(body, PublicKeyMessage):
             assert (body.mask_seeds == "") == (to == "host"), to
         if isinstance(body, (Forward, Scores)) and to == "host":
             values = body.scores.values
             sent[(sender, type(body), body.epoch)] = key.decrypt(list(values))
+    # Assert: masked, every residue one guest sent the Host is uniform-looking (masks
+    # off: every forward residue a small score), the guests' sum of the same message is
+    # small; the Host's public_key carried no seeds.
     assert len(sent) == 2 * 2 * 3  # forward and test scores, per guest, per epoch
     for (sender, kind, epoch), plain in sent.items():
-        assert near_zero(plain, n) == 0, (sender, kind, epoch)
+        if masked:
+            assert near_zero(plain, n) == 0, (sender, kind, epoch)
+        elif kind is Forward:
+            assert near_zero(plain, n) == len(plain)
         other = sent[("guest-2" if sender == "guest-1" else "guest-1", kind, epoch)]
         total = [(a + b) % n for a, b in zip(plain, other, strict=True)]
         if kind is Forward:  # per row: every sum is a small score
