@@ -34,7 +34,8 @@ LINK = struct.Struct(">2sBBQQII")
 CHUNK = 1 << 20
 SLOT, BOUND = 95, 88
 EXPECTED = {  # body fields of the kinds a guest receives (§6); * = defaulted
-    "public_key": ["n", "bits", "*h_s", "*plan_commits", "proof"], "resume": ["completed"],
+    "public_key": ["n", "bits", "*h_s", "*plan_commits", "*mask_seeds", "proof"],
+    "resume": ["completed"],
     "plan_reveal": ["shares"], "audit_head": ["seq", "head", "*stage"],
     "batch": ["epoch", "batch", "n_batches", "indices"],
     "residual": ["epoch", "batch", "residual", "others"],
@@ -91,6 +92,27 @@ def plan_commit(session: str, party: str, share: bytes) -> str:
     """§6.1a: SHA-256("privfl-plan-commit" ‖ 0 ‖ session ‖ 0 ‖ party ‖ 0 ‖ share), hex."""
     parts = [b"privfl-plan-commit", session.encode(), party.encode(), share]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()
+
+
+def zero_sum_masks(
+    session: str,
+    me: str,
+    guests: list[str],
+    seeds: dict[str, bytes],
+    label: str,
+    n: int,
+    count: int,
+) -> list[int]:
+    """§6.2a: + the SHAKE-256 stream of each pair we come first in, − of each we come second."""
+    width, out = (n.bit_length() + 128 + 7) // 8, [0] * count
+    for peer, seed in seeds.items():
+        a, b = sorted((me, peer), key=guests.index)
+        text = b"privfl-guest-mask\0" + seed + f"{session}\0{a}\0{b}\0{label}".encode()
+        data = hashlib.shake_256(text).digest(width * count)
+        sign = 1 if a == me else -1
+        for i in range(count):
+            out[i] = (out[i] + sign * int.from_bytes(data[i * width : (i + 1) * width], "big")) % n
+    return out
 
 
 def rows_digest(session: str, train: list[str], test: list[str]) -> str:
@@ -393,6 +415,7 @@ class Guest:
         self.server = next(p for p, v in self.job["parties"].items() if v["role"] == "server")
         self.host = next(p for p, v in self.job["parties"].items() if v["role"] == "host")
         self.guests = [p for p, v in self.job["parties"].items() if v["role"] == "guest"]
+        self.seeds: dict[str, bytes] = {}  # pairwise mask seeds from the Server (§6.2a)
         keys_dir = job_path.parent / self.job.get("keys_dir", "keys")
         self.link = Link(self.job, me, keys_dir)
         self.early: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
@@ -460,6 +483,10 @@ class Guest:
             raise Fatal("the server's h_s is invalid")
         check_modulus_proof(n, pk["proof"], self.link.session, f"public_key/{self.server}")
         self.key = Key(n, h_s)
+        seeds = dict(item.split("=", 1) for item in pk.get("mask_seeds", "").split(",") if item)
+        if set(seeds) != set(self.guests) - {self.me}:
+            raise Fatal("the server's mask_seeds do not name exactly the other guests (§6.2a)")
+        self.seeds = {peer: bytes.fromhex(seed) for peer, seed in seeds.items()}
         self.reveal_plan(pk.get("plan_commits", ""), share, commit)
         offered = self.checkpoints() if self.resume else []
         self.link.send(self.host, "checkpoints", 0, {"completed": int64s(offered)})
@@ -522,9 +549,11 @@ class Guest:
         if idx.ndim != 1 or len(idx) == 0 or idx.min() < 0 or idx.max() >= len(self.xtr):
             raise Fatal("batch indices outside our training rows")
         x = self.xtr[idx]
-        z = x @ self.theta
-        scores = bigints([key.enc(fx(v, 32)) for v in z])
-        sum_sq = bigints([key.enc(fx(float(np.sum(z * z)), 48))])
+        z, where = x @ self.theta, f"{e}/{b['batch']}"
+        m_z = self.masks(f"forward/{where}", len(z))
+        scores = bigints([key.enc(fx(v, 32) + m) for v, m in zip(z, m_z, strict=True)])
+        square = fx(float(np.sum(z * z)), 48) + self.masks(f"squares/{where}")[0]
+        sum_sq = bigints([key.enc(square)])
         fwd = {"epoch": e, "batch": b["batch"], "scores": scores, "sum_squares": sum_sq}
         self.link.send(self.host, "forward", e, fwd)
         _, r = self.await_kind({"residual"}, self.host)
@@ -543,7 +572,10 @@ class Guest:
         req = {"epoch": e, "batch": b["batch"], "purpose": "gradient", "values": bigints(packed)}
         self.link.send(self.server, "decrypt_request", e, req)
         if r["others"] is not None:
-            acc = key.dot(r["others"], [fx(zi, 16) for zi in z])
+            exps = [fx(zi, 16) for zi in z]  # others is Z − z − M: add back Σ M·x, and our mask
+            own = sum(m * x for m, x in zip(m_z, exps, strict=True))
+            own += self.masks(f"cross/{where}")[0]
+            acc = key.dot(r["others"], exps) * (1 + key.n * (own % key.n)) % key.n2
             cross = {"epoch": e, "batch": b["batch"], "value": bigints([key.rerand(acc)])}
             self.link.send(self.host, "cross_term", e, cross)
         _, d = self.await_kind({"decrypted"}, self.server)
@@ -579,8 +611,14 @@ class Guest:
         vals = [fx(v, 32) + (1 << BOUND) for v in z]
         groups = [vals[p : p + key.k] for p in range(0, len(vals), key.k)]
         packed = [sum(v << (SLOT * i) for i, v in enumerate(g)) for g in groups]
-        enc = bigints([key.enc(v) for v in packed])
+        masks = self.masks(f"scores/{b['epoch']}/{b['split']}", len(packed))
+        enc = bigints([key.enc(v + m) for v, m in zip(packed, masks, strict=True)])
         self.link.send(self.host, "scores", b["epoch"], {**b, "scores": enc})
+
+    def masks(self, label: str, count: int = 1) -> list[int]:
+        """Our zero-sum masks for ``label`` (§6.2a); zeros with one guest."""
+        n = int(self.key.n)
+        return zero_sum_masks(self.link.session, self.me, self.guests, self.seeds, label, n, count)
 
     def save_checkpoint(self, completed: int) -> None:
         d = self.out / "checkpoints"

@@ -212,12 +212,16 @@ class PublicKeyMessage:
     # Every plan commitment the Server received in a Hello, ``party=hex,…`` (§6.1a): the
     # Host cannot show a guest other commitments than it sent the Server. "" = none.
     plan_commits: str = ""
+    # To a guest of a GLM job with two or more guests only: its pairwise mask seeds,
+    # ``guest=hex,…`` one 32-byte seed per other guest (crypto/guest_masks.py). "" = none.
+    mask_seeds: str = ""
     # The N-th roots proving gcd(n, φ(n)) = 1 (crypto/modulus_proof.py); the receiver
     # checks their number and values before it uses the key.
     proof: BigInts = EMPTY
 
     def __post_init__(self) -> None:
         _pairs(self.plan_commits, "plan_commits", 64)
+        _pairs(self.mask_seeds, "mask_seeds", 64)
         _require(all(v < self.n for v in self.proof.values), "a modulus proof root is >= n")
         _require(self.n > 0 and self.n % 2 == 1, "a Paillier modulus is a positive odd number")
         count(self.bits, "key bits", 1, MAX_KEY_BITS)

@@ -21,8 +21,14 @@ builds a request can fit more under the same count:
   ``exp(z_G)`` gets ``a − y'·2^32`` back, the Host's multiplier and the count apart.
 
 No party can check a masked request's packing without proofs of correct computation,
-which the protocol does not have (docs/security.md, *Server decryptions*): these tests
-measure what the deviations read, the numbers docs/security.md states.
+which the protocol does not have (docs/security.md, *Server decryptions*). Against the
+Host the guests mask instead: every plaintext a guest sends it (``forward``, ``scores``,
+a prediction's scores) carries a mask uniform mod n that cancels in the sum over guests
+(crypto/guest_masks.py, protocol v7), so one guest's vector decrypts to noise however
+the Host packs it. The Host's tests run both arms: masked (the defence: the Host reads
+no guest's score, 0 rows within 10^-6) and masks off (the leaky arm: it reads every
+row). The guest's tests measure what the deviations read, the numbers docs/security.md
+states.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from helpers import (
 )
 
 from privfl.config.vertical import DataConfig, JobConfig, ModelConfig, PartySpec
-from privfl.crypto import packing
+from privfl.crypto import guest_masks, packing
 from privfl.crypto.encoding import VALUE_BITS, encode
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.data.tables import IdTable
@@ -67,6 +73,20 @@ WIDTH = 40  # bits per residual in the guest's own packing (|r| < 128 at 2^32)
 
 
 # --- the Host's packing: the sum below, one guest's score above -------------------------
+
+
+@pytest.fixture(params=["masked", "masks off"])
+def masked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the guests mask what they send the Host; the leaky arm adds zero masks."""
+    if request.param == "masks off":
+        monkeypatch.setattr(guest_masks.GuestMasks, "masks", lambda _s, _n, _w, count: [0] * count)
+    return bool(request.param == "masked")
+
+
+def hits(read: np.ndarray, truth: np.ndarray) -> int:
+    """Rows whose read value is the true score to 10^-6. Under the masks a read slot is
+    uniform over ~2^47 steps of 2^-32: P(one row within 10^-6) < 2^-34."""
+    return int(np.count_nonzero(np.abs(np.asarray(read) - np.asarray(truth)) < 1e-6))
 
 
 def shifted(per_slot: int, used: int) -> int:
@@ -136,8 +156,8 @@ def deviate_in_training(monkeypatch: pytest.MonkeyPatch, host: TwoInOneHost) -> 
     monkeypatch.setattr(host_steps, "unmask_scores", unmask_scores)
 
 
-def test_a_host_reads_one_guests_test_scores_each_epoch_and_keeps_its_metrics(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_host_reads_one_guests_test_scores_each_epoch_only_without_masks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, masked: bool
 ) -> None:
     # Prepare: two guests, breast cancer, the demo's full batch; the Host deviates.
     host = TwoInOneHost()
@@ -147,16 +167,22 @@ def test_a_host_reads_one_guests_test_scores_each_epoch_and_keeps_its_metrics(
     # Act
     results = run_in_threads(job, InMemoryHub(), tmp_path)
 
-    # Assert: every epoch's request was accepted (same length); the last one gave the
-    # Host the exact sum (its metrics) and guest-1's own score on every test row.
+    # Assert: every epoch's request was accepted (same length). Masks off, the last one
+    # gave the Host the exact sum (its metrics) and guest-1's own score on every test
+    # row; masked, guest-1's vector is uniform mod n: no row's score, and no sum either.
     assert not failures(results), failures(results)
     data = party_data(job)
     weights = {g: np.asarray(results[g]["weights"]) for g in job.guests}
     scores = {g: data[g].x_test @ weights[g] for g in job.guests}
     assert len(host.firsts) == job.training.epochs
-    np.testing.assert_allclose(host.firsts[-1], scores["guest-1"], atol=1e-6)
-    np.testing.assert_allclose(host.sums[-1], scores["guest-1"] + scores["guest-2"], atol=1e-6)
-    assert float(np.std(scores["guest-1"])) > 0.1  # real scores, not the zero start
+    assert float(np.std(scores["guest-1"])) > 1e-3  # real scores, not the zero start
+    total = scores["guest-1"] + scores["guest-2"]
+    if masked:
+        assert hits(host.firsts[-1], scores["guest-1"]) == 0
+        assert hits(host.sums[-1], total) == 0
+        return
+    assert hits(host.firsts[-1], scores["guest-1"]) == len(total) == 143
+    np.testing.assert_allclose(host.sums[-1], total, atol=1e-6)
 
 
 def prediction_job() -> tuple[JobConfig, dict[str, predict_party.Model], dict[str, IdTable]]:
@@ -183,8 +209,8 @@ def prediction_job() -> tuple[JobConfig, dict[str, predict_party.Model], dict[st
     return job, models, tables
 
 
-def test_a_host_reads_each_guests_prediction_scores_and_writes_right_predictions(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_host_reads_a_guests_prediction_scores_only_without_masks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, masked: bool
 ) -> None:
     # Prepare: the Host's prediction step, deviated in the two calls it makes.
     host = TwoInOneHost()
@@ -217,14 +243,20 @@ def test_a_host_reads_each_guests_prediction_scores_and_writes_right_predictions
         join=60,
     )  # fmt: skip
 
-    # Assert: the session ended normally, the predictions are right, and the Host holds
-    # guest-1's score of every row (guest-2's is the sum's rest).
+    # Assert: the session ended normally. Masks off, the predictions are right and the
+    # Host holds guest-1's score of every row (guest-2's is the sum's rest); masked, it
+    # holds no row's score (and its predictions are noise: the deviation costs it them).
     assert not [r for r in results.values() if isinstance(r, Exception)], results
     z = {n: tables[n].x @ models[n].weights for n in models}
     got = np.loadtxt(out, delimiter=",", skiprows=1, usecols=1)
-    np.testing.assert_allclose(got, sigmoid(z["host"] + z["guest-1"] + z["guest-2"]), atol=1e-6)
+    honest = sigmoid(z["host"] + z["guest-1"] + z["guest-2"])
     (firsts,) = host.firsts
-    np.testing.assert_allclose(firsts, z["guest-1"], atol=1e-6)
+    if masked:
+        assert hits(firsts, z["guest-1"]) == 0
+        assert hits(got, honest) < len(got)
+        return
+    assert hits(firsts, z["guest-1"]) == 40
+    np.testing.assert_allclose(got, honest, atol=1e-6)
 
 
 # --- the guest's packing: its residual ciphertexts 40 bits apart -------------------------
@@ -396,8 +428,8 @@ def pack_rows(key: PublicKey, values: list[int]) -> list[int]:
     return out
 
 
-def test_at_flipback_a_host_reads_one_guests_training_scores_beside_the_sums(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_at_flipback_a_host_reads_one_guests_training_scores_only_without_masks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, masked: bool
 ) -> None:
     # Prepare: two guests, label ε = 2 with flipback after every epoch; the Host keeps
     # guest-1's forward ciphertexts and, at flipback, packs each row's cached sum and
@@ -457,11 +489,12 @@ def test_at_flipback_a_host_reads_one_guests_training_scores_beside_the_sums(
     results = run_in_threads(job, InMemoryHub(), tmp_path)
 
     # Assert: two flipbacks (after epochs 1 and 2, not the last), each accepted by the
-    # Server, each giving the sums the flipback needs and guest-1's score of all 426
-    # training rows as it sent them that epoch.
+    # Server. Masks off, each gives the sums the flipback needs and guest-1's score of
+    # all 426 training rows as it sent them that epoch; masked, guest-1's forward
+    # ciphertexts are uniform mod n (its cached sums still right): no row's score.
     assert not failures(results), failures(results)
     assert len(host.firsts) == 2 and len(truths) == 3
+    assert float(np.max(np.abs(truths[1]))) > 1e-3  # trained scores, not the zero start
     for read, truth in zip(host.firsts, truths, strict=False):
         assert len(read) == 426
-        np.testing.assert_allclose(read, truth, atol=1e-6)
-    assert float(np.max(np.abs(host.firsts[1]))) > 1e-3  # trained scores, not the zero start
+        assert hits(read, truth) == (0 if masked else 426)

@@ -13,7 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path) -> None:
+@pytest.mark.parametrize("guests", [1, 2], ids=["alone", "beside a privfl guest"])
+def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path, guests: int) -> None:
+    """With two guests the example adds its zero-sum masks (docs/protocol.md §6.2a) beside
+    privfl's guest-2: a wrong mask would spoil every sum, the loss and the accuracy."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     privfl = [sys.executable, "-m", "privfl"]
     kit, run = tmp_path / "kit", tmp_path / "run"
@@ -31,6 +34,8 @@ def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path) ->
             "2",
             "--timeout",
             "30",
+            "--guests",
+            str(guests),
         ],
         env=env,
         check=True,
@@ -75,6 +80,11 @@ def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path) ->
             str(run / "guest"),
         ],
     }
+    if guests == 2:
+        cmds["guest-2"] = [
+            *privfl, "vfl", "guest", "--job", job, "--party", "guest-2",
+            "--out", str(run / "guest-2"), "--no-progress", "--workers", "1",
+        ]  # fmt: skip
     procs = {
         name: subprocess.Popen(
             cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -96,7 +106,7 @@ def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path) ->
     # 0.1 % quantile 0.895, minimum 0.881; 0.85 lies 7.8 sd below the mean.
     assert summary["accuracy"] >= 0.85
     theta = json.loads((run / "guest" / "model.json").read_text())["theta"]
-    assert len(theta) == 20 and any(abs(t) > 1e-3 for t in theta)
+    assert len(theta) == (20 if guests == 1 else 10) and any(abs(t) > 1e-3 for t in theta)
     assert sorted(p.name for p in (run / "guest" / "checkpoints").iterdir()) == [
         "epoch-00001.json",
         "epoch-00002.json",

@@ -13,6 +13,7 @@ from privfl import pulse
 from privfl.crypto import packing
 from privfl.crypto.encoding import DATA_BITS, LOSS_BITS, VALUE_BITS, decode, encode, to_exponents
 from privfl.crypto.engine import POOL, Engine
+from privfl.crypto.guest_masks import GuestMasks, label
 from privfl.crypto.paillier import PublicKey, unmask
 from privfl.crypto.pools import NoisePool
 from privfl.data.views import PartyData
@@ -25,7 +26,7 @@ from privfl.parties import checkpoint
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.batches import job_least_batch
 from privfl.parties.vertical.gradients import class_matvec, unflatten
-from privfl.parties.vertical.handshake import announce, receive_key_message, rows_digest, save_model
+from privfl.parties.vertical.handshake import announce, receive_guest_key, rows_digest, save_model
 from privfl.parties.vertical.joint_plan import PlanCheck, commit, guest_exchange, own_share
 from privfl.protocol import fresh
 from privfl.protocol.messages import (
@@ -89,6 +90,9 @@ class GuestState:
     score_rng: np.random.Generator = field(
         default_factory=lambda: np.random.default_rng(secrets.randbits(128))
     )
+    # What we send the Host, masked to cancel in its sum over guests (crypto/guest_masks.py);
+    # None: no masks (one guest, or a test that builds the state by hand).
+    zero_sum: GuestMasks | None = None
 
     def __post_init__(self) -> None:
         self.x_exp = to_exponents(self.data.x_train, DATA_BITS)
@@ -113,8 +117,9 @@ def forward(state: GuestState, msg: Batch) -> Forward:
         z = z + state.score_rng.normal(0.0, state.score_noise, z.shape)
     state.z = z
     n = state.key.n
-    scores = encrypt(state, state.glm.forward_plain(z, n))
-    squares = encrypt(state, encode([float(z @ z)], LOSS_BITS, n))
+    where = (msg.epoch, msg.batch)
+    scores = encrypt(state, masked(state, "forward", where, state.glm.forward_plain(z, n)))
+    squares = encrypt(state, masked(state, "squares", where, encode([float(z @ z)], LOSS_BITS, n)))
     state.stage = Stage.AWAIT_RESIDUAL
     return Forward(epoch=msg.epoch, batch=msg.batch, scores=scores, sum_squares=squares)
 
@@ -162,12 +167,42 @@ def backward(state: GuestState, msg: Residual) -> tuple[DecryptRequest, CrossTer
     request = DecryptRequest(epoch=msg.epoch, batch=msg.batch, purpose="gradient", values=masked)
     cross = None
     if msg.others is not None:
-        z_exp = to_exponents(state.z, DATA_BITS).tolist()
-        cross_term = [state.key.dot(msg.others.values, z_exp)]
-        value = fresh.rerandomize(state.key, cross_term, take(state, 1))
+        value = fresh.rerandomize(state.key, cross_term(state, msg), take(state, 1))
         cross = CrossTerm(epoch=msg.epoch, batch=msg.batch, value=value)
     state.stage = Stage.AWAIT_GRADIENT
     return request, cross
+
+
+def cross_term(state: GuestState, msg: Residual) -> list[int]:
+    """``[[Σ z_g·others]]`` for the Host's loss, masked to cancel over guests.
+
+    ``others`` is the other guests' masked scores, ``Z − z_g − M_g``: we add back
+    ``Σ M_g·z_g`` for the mask of ours that the Host's sum left out.
+    """
+    assert state.z is not None and msg.others is not None
+    key, n = state.key, state.key.n
+    z_exp = to_exponents(state.z, DATA_BITS).tolist()
+    product = key.dot(msg.others.values, z_exp)
+    if state.zero_sum is not None and state.zero_sum.seeds:
+        sent = state.glm.forward_length(len(state.z) // state.glm.outputs)
+        forward = state.zero_sum.masks(n, label("forward", msg.epoch, msg.batch), sent)
+        ours = sum(m * int(e) for m, e in zip(forward[-len(z_exp) :], z_exp, strict=True))
+        product = key.add_plain([product], [ours % n])[0]
+    correction = masked(state, "cross", (msg.epoch, msg.batch), [0])
+    return key.add_plain([product], correction)
+
+
+def masked(
+    state: GuestState, message: str, where: tuple[int, int | str], plain: list[int]
+) -> list[int]:
+    """``plain + M_g`` mod n for ``message`` at ``where`` (epoch, batch or split); a mask is
+    drawn once per label, so a request that would reuse one is refused."""
+    if state.zero_sum is None:
+        return plain
+    try:
+        return state.zero_sum.add(state.key.n, label(message, *where), plain)
+    except ValueError as exc:
+        raise ProtocolError(f"{exc}: the host asked twice for the same {message}; refused") from exc
 
 
 def apply_gradient(state: GuestState, msg: Decrypted, lr: float) -> None:
@@ -189,7 +224,8 @@ def scores(state: GuestState, msg: ScoreRequest) -> Scores:
     x = state.data.x_test if msg.split == "test" else state.data.x_train
     z = (x @ state.theta).ravel()
     n = state.key.n
-    values = encrypt(state, packing.pack_plain(encode(z, VALUE_BITS, n), n))
+    packed = packing.pack_plain(encode(z, VALUE_BITS, n), n)
+    values = encrypt(state, masked(state, "scores", (msg.epoch, msg.split), packed))
     return Scores(epoch=msg.epoch, split=msg.split, scores=values)
 
 
@@ -227,7 +263,7 @@ def run_guest(
         len(data.x_train),
         commit(job.session, ctx.name, share),
     )
-    key, relayed = receive_key_message(ctx)
+    key, relayed, zero_sum = receive_guest_key(ctx)
     seed = guest_exchange(ctx, share, relayed)
     noise = engine.pool(key.n, workers, key.h_s)
     # The first batch needs this many (scores, Σz², a cross term, the packed gradient,
@@ -256,6 +292,7 @@ def run_guest(
             free=job.training.allow_small_batches,
         ),
         score_noise=job.training.score_noise,
+        zero_sum=zero_sum,
     )
     try:
         resume_guest(ctx, state)

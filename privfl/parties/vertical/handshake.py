@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from privfl.config.core import decode_sections, differing, encode_sections
+from privfl.crypto.guest_masks import GuestMasks, decode_seeds
 from privfl.crypto.paillier import PublicKey
 from privfl.data.alignment import row_commitment
 from privfl.errors import ConfigError, ProtocolError
@@ -100,6 +101,33 @@ def receive_public_key(ctx: PartyContext) -> PublicKey:
 
 def receive_key_message(ctx: PartyContext) -> tuple[PublicKey, str]:
     """The Server's public key, checked, and the plan commitments it relays (§6.1a)."""
+    key, body = receive_key_body(ctx)
+    return key, body.plan_commits
+
+
+def receive_guest_key(ctx: PartyContext) -> tuple[PublicKey, str, GuestMasks]:
+    """A guest's :func:`receive_key_message`, and its zero-sum masks from the seeds the
+    Server sent it alone (crypto/guest_masks.py; none with one guest)."""
+    key, body = receive_key_body(ctx)
+    return key, body.plan_commits, masks_of(ctx, body.mask_seeds)
+
+
+def masks_of(ctx: PartyContext, text: str) -> GuestMasks:
+    """Our masks from ``public_key.mask_seeds``: one seed per other guest, else fatal."""
+    job, seeds = ctx.job, decode_seeds(text)
+    others = [g for g in job.guests if g != ctx.name]
+    if sorted(seeds) != sorted(others):
+        got = ", ".join(sorted(seeds)) or "none"
+        raise ProtocolError(
+            f"{job.server} sent mask seeds for {got}; this guest needs one for each other "
+            f"guest ({', '.join(others) or 'none'}), docs/protocol.md §6.1: check that every "
+            "party runs the same privfl protocol version"
+        )
+    return GuestMasks(job.session, ctx.name, tuple(job.guests), seeds)
+
+
+def receive_key_body(ctx: PartyContext) -> tuple[PublicKey, PublicKeyMessage]:
+    """The Server's public key, checked, and the message that carried it."""
     # The Server sends the key only once every Hello is in, waiting up to one timeout
     # for a missing party; wait longer than that, so that the Server, which knows who
     # is missing, times out first and names that party in its Abort.
@@ -119,7 +147,7 @@ def receive_key_message(ctx: PartyContext) -> tuple[PublicKey, str]:
     server = ctx.job.server
     check_key(key.n, body.proof, session=ctx.job.session, kind=Kind.PUBLIC_KEY, sender=server)
     log.info("received the server's %d-bit Paillier public key", key.bits)
-    return key, body.plan_commits
+    return key, body
 
 
 def save_model(

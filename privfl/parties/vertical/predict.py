@@ -4,8 +4,10 @@ The rows are aligned by the same PSI stage as training (or by position without a
 column). Each guest sends its partial scores encrypted under a fresh Paillier key of the
 Server; the Host sums them homomorphically and has the Server decrypt the sum under a
 mask only the Host knows — so the Server sees uniform noise and, with two or more
-guests, an honest Host learns only ``Σ_g z_g``, never one guest's score (a deviating one
-can pack a guest's scores beside the sum: docs/security.md, *Server decryptions*). The
+guests, the Host learns only ``Σ_g z_g``, never one guest's score: each guest's packed
+scores carry a mask uniform mod n that cancels in the sum over guests
+(crypto/guest_masks.py), so however the Host packs its request, one guest's vector
+decrypts to noise (docs/security.md, *Server decryptions*). The
 Host adds its own ``z_H`` and bias and writes, per model kind: ``id, probability, label``
 (logistic), ``id, p_0 … p_{k−1}, label`` (multiclass: every class's one-vs-rest
 probability, the label the top one), ``id, prediction`` (linear) or, for Poisson,
@@ -29,6 +31,7 @@ import numpy as np
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
+from privfl.crypto.guest_masks import label
 from privfl.crypto.paillier import unmask
 from privfl.data.alignment import positions
 from privfl.data.tables import IdTable, exposure_column_of, read_id_csv, standardise_with
@@ -42,6 +45,7 @@ from privfl.parties.vertical.handshake import (
     announce,
     check_hello,
     check_rows,
+    receive_guest_key,
     receive_public_key,
     rows_digest,
 )
@@ -190,10 +194,14 @@ def guest_scores(ctx: PartyContext, z: np.ndarray, digest: str = "") -> dict[str
     """Announce our rows, then send ``[[z_g]]`` when the Host asks, and wait for the end."""
     job, channel = ctx.job, ctx.channel
     announce(ctx, "guest", len(z), 0, [job.server, job.host], digest)
-    key = receive_public_key(ctx)
+    key, _, zero_sum = receive_guest_key(ctx)
     request = channel.expect_body(ScoreRequest, {job.host})
     flat = np.asarray(z).ravel()  # every class of a row together (row-major)
-    values = fresh.encrypt(key, packing.pack_plain(encode(flat, VALUE_BITS, key.n), key.n))
+    packed = packing.pack_plain(encode(flat, VALUE_BITS, key.n), key.n)
+    # Masked to cancel in the Host's sum over guests (crypto/guest_masks.py): one
+    # guest's vector alone decrypts to uniform values, however the Host packs it.
+    plain = zero_sum.add(key.n, label("predict", request.epoch, request.split), packed)
+    values = fresh.encrypt(key, plain)
     channel.send(job.host, Scores(epoch=request.epoch, split=request.split, scores=values))
     channel.expect_body(Finish, {job.host})  # the Host ends the session
     log.info("sent encrypted scores for %d rows", len(z))

@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from privfl import pulse
 from privfl.config.vertical import JobConfig
+from privfl.crypto import guest_masks
 from privfl.crypto.encoding import LOSS_BITS, decode, loss_denominator
 from privfl.crypto.engine import POOL, Engine
 from privfl.crypto.paillier import PrivateKey, generate_keypair, private_primes
@@ -103,7 +104,8 @@ def verdict(state: ServerState) -> tuple[bool, str]:
 
 
 def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
-    """Make the key pair, hear every party's Hello, send each the public key."""
+    """Make the key pair, hear every party's Hello, send each the public key (and each
+    guest of two or more its pairwise mask seeds, fresh from the OS CSPRNG)."""
     job = ctx.job
     if not predicting:
         rules.feature_counts(job)  # a job without them fails here, before anyone waits
@@ -127,7 +129,10 @@ def handshake(ctx: PartyContext, predicting: bool) -> ServerState:
     key = PublicKeyMessage(
         n=public.n, bits=public.bits, h_s=public.h_s, plan_commits=commits, proof=proof
     )
-    ctx.channel.broadcast(ctx.peers, key)
+    seeds = guest_masks.draw_seeds(job.guests)  # none with one guest
+    for peer in ctx.peers:  # each guest's seeds in its own message: the Host gets none
+        mine = guest_masks.seeds_of(peer, seeds) if peer in job.guests else {}
+        ctx.channel.send(peer, replace(key, mask_seeds=guest_masks.encode_seeds(mine)))
     t = job.training
     state = ServerState(
         key=private, allow=allow, tolerance=t.tolerance, divergence_factor=t.divergence_factor

@@ -38,6 +38,7 @@ from privfl.config.core import encode_sections
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
 from privfl.crypto.encoding import LOSS_BITS, VALUE_BITS, decode, encode
+from privfl.crypto.guest_masks import label
 from privfl.data.alignment import row_commitment
 from privfl.data.views import PartyData
 from privfl.errors import ConfigError, CryptoError
@@ -71,7 +72,9 @@ from privfl.tools.conformance.peer import (
     expect_abort,
     finished_cleanly,
     key_message,
+    played_masks,
     quiet,
+    unmasked,
 )
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
 from privfl.tools.conformance.target import Target
@@ -102,6 +105,8 @@ class GuestRun:
         self.key_sender = self.server  # the Server's key (the Host's for SecureBoost)
         self.train_rows = 0  # the guest's training rows
         self.plan: list[np.ndarray | None] = [None]  # the joint plan's attempt 0 (§6.1a)
+        # The seeds the played Server gives the guest, and its zero-sum masks (§6.2).
+        self.seeds, self.masks = played_masks(job, party)
 
     @functools.cached_property
     def glm(self) -> Glm:
@@ -153,6 +158,7 @@ class GuestRun:
         key = replace(
             key_message(self.job, self.key_sender.name, self.private),
             plan_commits=joint_plan.encode_pairs(commits),
+            mask_seeds=self.seeds if glm_session else "",
         )
         self.key_sender.channel.send(party, key)
         if glm_session and not self._plan_reveal(commits, shares):
@@ -243,11 +249,13 @@ class GuestRun:
         fwd = body_as(env.body, Forward)
         n = self.key.n
         plain = self.fresh.observe("forward.scores", fwd.scores.values)
+        plain = unmasked(self.masks, n, label("forward", epoch, 0), plain)
         z, bits = self._blocks(epoch, plain, indices)
         if z is None:
             return None
         squares = self.fresh.observe("forward.sum_squares", fwd.sum_squares.values)
-        sum_squares = float(decode(squares, LOSS_BITS, n)[0])
+        squares = unmasked(self.masks, n, label("squares", epoch, 0), squares)
+        sum_squares = float(_decoded(squares, LOSS_BITS, n)[0])
         want = float(z @ z)
         slack = 2.0 ** -(bits + 1)  # each score's rounding at its block's scale
         self.report.check(
@@ -275,7 +283,7 @@ class GuestRun:
             return None, 0
         n = self.key.n
         parts = [
-            decode(plain[j * size : (j + 1) * size], b, n) for j, (_, b, _) in enumerate(blocks)
+            _decoded(plain[j * size : (j + 1) * size], b, n) for j, (_, b, _) in enumerate(blocks)
         ]
         z, bits = parts[-1], blocks[-1][1]
         for (name, block_bits, func), got in zip(blocks[:-1], parts[:-1], strict=True):
@@ -295,7 +303,11 @@ class GuestRun:
         n, report, party = self.key.n, self.report, self.party
         residual = trivial(self.key, encode(four_d, VALUE_BITS, n))  # b·k values, row-major
         alone = len(self.job.guests) == 1  # no other guests' scores, so no cross term
-        other = None if alone else BigInts(tuple(trivial(self.key, encode(others, VALUE_BITS, n))))
+        # As a Host sends them: the other guests' masked scores, ``O − M_g`` (§6.2).
+        sent = self.glm.forward_length(len(z) // self.k)
+        mask = self.masks.masks(n, label("forward", epoch, 0), sent)[-len(z) :]
+        values = [(v - m) % n for v, m in zip(encode(others, VALUE_BITS, n), mask, strict=True)]
+        other = None if alone else BigInts(tuple(trivial(self.key, values)))
         message = Residual(epoch, 0, BigInts(tuple(residual)), other)
         self.host.channel.send(party, message, epoch)
         what = f"epoch {epoch}: Residual → DecryptRequest to the server"
@@ -319,7 +331,8 @@ class GuestRun:
         if env is not None:
             body = body_as(env.body, CrossTerm)
             plain = self.fresh.observe("cross_term", body.value.values)
-            got = float(decode(plain, LOSS_BITS, n)[0])
+            plain = unmasked(self.masks, n, label("cross", epoch, 0), plain)
+            got = float(_decoded(plain, LOSS_BITS, n)[0])
             want = float(z @ others)
             report.check(
                 f"epoch {epoch}: cross_term is Σ z·others at scale 2^48",
@@ -423,6 +436,15 @@ def _expected_weights(
     return theta
 
 
+def _decoded(plain: list[int], bits: int, n: int) -> np.ndarray:
+    """Residues as fixed-point values; NaN where a value is no small number (a guest whose
+    zero-sum mask is not the one its seeds give sends uniform residues): the check fails."""
+    try:
+        return decode(plain, bits, n)
+    except CryptoError:
+        return np.full(len(plain), np.nan)
+
+
 def _close(report: Report, what: str, got: np.ndarray, want: np.ndarray) -> bool:
     error = float(np.max(np.abs(got - want), initial=0.0))
     top = float(np.max(np.abs(want), initial=0.0))
@@ -436,6 +458,7 @@ def _check_scores(run: GuestRun, got: Scores, theta: np.ndarray | None) -> None:
     assert hello is not None
     values_count = (hello.rows - run.train_rows) * run.k
     plain = run.fresh.observe("scores", got.scores.values)
+    plain = unmasked(run.masks, n, label("scores", got.epoch, got.split), plain)
     expected = packing.packed_length(values_count, n)
     if not report.check(
         "Scores are packed: ⌈test rows·k / slots(n)⌉ ciphertexts, plain z at 2^32",

@@ -8,14 +8,16 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import click
 
 from privfl.config.vertical import JobConfig
+from privfl.crypto import guest_masks
 from privfl.crypto.djn import check_generator
+from privfl.crypto.guest_masks import GuestMasks
 from privfl.crypto.paillier import PrivateKey, generate_keypair
 from privfl.data.views import PartyData
 from privfl.errors import (
@@ -397,6 +399,19 @@ def key_message(job: JobConfig, sender: str, private: PrivateKey) -> PublicKeyMe
     public = private.public_key
     proof = prove_key(private, session=job.session, kind=Kind.PUBLIC_KEY, sender=sender)
     return PublicKeyMessage(n=public.n, bits=public.bits, h_s=public.h_s, proof=proof)
+
+
+def played_masks(job: JobConfig, party: str) -> tuple[str, GuestMasks]:
+    """The played Server's mask seeds for the guest under test (``public_key.mask_seeds``,
+    §6.2) and the masks they give it, which the kit removes before it checks a value."""
+    seeds = guest_masks.seeds_of(party, guest_masks.draw_seeds(job.guests))
+    masks = GuestMasks(job.session, party, tuple(job.guests), seeds)
+    return guest_masks.encode_seeds(seeds), masks
+
+
+def unmasked(masks: GuestMasks, n: int, what: str, plain: Sequence[int]) -> list[int]:
+    """``plain − M_g`` mod n: a guest's value as it was before its zero-sum mask."""
+    return [(p - m) % n for p, m in zip(plain, masks.masks(n, what, len(plain)), strict=True)]
 
 
 def check_public_key(report: Report, job: JobConfig, msg: PublicKeyMessage, sender: str) -> bool:

@@ -19,11 +19,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
 from privfl.crypto.encoding import VALUE_BITS, decode, encode
+from privfl.crypto.guest_masks import GuestMasks, label
 from privfl.crypto.paillier import PublicKey
 from privfl.errors import CryptoError
 from privfl.learning.glm import glm_of, mean_of
@@ -37,7 +40,15 @@ from privfl.protocol.messages import (
     ScoreRequest,
     Scores,
 )
-from privfl.tools.conformance.peer import Peer, Report, expect, key_message, quiet
+from privfl.tools.conformance.peer import (
+    Peer,
+    Report,
+    expect,
+    key_message,
+    played_masks,
+    quiet,
+    unmasked,
+)
 from privfl.tools.conformance.randomness import Freshness, checkable_key, trivial
 from privfl.tools.conformance.session import (
     Scored,
@@ -65,7 +76,9 @@ def predict_guest_script(target: Target) -> None:
         hello = guest_hellos(report, server, host, party, job, rows)
         if hello is None:
             return
-        server.channel.send(party, key_message(job, server.name, private))
+        seeds, masks = played_masks(job, party)
+        key = replace(key_message(job, server.name, private), mask_seeds=seeds)
+        server.channel.send(party, key)
         host.raw(party, ScoreRequest(0, "test"), session="another-session")
         quiet(report, [host, server], party, "a score_request of another session is refused")
         host.channel.send(party, ScoreRequest(0, "test"), 0)
@@ -74,12 +87,18 @@ def predict_guest_script(target: Target) -> None:
             return
         k = glm_of(job).outputs
         z = None if known is None else (known[1].x @ known[0].weights).ravel()
-        _check_guest_scores(report, body_as(env.body, Scores), fresh_seen, hello.rows * k, z)
+        scores = body_as(env.body, Scores)
+        _check_guest_scores(report, scores, fresh_seen, hello.rows * k, z, masks)
         guest_ends(report, server, host, party, job, process, fresh_seen)
 
 
 def _check_guest_scores(
-    report: Report, got: Scores, seen: Freshness, values: int, z: np.ndarray | None
+    report: Report,
+    got: Scores,
+    seen: Freshness,
+    values: int,
+    z: np.ndarray | None,
+    masks: GuestMasks,
 ) -> None:
     """Echo, packed count, every slot in range and, with the guest's files, ``z`` itself."""
     n = seen.private.public_key.n
@@ -91,6 +110,7 @@ def _check_guest_scores(
     ):
         return
     plain = seen.observe("scores", got.scores.values)
+    plain = unmasked(masks, n, label("predict", got.epoch, got.split), plain)
     try:
         decoded = decode(packing.unpack(plain, values, n), VALUE_BITS, n)
     except CryptoError as exc:

@@ -14,6 +14,7 @@ import numpy as np
 from privfl.config.vertical import JobConfig
 from privfl.crypto import packing
 from privfl.crypto.encoding import LOSS_BITS, VALUE_BITS, encode, loss_denominator
+from privfl.crypto.guest_masks import decode_seeds
 from privfl.crypto.paillier import PublicKey as PaillierKey
 from privfl.crypto.paillier import unmask
 from privfl.data.alignment import positions, row_commitment
@@ -132,7 +133,7 @@ def _server_handshake(
         role = "host" if peer is host else "guest"
         hello = Hello(role, fingerprint, plan.rows, plan.features[peer.name], digest)
         peer.channel.send(party, replace(hello, plan_commit=commits[peer.name]))
-    keys = {}
+    keys, seeds = {}, {}
     relayed = joint_plan.encode_pairs(commits)
     for peer in (host, *guests):
         env = expect(report, peer, Kind.PUBLIC_KEY, party, f"public key sent to {peer.name}")
@@ -140,6 +141,7 @@ def _server_handshake(
             return None
         body = body_as(env.body, PublicKeyMessage)
         keys[peer.name] = (body.n, body.h_s)
+        seeds[peer.name] = decode_seeds(body.mask_seeds)
         if not check_public_key(report, job, body, party):
             return None
         report.check(
@@ -148,10 +150,29 @@ def _server_handshake(
             f"plan_commits {body.plan_commits[:40] or 'none'}",
         )
     report.check("every party gets the same key (n and h_s)", len(set(keys.values())) == 1)
+    _check_mask_seeds(report, host.name, [g.name for g in guests], seeds)
     if expect(report, host, Kind.CHECKPOINTS, party, "Checkpoints offer to the host") is None:
         return None
     host.channel.send(party, Resume(completed=0))
     return PaillierKey.from_n(*keys[host.name])
+
+
+def _check_mask_seeds(
+    report: Report, host: str, guests: list[str], seeds: dict[str, dict[str, bytes]]
+) -> None:
+    """§6.2: no seed to the Host; to each guest one per other guest, both ends of a pair
+    the same seed, and no two pairs alike (32 bytes from a CSPRNG never collide)."""
+    report.check("public_key to the host carries no mask_seeds", not seeds[host])
+    pairs = {(a, b) for a in guests for b in guests if a < b}
+    ok = all(set(seeds[g]) == set(guests) - {g} for g in guests) and all(
+        seeds[a][b] == seeds[b][a] for a, b in pairs
+    )
+    report.check(
+        "public_key to each guest carries one mask seed per other guest, the same at both "
+        "ends of a pair, every pair its own",
+        ok and len({seeds[a][b] for a, b in pairs}) == len(pairs),
+        ", ".join(f"{g}: {sorted(seeds[g])}" for g in guests),
+    )
 
 
 def _gradient_request(

@@ -20,7 +20,7 @@ import numpy as np
 
 from privfl.config.core import read_toml
 from privfl.config.vertical import canonical_job, from_dict
-from privfl.crypto import modulus_proof, psi_rsa
+from privfl.crypto import guest_masks, modulus_proof, psi_rsa
 from privfl.data.views import count_table, demo_columns
 from privfl.learning.taylor import batch_plan
 from privfl.mechanisms.label_dp import flipback
@@ -242,6 +242,34 @@ def flipback_vector() -> dict[str, Any]:
     }
 
 
+MASK_N = (1 << 255) + 95  # any odd n: the masks need no factors
+MASK_GUESTS = ("guest-1", "guest-2", "guest-3")
+
+
+def guest_masks_vector() -> dict[str, Any]:
+    """Each guest's zero-sum masks for 3 plaintexts of one message (§6.2, version 7)."""
+    pairs = {
+        (a, b): hashlib.sha256(f"{a}/{b}".encode()).digest()
+        for i, a in enumerate(MASK_GUESTS)
+        for b in MASK_GUESTS[i + 1 :]
+    }
+    what = guest_masks.label("forward", 1, 0)
+    masks = {
+        g: guest_masks.GuestMasks(
+            "mask-example", g, MASK_GUESTS, guest_masks.seeds_of(g, pairs)
+        ).masks(MASK_N, what, 3)
+        for g in MASK_GUESTS
+    }
+    return {
+        "session": "mask-example",
+        "n": hex(MASK_N),
+        "guests": list(MASK_GUESTS),
+        "seeds": {f"{a},{b}": seed.hex() for (a, b), seed in pairs.items()},
+        "label": what,
+        "masks": {g: [hex(m) for m in values] for g, values in masks.items()},
+    }
+
+
 def spec_vector() -> dict[str, Any]:
     return {
         "models": models_vector(),
@@ -251,6 +279,7 @@ def spec_vector() -> dict[str, Any]:
         "counts": counts_vector(),
         "flipback": flipback_vector(),
         "modulus_proof": modulus_proof_vector(),
+        "guest_masks": guest_masks_vector(),
     }
 
 

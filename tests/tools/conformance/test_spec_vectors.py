@@ -203,3 +203,29 @@ def test_the_modulus_proof_points_and_roots_are_as_section_6_0_defines() -> None
     assert all(pow(s, n, n) == p for s, p in zip(roots, points, strict=True))
     assert math.gcd(n, math.prod(range(3, vec["alpha"], 2))) == 1
     modulus_proof.verify(n, roots, session=vec["session"], role=vec["role"])
+
+
+def test_the_guest_masks_are_shake256_streams_that_cancel_over_guests() -> None:
+    """§6.2's masks as an outside party would code them: hashlib, nothing of ours."""
+    # Prepare
+    vec = SPEC["guest_masks"]
+    n, guests = int(vec["n"], 16), vec["guests"]
+    width = (n.bit_length() + 128 + 7) // 8
+
+    def stream(a: str, b: str) -> list[int]:
+        seed = bytes.fromhex(vec["seeds"][f"{a},{b}"])
+        text = f"{vec['session']}\0{a}\0{b}\0{vec['label']}".encode()
+        data = hashlib.shake_256(b"privfl-guest-mask\0" + seed + text).digest(3 * width)
+        return [int.from_bytes(data[i * width : (i + 1) * width], "big") % n for i in range(3)]
+
+    # Act: + the stream of each pair a guest comes first in, − of each it comes second in.
+    want = {g: [0, 0, 0] for g in guests}
+    for i, a in enumerate(guests):
+        for b in guests[i + 1 :]:
+            for j, v in enumerate(stream(a, b)):
+                want[a][j] = (want[a][j] + v) % n
+                want[b][j] = (want[b][j] - v) % n
+
+    # Assert
+    assert {g: [int(m, 16) for m in ms] for g, ms in vec["masks"].items()} == want
+    assert all(sum(col) % n == 0 for col in zip(*want.values(), strict=True))

@@ -283,6 +283,20 @@ def _messages() -> list[tuple[str, str, str, int, Message]]:
         *_secagg_messages(),
         # the closing exchange's last head (§11, version 5), appended
         ("audit_head_last", "host", "guest-1", 0, AuditHead(13, "cd" * 32, HEAD_LAST)),
+        # a guest's pairwise mask seeds (§6.1, version 7), appended
+        (
+            "public_key_masks",
+            "server",
+            "guest-1",
+            0,
+            PublicKeyMessage(
+                n=N,
+                bits=256,
+                plan_commits=f"host={COMMIT},guest-1={COMMIT_2}",
+                mask_seeds=f"guest-2={SHARE}",
+                proof=ROOTS,
+            ),
+        ),
     ]
 
 
