@@ -120,6 +120,10 @@ class Glm:
         column pooled), and its metrics on ``data``'s test rows (``learning/references.py``)."""
         raise NotImplementedError
 
+    def start_fits(self, eta: np.ndarray, offset: np.ndarray | None) -> bool:
+        """Whether the Host may start from scores ``eta`` (learning/start.py): finite."""
+        return bool(np.isfinite(eta).all())
+
     # --- under encryption ------------------------------------------------------------
 
     def forward_blocks(self) -> tuple[Block, ...]:
