@@ -67,7 +67,7 @@ class TrainingConfig:
     batch_size: int = 0  # 0 = full batch
     allow_small_batches: bool = False
     tolerance: float = 1e-6  # stop when the Taylor loss changes less than this
-    divergence_factor: float = 2.0  # stop with an error when loss > factor × first loss
+    divergence_factor: float = 2.0  # stop with an error when loss − first > (factor − 1)·|first|
     # Each guest adds N(0, score_noise²) from its OS CSPRNG to every training score it sends
     # (docs/security.md, the deviating Host): a Host that singles rows out reads them only to
     # about this. 0 = off, and then the model equals its plaintext twin. In the job only

@@ -94,7 +94,10 @@ def on_loss(state: ServerState, sender: str, msg: Loss) -> EpochResult | None:
 def verdict(state: ServerState) -> tuple[bool, str]:
     """Stop on divergence, on a loss change below tolerance, or after the last epoch."""
     losses = state.losses
-    if not math.isfinite(losses[-1]) or losses[-1] > state.divergence_factor * losses[0]:
+    # Grown by the factor over the first loss's magnitude: a Poisson loss (no log y! term)
+    # may be negative, and `last > factor · first` then held at the first epoch itself.
+    grown = losses[-1] - losses[0] > (state.divergence_factor - 1) * abs(losses[0])
+    if not math.isfinite(losses[-1]) or grown:
         return True, "diverged"
     if len(losses) >= 2 and abs(losses[-1] - losses[-2]) < state.tolerance:
         return True, "converged"

@@ -15,6 +15,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -654,3 +655,26 @@ def test_divergence_stops_every_party(tmp_path: Path) -> None:
     assert isinstance(results["guest-1"], PeerAborted)
     assert "diverged" in str(results["guest-1"])
     assert took < job.timeout_seconds  # told at once, nobody waited out a timeout
+
+
+@pytest.mark.parametrize(
+    ("losses", "reason"),
+    [
+        ([-0.0188], "max_epochs"),  # a negative first Poisson loss is not a divergence
+        ([-0.5, -0.2], ""),
+        ([-0.5, 0.6], "diverged"),  # grown by more than |first|
+        ([0.4, 0.9], "diverged"),  # as before for a positive loss: above 2 × first
+        ([0.4, 0.7], ""),
+        ([0.4, float("nan")], "diverged"),
+    ],
+)
+def test_the_servers_divergence_verdict_reads_the_losses_growth(
+    losses: list[float], reason: str
+) -> None:
+    state = SimpleNamespace(
+        losses=losses,
+        divergence_factor=2.0,
+        tolerance=1e-6,
+        allow=SimpleNamespace(max_epochs=1 if len(losses) == 1 else 5),
+    )
+    assert server_steps.verdict(state)[1] == reason  # type: ignore[arg-type]
