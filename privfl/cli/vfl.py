@@ -97,10 +97,14 @@ KIT = {
     "label_epsilon": row(
         "--label-epsilon",
         callback=parse_epsilon,
-        default_text=f"{kind_default('logistic', 'label_dp.epsilon'):g}; "
-        f"secureboost: {kind_default('secureboost', 'label_dp.epsilon'):g}",
-        help="ε of randomized response on the Host's labels, per label for the whole "
-        "run; inf = off.",
+        default_text=", ".join(
+            f"{kind}: {kind_default(kind, 'label_dp.epsilon'):g}"
+            for kind in ("logistic", "multiclass", "secureboost")
+        )
+        + f"; linear, poisson: {kind_default('linear', 'label_dp.epsilon'):g} with "
+        "--label-low/--label-high, else inf",
+        help="ε of label DP on the Host's labels (randomized response; regression: "
+        "Laplace on the clipped labels), per label for the whole run; inf = off.",
     ),
     "seed": row("--seed", type=int, field=(JobConfig, "seed"), help="Seed of the training RNG."),
     "model": row(
@@ -306,11 +310,12 @@ def run_local_cmd(
 
     With no options: the label-DP report's demo — sklearn's breast cancer data, Host columns
     0-9 + label, Guest columns 10-29, a 75/25 split (seed 0), 30 epochs, 2048-bit
-    Paillier keys, label ε = 8. The parties talk over CURVE-encrypted ZeroMQ on
-    loopback with fresh keys. Outputs: OUT/summary.json and one folder per party. On a
-    bundled table it then fits the centralised references (sklearn; xgboost too for
-    SecureBoost, when importable), prints them and records them in summary.json. The
-    printed wall time is the whole command's, start-up and key generation included.
+    Paillier keys, label DP at the model's default ε (--label-epsilon). The parties talk
+    over CURVE-encrypted ZeroMQ on loopback with fresh keys. Outputs: OUT/summary.json
+    and one folder per party. On a bundled table it then fits the centralised references
+    (sklearn; xgboost too for SecureBoost, when importable), prints them and records them
+    in summary.json. The printed wall time is the whole command's, start-up and key
+    generation included.
 
     \b
     Examples:
