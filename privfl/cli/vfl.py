@@ -201,7 +201,31 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
     if opts["timeout"] is not None:
         job = replace(job, timeout_seconds=opts["timeout"])
     warn_shared(job)
+    warn_unprotected(job)
     return job
+
+
+UNPROTECTED_READS = {
+    "linear": "z_H − y of every training row over a run (z_H the Host's own early fit): "
+    "the labels, blurred only by that fit's error",
+    "poisson": "every training count exactly (a crafted forward separates it from the "
+    "Host's exposure multiplier)",
+}
+"""What a deviating guest reads of a regression job without label DP (docs/security.md)."""
+
+
+def warn_unprotected(job: JobConfig) -> None:
+    """One line on stderr when a regression job has no label DP (ε = inf): what a guest
+    that spends its gradient requests on its residuals reads, and how to turn it on."""
+    kind = job.model.kind
+    if kind in UNPROTECTED_READS and not math.isfinite(job.label_dp.epsilon):
+        click.echo(
+            f"privfl: {kind} regression without label DP (ε = inf): a deviating guest reads "
+            f"{UNPROTECTED_READS[kind]} (docs/security.md). Give the labels' public bounds "
+            f"with --label-low/--label-high (label ε {kind_default(kind, 'label_dp.epsilon'):g} "
+            "then, or --label-epsilon) wherever a guest might deviate.",
+            err=True,
+        )
 
 
 def warn_shared(job: JobConfig) -> None:
@@ -248,13 +272,7 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
     label_dp = tables.get("label_dp", base.label_dp)
     no_bounds = not model.label_low < model.label_high
     if "label_low" in reads and no_bounds and opts.get("label_epsilon") is None:
-        if math.isfinite(label_dp.epsilon):
-            click.echo(
-                f"privfl: {kind} regression without --label-low/--label-high: no label DP "
-                "(ε = inf)",
-                err=True,
-            )
-        label_dp = replace(label_dp, epsilon=math.inf)
+        label_dp = replace(label_dp, epsilon=math.inf)  # build_job says what that leaves
     if opts.get("label_epsilon") is not None:
         label_dp = replace(label_dp, epsilon=opts["label_epsilon"])
     data = replace(base.data, dataset=table)
@@ -552,6 +570,8 @@ def party_command(role: str) -> click.Command:
         spec = job.party(party)
         if spec.role != role:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
+        if role == "host":  # whose labels a regression job without label DP leaves open
+            warn_unprotected(job)
         if redraw_labels and role != "host":
             raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
         if forget_reveals and (role != "guest" or resume):

@@ -37,7 +37,9 @@ def test_linear_without_bounds_has_no_label_dp_and_says_so(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     job = load_job(tmp_path / "job.toml")
     assert job.data.dataset == "diabetes" and math.isinf(job.label_dp.epsilon)
-    assert "no label DP" in result.output
+    said = " ".join(result.output.split())
+    assert "without label DP (ε = inf): a deviating guest reads" in said
+    assert "--label-low/--label-high (label ε 8 then" in said
 
 
 def test_each_kind_writes_its_default_label_epsilon_and_help_shows_it(tmp_path: Path) -> None:
