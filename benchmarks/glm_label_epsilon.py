@@ -80,6 +80,7 @@ class Run:
 
 
 def views(job: JobConfig) -> dict[str, PartyData]:
+    """Each data holder's rows as a party loads them."""
     return {n: load_data(job, n, None, None) for n in [job.host, *job.guests]}
 
 
@@ -110,15 +111,37 @@ def twin(
     r0 = residual(glm, x_host @ start, targets(glm, drawn), None, x_host @ start)
     guess = (r0[:, 0] < 0) if glm.outputs == 1 else np.argmin(r0, axis=1)
     read = int(np.sum(guess == host.y_train))
+    thetas, labels = train(job, parts, masks, drawn, start, plan, report.probability)
+    tests = [np.hstack([host.x_test, np.ones((len(host.x_test), 1))])]
+    tests += [data[g].x_test for g in job.guests]
+    eta = np.sum([x @ t for x, t in zip(tests, thetas, strict=True)], axis=0)
+    metrics = glm.metrics(host.y_test, mean_of(glm, eta, None))
+    final = int(np.sum(labels == host.y_train))
+    scalars = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+    return Run(scalars, read, final, len(labels))
+
+
+def train(
+    job: JobConfig,
+    parts: list[np.ndarray],
+    masks: list[np.ndarray],
+    drawn: np.ndarray,
+    start: np.ndarray,
+    plan: list[np.ndarray | None],
+    flip_probability: float,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """``reference_train``'s steps with the Host's flipback (host_steps.apply_flipback:
+    the joint scores of the epoch's forward passes, the flips capped at the expected
+    number); returns every part's weights and the labels trained on last."""
+    glm, cfg = glm_of(job), job.training
     labels = drawn.copy()
     thetas = [np.array(start, dtype=np.float64)] + [
         np.zeros((p.shape[1], glm.outputs)) for p in parts[1:]
     ]
-    rows_all = len(labels)
     for epoch in range(cfg.epochs):
         lr = learning_rate(cfg, epoch)
         y_all = targets(glm, labels)
-        joint = np.zeros((rows_all, glm.outputs))
+        joint = np.zeros((len(labels), glm.outputs))
         for idx in plan:
             rows: Any = slice(None) if idx is None else idx
             xs = [p[rows] for p in parts]
@@ -133,18 +156,11 @@ def twin(
         due = job.label_dp.flipback_every and (epoch + 1) % job.label_dp.flipback_every == 0
         last = epoch == cfg.epochs - 1
         if due and not last and math.isfinite(job.label_dp.epsilon) and glm.flipback:
-            expected = round(report.probability * rows_all)
-            left = expected - int(np.count_nonzero(labels != drawn))
+            left = round(flip_probability * len(labels)) - int(np.count_nonzero(labels != drawn))
             labels = flipback(
                 labels, sigmoid(joint[:, 0]), job.label_dp.flipback_fraction, max_flips=left
             )
-    tests = [np.hstack([host.x_test, np.ones((len(host.x_test), 1))])]
-    tests += [data[g].x_test for g in job.guests]
-    eta = np.sum([x @ t for x, t in zip(tests, thetas, strict=True)], axis=0)
-    metrics = glm.metrics(host.y_test, mean_of(glm, eta, None))
-    final = int(np.sum(labels == host.y_train))
-    scalars = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
-    return Run(scalars, read, final, rows_all)
+    return thetas, labels
 
 
 def check(kind: str, epsilon: float, seed: int) -> str:
