@@ -46,7 +46,7 @@ from privfl.config.vertical import (
 )
 from privfl.crypto.engine import ENGINES, POOL, Engine
 from privfl.models.registry import DEFAULT_KIND, kind_named, kind_of
-from privfl.runs.tables import fmt
+from privfl.runs.tables import UNPROTECTED_READS, fmt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -203,15 +203,6 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
     warn_shared(job)
     warn_unprotected(job)
     return job
-
-
-UNPROTECTED_READS = {
-    "linear": "z_H − y of every training row over a run (z_H the Host's own early fit): "
-    "the labels, blurred only by that fit's error",
-    "poisson": "every training count exactly (a crafted forward separates it from the "
-    "Host's exposure multiplier)",
-}
-"""What a deviating guest reads of a regression job without label DP (docs/security.md)."""
 
 
 def warn_unprotected(job: JobConfig) -> None:
