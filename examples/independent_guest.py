@@ -48,7 +48,7 @@ DEFAULTS: dict[str, Any] = {"key_bits": 2048, "allow_weak_keys": False,
 TABLE_DEFAULTS: dict[str, dict[str, Any]] = {
     "training": {"epochs": 30, "learning_rate": 0.3, "lr_decay": 0.02, "l2": 0.1, "batch_size": 0,
                  "allow_small_batches": False, "tolerance": 1e-6, "divergence_factor": 2.0},
-    "label_dp": {"epsilon": 8.0, "flipback_every": 5, "flipback_fraction": 0.02},
+    "label_dp": {"epsilon": 1.5, "flipback_every": 5, "flipback_fraction": 0.02},
     "data": {"dataset": "breast_cancer", "test_size": 0.25, "split_seed": 0, "psi": "ecdh",
              "psi_key_bits": 2048},
 }  # fmt: skip

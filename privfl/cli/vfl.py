@@ -46,7 +46,7 @@ from privfl.config.vertical import (
 )
 from privfl.crypto.engine import ENGINES, POOL, Engine
 from privfl.models.registry import DEFAULT_KIND, kind_named, kind_of
-from privfl.runs.tables import fmt
+from privfl.runs.tables import UNPROTECTED_READS, fmt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,10 +97,14 @@ KIT = {
     "label_epsilon": row(
         "--label-epsilon",
         callback=parse_epsilon,
-        default_text=f"{kind_default('logistic', 'label_dp.epsilon'):g}; "
-        f"secureboost: {kind_default('secureboost', 'label_dp.epsilon'):g}",
-        help="ε of randomized response on the Host's labels, per label for the whole "
-        "run; inf = off.",
+        default_text=", ".join(
+            f"{kind}: {kind_default(kind, 'label_dp.epsilon'):g}"
+            for kind in ("logistic", "multiclass", "secureboost")
+        )
+        + f"; linear, poisson: {kind_default('linear', 'label_dp.epsilon'):g} with "
+        "--label-low/--label-high, else inf",
+        help="ε of label DP on the Host's labels (randomized response; regression: "
+        "Laplace on the clipped labels), per label for the whole run; inf = off.",
     ),
     "seed": row("--seed", type=int, field=(JobConfig, "seed"), help="Seed of the training RNG."),
     "model": row(
@@ -197,7 +201,22 @@ def build_job(base: JobConfig | None, **opts: Any) -> JobConfig:
     if opts["timeout"] is not None:
         job = replace(job, timeout_seconds=opts["timeout"])
     warn_shared(job)
+    warn_unprotected(job)
     return job
+
+
+def warn_unprotected(job: JobConfig) -> None:
+    """One line on stderr when a regression job has no label DP (ε = inf): what a guest
+    that spends its gradient requests on its residuals reads, and how to turn it on."""
+    kind = job.model.kind
+    if kind in UNPROTECTED_READS and not math.isfinite(job.label_dp.epsilon):
+        click.echo(
+            f"privfl: {kind} regression without label DP (ε = inf): a deviating guest reads "
+            f"{UNPROTECTED_READS[kind]} (docs/security.md). Give the labels' public bounds "
+            f"with --label-low/--label-high (label ε {kind_default(kind, 'label_dp.epsilon'):g} "
+            "then, or --label-epsilon) wherever a guest might deviate.",
+            err=True,
+        )
 
 
 def warn_shared(job: JobConfig) -> None:
@@ -244,13 +263,7 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
     label_dp = tables.get("label_dp", base.label_dp)
     no_bounds = not model.label_low < model.label_high
     if "label_low" in reads and no_bounds and opts.get("label_epsilon") is None:
-        if math.isfinite(label_dp.epsilon):
-            click.echo(
-                f"privfl: {kind} regression without --label-low/--label-high: no label DP "
-                "(ε = inf)",
-                err=True,
-            )
-        label_dp = replace(label_dp, epsilon=math.inf)
+        label_dp = replace(label_dp, epsilon=math.inf)  # build_job says what that leaves
     if opts.get("label_epsilon") is not None:
         label_dp = replace(label_dp, epsilon=opts["label_epsilon"])
     data = replace(base.data, dataset=table)
@@ -306,11 +319,12 @@ def run_local_cmd(
 
     With no options: the label-DP report's demo — sklearn's breast cancer data, Host columns
     0-9 + label, Guest columns 10-29, a 75/25 split (seed 0), 30 epochs, 2048-bit
-    Paillier keys, label ε = 8. The parties talk over CURVE-encrypted ZeroMQ on
-    loopback with fresh keys. Outputs: OUT/summary.json and one folder per party. On a
-    bundled table it then fits the centralised references (sklearn; xgboost too for
-    SecureBoost, when importable), prints them and records them in summary.json. The
-    printed wall time is the whole command's, start-up and key generation included.
+    Paillier keys, label DP at the model's default ε (--label-epsilon). The parties talk
+    over CURVE-encrypted ZeroMQ on loopback with fresh keys. Outputs: OUT/summary.json
+    and one folder per party. On a bundled table it then fits the centralised references
+    (sklearn; xgboost too for SecureBoost, when importable), prints them and records them
+    in summary.json. The printed wall time is the whole command's, start-up and key
+    generation included.
 
     \b
     Examples:
@@ -547,6 +561,8 @@ def party_command(role: str) -> click.Command:
         spec = job.party(party)
         if spec.role != role:
             raise click.UsageError(f"party {party} is a {spec.role}; run `privfl vfl {spec.role}`")
+        if role == "host":  # whose labels a regression job without label DP leaves open
+            warn_unprotected(job)
         if redraw_labels and role != "host":
             raise click.UsageError("--redraw-labels is for the host, which draws the label noise")
         if forget_reveals and (role != "guest" or resume):

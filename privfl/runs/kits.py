@@ -36,7 +36,7 @@ def demo_job(
     key_bits: int = 2048,
     allow_weak_keys: bool = False,
     epochs: int = 30,
-    label_epsilon: float = 8.0,
+    label_epsilon: float | None = None,  # None: LabelDPConfig's (logistic's default)
     seed: int = 0,
     host: str = "127.0.0.1",
     base_port: int | None = None,
@@ -71,7 +71,7 @@ def demo_job(
         timeout_seconds=timeout_seconds,
         seed=seed,
         training=TrainingConfig(epochs=epochs),
-        label_dp=LabelDPConfig(epsilon=label_epsilon),
+        label_dp=LabelDPConfig() if label_epsilon is None else LabelDPConfig(epsilon=label_epsilon),
         data=DataConfig(dataset=dataset),
     )
 

@@ -8,6 +8,14 @@ from typing import Any
 
 from privfl.models.registry import kind_named
 
+UNPROTECTED_READS = {
+    "linear": "z_H − y of every training row over a run (z_H the Host's own early fit): "
+    "the labels, blurred only by that fit's error",
+    "poisson": "every training count exactly (a crafted forward separates it from the "
+    "Host's exposure multiplier)",
+}
+"""What a deviating guest reads of a regression job without label DP (docs/security.md)."""
+
 
 def logistic_table(summary: dict[str, Any], references: Sequence[dict[str, Any]], out: Path) -> str:
     """The end-of-run table: joint metrics, bottom models, privacy, where the files are."""
@@ -66,6 +74,11 @@ def glm_table(summary: dict[str, Any], references: Sequence[dict[str, Any]], out
         ("final loss", fmt(summary["loss_history"][-1])),
         ("epochs", f"{summary['epochs']} ({summary['stop_reason']})"),
         ("label ε", f"{summary['label_epsilon']} ({flip['mechanism']}; {noise})"),
+        *(
+            [("a deviating guest reads", UNPROTECTED_READS[kind])]
+            if flip["mechanism"] == "none" and kind in UNPROTECTED_READS
+            else []
+        ),
         ("wall time", f"{summary['wall_seconds']:.1f} s"),
         ("outputs", str(out)),
     ]

@@ -9,7 +9,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from privfl.cli import main
-from privfl.config.vertical import ModelConfig, load_job
+from privfl.config.vertical import ModelConfig, kind_default, load_job
+from privfl.models.registry import KINDS
 
 WEAK = ["--key-bits", "512", "--allow-weak-keys"]
 
@@ -36,7 +37,28 @@ def test_linear_without_bounds_has_no_label_dp_and_says_so(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     job = load_job(tmp_path / "job.toml")
     assert job.data.dataset == "diabetes" and math.isinf(job.label_dp.epsilon)
-    assert "no label DP" in result.output
+    said = " ".join(result.output.split())
+    assert "without label DP (ε = inf): a deviating guest reads" in said
+    assert "--label-low/--label-high (label ε 8 then" in said
+
+
+def test_each_kind_writes_its_default_label_epsilon_and_help_shows_it(tmp_path: Path) -> None:
+    # Prepare: the defaults as the config declares them (docs/results.md, "The GLMs'
+    # default label ε"); regression's applies once bounds are given.
+    wanted = {kind: kind_default(kind, "label_dp.epsilon") for kind in KINDS}
+    assert (wanted["logistic"], wanted["multiclass"], wanted["secureboost"]) == (1.5, 3.0, 2.0)
+
+    # Act
+    files = {kind: init(tmp_path / kind, "--model", kind) for kind in ("logistic", "multiclass")}
+    files["secureboost"] = init(tmp_path / "boost", "--model", "secureboost")
+    files["linear"] = init(tmp_path / "linear", "--model", "linear", "--label-high", "350")
+    page = CliRunner().invoke(main, ["init", "vfl", "--help"]).output
+
+    # Assert: the file says the value (so its fingerprint does), and so does --help.
+    for kind, path in files.items():
+        assert tomllib.loads(path.read_text())["label_dp"]["epsilon"] == wanted[kind], kind
+    flat = " ".join(page.split())
+    assert "logistic: 1.5, multiclass: 3, secureboost: 2; linear, poisson: 8" in flat
 
 
 def test_bounds_are_written_only_when_set(tmp_path: Path) -> None:

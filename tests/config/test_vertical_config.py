@@ -410,13 +410,17 @@ def test_a_secureboost_job_hides_the_instance_space_unless_it_asks_to_share_it()
 
 
 def test_a_secureboost_job_takes_its_own_label_epsilon_and_min_child_weight() -> None:
-    from privfl.config.vertical import from_dict, switch_kind, to_dict
+    from privfl.config.vertical import from_dict, kind_tables, switch_kind, to_dict
 
     base = to_dict(_job(key_bits=512, allow_weak_keys=True))
     del base["label_dp"]["epsilon"]
     glm = from_dict({**base, "model": {"kind": "multiclass", "classes": 3}})
     boost = from_dict({**base, "model": {"kind": "secureboost"}})
-    assert glm.label_dp.epsilon == 8.0 and glm.model.min_child_weight == 1.0
+    logistic = from_dict(base)
+    assert logistic.label_dp.epsilon == 1.5  # docs/results.md, "The GLMs' default label ε"
+    assert glm.label_dp.epsilon == 3.0 and glm.model.min_child_weight == 1.0
+    bounded = from_dict({**base, "model": {"kind": "linear", "label_high": 350.0}})
+    assert bounded.label_dp.epsilon == 8.0  # regression's Laplace ε, once bounds are given
     assert boost.label_dp.epsilon == 2.0 and boost.model.min_child_weight == 4.0
     # Both are in the canonical job, so the fingerprint says the values used.
     assert to_dict(boost)["label_dp"]["epsilon"] == 2.0
@@ -439,4 +443,5 @@ def test_a_secureboost_job_takes_its_own_label_epsilon_and_min_child_weight() ->
         ).label_dp.epsilon
         == 1.0
     )
-    assert switch_kind(boost, "logistic").label_dp.epsilon == 8.0
+    assert switch_kind(boost, "logistic").label_dp.epsilon == 1.5
+    assert kind_tables(logistic, "multiclass")["label_dp"].epsilon == 3.0

@@ -76,7 +76,7 @@ ONE_RUN = pytest.mark.xdist_group("cli_without_label_dp")
 def test_run_local_writes_every_output(
     request: pytest.FixtureRequest, tmp_path: Path, guests: int
 ) -> None:
-    # Prepare: 2 guests, 3 epochs at the default label ε = 8, each party inline (the
+    # Prepare: 2 guests, 3 epochs at the default label ε (1.5), each party inline (the
     # 1-guest run starts the default pools); 1 guest: the run without label DP below (30
     # epochs), whose accuracy test_without_label_dp_… bounds.
     if guests == 1:
@@ -95,12 +95,12 @@ def test_run_local_writes_every_output(
     host = out / "host"
     assert len((host / "metrics.jsonl").read_text().splitlines()) == summary["epochs"]
     if guests == 2:
-        # Fresh flips (ε = 8) and a fresh private start: the plaintext twin over 5,000 draws
-        # (benchmarks/assert_tails.py glm-cli-3-*; full batches, so 1 and 2 guests agree)
-        # ends at loss 0.357 median, 0.383 at most (0.5: 24 sd above the mean), accuracy
-        # median 0.944, minimum 0.895 (0.85: 8.6 sd below the mean).
-        assert summary["epochs"] == 3 and summary["loss_history"][-1] < 0.5
-        assert summary["accuracy"] > 0.85
+        # Fresh flips (ε = 1.5) and a fresh private start: the plaintext twin over 5,000
+        # draws (benchmarks/assert_tails.py glm-cli-3-*; full batches, so 1 and 2 guests
+        # agree) ends at loss 0.555 median, 0.617 at most (0.7: 7.4 sd above the mean),
+        # accuracy median 0.930, minimum 0.846 (0.80: 7.0 sd below the mean).
+        assert summary["epochs"] == 3 and summary["loss_history"][-1] < 0.7
+        assert summary["accuracy"] > 0.80
     assert (host / "training.png").stat().st_size > 1000
     # The centralised reference is recorded and printed beside the joint model.
     [reference] = summary["references"]

@@ -61,6 +61,10 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
     assert summary["model"]["kind"] == kind and summary["model"]["learning_rate"] == 0.3
     assert metrics <= set(summary), set(summary)
     assert (run / "host" / "training.png").stat().st_size > 0
+    # Regression without bounds has no label DP: said at the start and in the table.
+    unprotected = kind != "multiclass"
+    assert ("without label DP (ε = inf): a deviating guest reads" in result.stderr) == unprotected
+    assert ("a deviating guest reads" in result.stdout) == unprotected
 
     # Act: predict ROWS new rows, every party from its own CSV (rows in the same order);
     # the Poisson Host's file has the exposure column the job names (the demo's).

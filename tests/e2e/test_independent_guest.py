@@ -101,10 +101,10 @@ def test_independent_guest_trains_with_privfl_server_and_host(tmp_path: Path, gu
         assert p.returncode == 0, f"{name} failed:\n{outputs[name][-2000:]}"
     summary = json.loads((run / "host" / "summary.json").read_text())
     assert len(summary["loss_history"]) == 2
-    # The flips and the Host's start are fresh (OS CSPRNG): the plaintext twin over 5,000
-    # draws of both (benchmarks/assert_tails.py glm-cli-2-1guest) has median 0.937,
-    # 0.1 % quantile 0.895, minimum 0.881; 0.85 lies 7.8 sd below the mean.
-    assert summary["accuracy"] >= 0.85
+    # The flips (the default ε, 1.5) and the Host's start are fresh (OS CSPRNG): the
+    # plaintext twin over 5,000 draws of both (benchmarks/assert_tails.py glm-cli-2-1guest)
+    # has median 0.930, 0.1 % quantile 0.853, minimum 0.846; 0.80 lies 6.5 sd below the mean.
+    assert summary["accuracy"] >= 0.80
     theta = json.loads((run / "guest" / "model.json").read_text())["theta"]
     assert len(theta) == (20 if guests == 1 else 10) and any(abs(t) > 1e-3 for t in theta)
     assert sorted(p.name for p in (run / "guest" / "checkpoints").iterdir()) == [
