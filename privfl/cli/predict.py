@@ -42,6 +42,15 @@ from privfl.config.vertical import JobConfig, load_job
     "in this file's folder.",
     default_text="runs/<timestamp>/<party>/predictions.csv",
 )
+@click.option(
+    "--allow-repeat-prediction",
+    "allow_repeat",
+    is_flag=True,
+    default=False,
+    help="Guest of a hidden-instance-space SecureBoost model: predict rows it predicted "
+    "before with this model (refused by default: each session may give a deviating host "
+    "one more candidate set per node of them; booked in the model's predictions.jsonl).",
+)
 @verbose_option
 @policy_option
 @friendly_errors
@@ -52,6 +61,7 @@ def predict_cmd(
     data_file: Path | None,
     id_column: str | None,
     out: Path | None,
+    allow_repeat: bool,
     verbose: bool,
     policy_file: Path | None,
 ) -> None:
@@ -81,7 +91,9 @@ def predict_cmd(
     out = out or run_dir_default() / party / "predictions.csv"
     setup_logging(out.parent, party, verbose)
     kind = kind_of(job)
-    kind.load(kind.predict)(job, party, model, data_file, id_column, out)
+    if allow_repeat and (kind.is_glm or job.party(party).role != "guest"):
+        raise click.UsageError("--allow-repeat-prediction is for a guest of a SecureBoost model")
+    kind.load(kind.predict)(job, party, model, data_file, id_column, out, allow_repeat)
 
 
 def party_files(
@@ -103,6 +115,7 @@ def predict_glm(
     data_file: Path | None,
     id_column: str | None,
     out: Path,
+    allow_repeat: bool = False,  # SecureBoost's only: predict_cmd refuses it here
 ) -> None:
     """One party's side of a GLM prediction session (the registry's, models/registry.py)."""
     from privfl.parties.vertical.predict import load_model, predict_party, prediction_rows
@@ -133,6 +146,7 @@ def predict_boost(
     data_file: Path | None,
     id_column: str | None,
     out: Path,
+    allow_repeat: bool = False,
 ) -> None:
     """One party's side of a SecureBoost prediction session (each decides its own nodes)."""
     from privfl.parties.vertical.runner import open_transport
@@ -148,7 +162,16 @@ def predict_boost(
         saved = load_boost_model(files[0], party)
         table, by_id = boost_rows(job, party, saved, files[1], id_column)
     result = predict_boost_party(
-        job, party, out, model=saved, table=table, by_id=by_id, transport=open_transport(job, party)
-    )
+        job, party, out, model=saved, table=table, by_id=by_id,
+        transport=open_transport(job, party), allow_repeat=allow_repeat,
+    )  # fmt: skip
     if job.party(party).role == "host":
         click.echo(f"{party}: {result['rows']} predictions in {out}", err=True)
+    elif result.get("repeat"):
+        held = result["repeat"] + 1
+        click.echo(
+            f"{party}: prediction session {held} of this model over these rows "
+            f"(--allow-repeat-prediction): a deviating host may hold {held} candidate sets "
+            "per node of them",
+            err=True,
+        )

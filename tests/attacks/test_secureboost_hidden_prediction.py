@@ -6,18 +6,25 @@ guest sends its candidate sets over the new rows under a fresh key and decrypts 
 masked request per ``(tree, node)`` of the model's shape (``trees × (2^depth − 1)``,
 70 at the defaults), each once. It cannot tell which candidate a request holds, so a
 Host may pick a different one at every node and in every session: 70 candidate sets
-of its choice per session, over rows it chooses (here the training rows). With all
-``bins − 1`` sets of a column it has every row's bin in that column. Measured below
-at the defaults (20 columns, 32 bins, 620 candidates): 9 sessions read every cell.
+of its choice per session, over the guest's prediction rows (here the training rows).
+With all ``bins − 1`` sets of a column it has every row's bin in that column. Measured
+below at the defaults (20 columns, 32 bins, 620 candidates): 9 sessions read every cell
+when the guest's operator predicts the same rows again and again
+(``--allow-repeat-prediction`` every time: the leaky arm).
 
 What holds (the arm with the bound): a session decrypts at most one request per node
 id of the model's shape; a second request for a node, or a node past the shape, is
-refused with one line naming the Host. A shared-mode model's prediction answers only
-the guest's own won thresholds (``boost_decide``), the same sets in every session.
+refused with one line naming the Host. The guest books every session in its model's
+``predictions.jsonl`` and refuses a second one of the same model over the same rows:
+the Host gets one session, 70 sets, two columns and part of a third. A shared-mode
+model's prediction answers only the guest's own won thresholds (``boost_decide``), the
+same sets in every session.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +34,7 @@ from helpers import failures, memory_job, party_data, run_in_threads, run_partie
 
 from privfl.config.vertical import JobConfig, LabelDPConfig, switch_kind
 from privfl.data.tables import IdTable
-from privfl.errors import ProtocolError
+from privfl.errors import ConfigError, ProtocolError
 from privfl.learning import secureboost as sb
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.predict import meet_guests
@@ -76,8 +83,11 @@ def reading_host(picks: list[int | None], read: dict[int, np.ndarray]) -> Any:
     return host
 
 
-def session(job: JobConfig, models: dict[str, BoostModel], out: Path) -> dict[str, Any]:
-    """One prediction session over the training rows (in raw units), every party a thread."""
+def session(
+    job: JobConfig, models: dict[str, BoostModel], out: Path, *, allow_repeat: bool = False
+) -> dict[str, Any]:
+    """One prediction session over the training rows (in raw units), every party a thread;
+    ``allow_repeat``: the guest operator's ``--allow-repeat-prediction``."""
     data = party_data(job)
     tables = {
         p: IdTable(
@@ -98,8 +108,39 @@ def session(job: JobConfig, models: dict[str, BoostModel], out: Path) -> dict[st
             table=tables.get(name),
             by_id=False,
             transport=hub.transport(name),
+            allow_repeat=allow_repeat,
         ),
     )
+
+
+def own_copy(models: dict[str, BoostModel], folder: Path) -> dict[str, BoostModel]:
+    """The models with the guest's model.json copied into ``folder``: a ledger of its own."""
+    folder.mkdir()
+    path = Path(shutil.copy(models[GUEST].path, folder / "model.json"))
+    return {**models, GUEST: dataclasses.replace(models[GUEST], path=path)}
+
+
+def picks_of(read: int, candidates: int, per_session: int) -> list[int | None]:
+    """The next session's picks: the ``per_session`` candidates not read yet, in order."""
+    todo = list(range(read, min(candidates, read + per_session)))
+    return [*todo, *[None] * (per_session - len(todo))]
+
+
+def known_cells(read: dict[int, np.ndarray], want: np.ndarray, bins: int) -> int:
+    """The cells whose bin the Host has exactly: a row left of a cut ``k`` it read, with
+    every cut below ``k`` read too, or past every cut of a column it read whole."""
+    known = 0
+    for column in range(want.shape[1]):
+        cuts = [read.get(column * (bins - 1) + b) for b in range(bins - 1)]
+        have = next((b for b, c in enumerate(cuts) if c is None), bins - 1)
+        if have == 0:
+            continue
+        left = np.array(cuts[:have])  # (have, rows): is the row at or under cut b
+        exact = left.any(axis=0) if have < bins - 1 else np.ones(len(want), dtype=bool)
+        decoded = (~left).sum(axis=0)
+        assert np.array_equal(decoded[exact], want[exact, column])  # really read
+        known += int(exact.sum())
+    return known
 
 
 @pytest.fixture(scope="module")
@@ -129,13 +170,13 @@ def test_leaky_arm_nine_prediction_sessions_read_every_guest_cell(
     bins = job.model.bins
     per_session = job.model.trees * (2**job.model.depth - 1)  # 70 at the defaults
     candidates = len(models[GUEST].raw["candidates"])  # 20 columns × 31
+    models = own_copy(models, tmp_path / "model")
     read: dict[int, np.ndarray] = {}
     sessions = 0
     while len(read) < candidates:
-        todo = list(range(len(read), min(candidates, len(read) + per_session)))
-        picks: list[int | None] = [*todo, *[None] * (per_session - len(todo))]
+        picks = picks_of(len(read), candidates, per_session)
         monkeypatch.setattr(predict, "host_predict", reading_host(picks, read))
-        results = session(job, models, tmp_path / str(sessions))
+        results = session(job, models, tmp_path / str(sessions), allow_repeat=True)
         assert not [r for r in results.values() if isinstance(r, Exception)], results
         sessions += 1
 
@@ -144,7 +185,41 @@ def test_leaky_arm_nine_prediction_sessions_read_every_guest_cell(
     want = truth(job, models[GUEST])
     assert np.array_equal(decoded, want)  # every cell of every training row
     assert sessions == -(-candidates // per_session) == 9
+    assert results[GUEST]["repeat"] == 8  # the ninth session over these rows, booked
     print(f"{sessions} sessions, {per_session} sets each: all {want.size} guest cells read")
+
+
+def test_the_guest_refuses_a_second_session_over_the_same_rows(
+    trained: tuple[JobConfig, dict[str, BoostModel]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Prepare: the same deviating Host, the guest at its defaults.
+    job, models = trained
+    models = own_copy(models, tmp_path / "model")
+    bins, candidates = job.model.bins, len(models[GUEST].raw["candidates"])
+    per_session = job.model.trees * (2**job.model.depth - 1)
+    read: dict[int, np.ndarray] = {}
+
+    # Act: the first session, then the Host asks for a second one over the same rows.
+    monkeypatch.setattr(
+        predict, "host_predict", reading_host(picks_of(0, candidates, per_session), read)
+    )
+    first = session(job, models, tmp_path / "first")
+    monkeypatch.setattr(
+        predict, "host_predict", reading_host(picks_of(len(read), candidates, per_session), read)
+    )
+    second = session(job, models, tmp_path / "second")
+
+    # Assert: one session's sets, no more; the refusal names what to do.
+    assert not [r for r in first.values() if isinstance(r, Exception)], first
+    refused = second[GUEST]
+    assert isinstance(refused, ConfigError) and "--allow-repeat-prediction" in str(refused)
+    assert len(read) == per_session
+    want = truth(job, models[GUEST])
+    known = known_cells(read, want, bins)
+    assert known < want.size // 4
+    print(f"1 session ({per_session} sets): {known} of {want.size} guest cells read")
 
 
 def test_a_session_decrypts_one_request_per_node_of_the_shape(
@@ -157,7 +232,7 @@ def test_a_session_decrypts_one_request_per_node_of_the_shape(
     picks: list[int | None] = [None] * (per_session + 1)  # one node past the model's shape
     monkeypatch.setattr(predict, "host_predict", reading_host(picks, {}))
 
-    results = session(job, models, tmp_path)
+    results = session(job, own_copy(models, tmp_path / "model"), tmp_path)
 
     refused = results[GUEST]
     assert isinstance(refused, ProtocolError)

@@ -32,7 +32,7 @@ from privfl.models.registry import KINDS, kind_of_file
 from privfl.parties.session import PartyContext
 from privfl.parties.vertical.handshake import announce
 from privfl.parties.vertical.predict import meet_guests, prediction_session, write_predictions
-from privfl.parties.vertical.secureboost import reveal
+from privfl.parties.vertical.secureboost import reveal, sessions
 from privfl.parties.vertical.secureboost.common import guest_features
 from privfl.parties.vertical.secureboost.ledger import unkept
 from privfl.parties.vertical.secureboost.run import run_boost_server
@@ -57,6 +57,7 @@ class BoostModel:
     mean: np.ndarray
     scale: np.ndarray
     raw: dict[str, Any]
+    path: Path  # the model.json read: its folder keeps the guest's predictions.jsonl
 
 
 def load_boost_model(folder: Path, party: str) -> BoostModel:
@@ -71,6 +72,7 @@ def load_boost_model(folder: Path, party: str) -> BoostModel:
             mean=np.array([stats[n]["mean"] for n in names], dtype=np.float64),
             scale=np.array([stats[n]["scale"] for n in names], dtype=np.float64),
             raw=data,
+            path=path,
         )
     except FileNotFoundError as exc:
         raise ConfigError(
@@ -101,15 +103,22 @@ def predict_boost_party(
     table: IdTable | None,
     by_id: bool,
     transport: Transport,
+    allow_repeat: bool = False,
 ) -> dict[str, Any]:
-    """Run one party's side of a SecureBoost prediction session."""
+    """Run one party's side of a SecureBoost prediction session; ``allow_repeat``: a
+    hidden-mode guest predicts rows it predicted before with this model (sessions.py)."""
 
     def answer(ctx: PartyContext, rows: IdTable, x: np.ndarray, digest: str) -> dict[str, Any]:
-        assert model is not None
+        assert model is not None and table is not None
         hidden = model.raw.get("instance_space") == "hidden"
         if job.party(name).role == "guest":
             if hidden:
-                return guest_reveals(ctx, model, x, digest)
+                # our own file's rows, before the intersection the host's ids shape
+                mine = sessions.rows_digest(table, by_id)
+                booking = sessions.admit(
+                    model.path, mine, len(table.ids), allow_repeat=allow_repeat
+                )
+                return guest_reveals(ctx, model, x, digest, booking)
             return guest_decisions(ctx, model, x, digest)
         return host_predict(ctx, model, rows, x, out, digest)
 
@@ -143,7 +152,7 @@ def guest_decisions(
 
 
 def guest_reveals(
-    ctx: PartyContext, model: BoostModel, x: np.ndarray, digest: str
+    ctx: PartyContext, model: BoostModel, x: np.ndarray, digest: str, booking: sessions.Booking
 ) -> dict[str, Any]:
     """Hidden: our candidate sets over the new rows, then one decryption per split node."""
     job = ctx.job
@@ -157,16 +166,19 @@ def guest_reveals(
     nodes = 2 ** int(model.raw["depth"]) - 1
     trees = int(model.raw["trees"])
     answered = 0
-    while True:
-        env = ctx.channel.expect({Kind.BOOST_REVEAL, Kind.FINISH}, {job.host})
-        if isinstance(env.body, Finish):
-            break
-        assert isinstance(env.body, BoostReveal)
-        reply = reveal.answer(sets, env.body, lambda t, n: t < trees and n < nodes)
-        ctx.channel.send(job.host, reply)
-        answered += 1
+    try:
+        while True:
+            env = ctx.channel.expect({Kind.BOOST_REVEAL, Kind.FINISH}, {job.host})
+            if isinstance(env.body, Finish):
+                break
+            assert isinstance(env.body, BoostReveal)
+            reply = reveal.answer(sets, env.body, lambda t, n: t < trees and n < nodes)
+            ctx.channel.send(job.host, reply)
+            answered += 1
+    finally:
+        booking.close(answered)  # the session's record stays, whatever ended it
     log.info("answered %d decryption requests for %d rows", answered, len(x))
-    return {"rows": len(x)}
+    return {"rows": len(x), "repeat": booking.earlier}
 
 
 def host_predict(
