@@ -614,7 +614,10 @@ def run_boost_guest(
                 save_guest(ctx, state)
     finally:
         noise.close()
-    path = save_guest_model(ctx, state)
+    # hidden: the nodes this job's ledger answered are the model's split nodes, unless a
+    # --forget-reveals resume kept trees whose answers it forgot (then: not listed)
+    answered = state.sets is not None and not (ctx.resume and forget_reveals)
+    path = save_guest_model(ctx, state, answered)
     reveals = reveal_counts(state.sets)
     write_json(
         ctx.out / "work.json",
@@ -622,6 +625,13 @@ def run_boost_guest(
     )
     log.info("kept %d split nodes of our own; model in %s", len(state.table), path)
     return {"split_nodes": len(state.table), **state.work, **reveals}
+
+
+def answered_nodes(sets: reveal.GuestSets | None) -> dict[str, Any]:
+    """Hidden: ``answered_nodes``, the sorted ``[tree, node]`` pairs the job's ledger answered."""
+    if sets is None:
+        return {}
+    return {"answered_nodes": [[t, n] for t, n in sorted(sets.ledger.answers)]}
 
 
 def tree_ended(state: GuestBoost, body: Message) -> bool:
@@ -672,8 +682,10 @@ def resume_guest(ctx: PartyContext, state: GuestBoost) -> None:
         state.next_tree = completed
 
 
-def save_guest_model(ctx: PartyContext, state: GuestBoost) -> Any:
-    """model.json: per split node we own, the column name and threshold (standardised units)."""
+def save_guest_model(ctx: PartyContext, state: GuestBoost, answered: bool = False) -> Any:
+    """model.json: per split node we own, the column name and threshold (standardised units);
+    hidden, ``answered``: every (tree, node) the job's ledger answered, the split nodes a
+    prediction session may ask for (predict.py)."""
     data = state.data
     nodes = [
         {
@@ -702,6 +714,7 @@ def save_guest_model(ctx: PartyContext, state: GuestBoost) -> Any:
         else [],
         "trees": state.params.trees,
         "depth": state.params.depth,
+        **answered_nodes(state.sets if answered else None),
         "standardisation": {
             n: {"mean": float(m), "scale": float(s)}
             for n, m, s in zip(data.feature_names, data.mean, data.scale, strict=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,8 +164,7 @@ def guest_reveals(
     fresh_key = unkept(job.key_bits, job.obfuscation)  # per session (docs/security.md)
     sets, body = reveal.candidates(job, ctx.name, binned, "rows", POOL, 1, fresh_key)
     ctx.channel.send(job.host, body)
-    nodes = 2 ** int(model.raw["depth"]) - 1
-    trees = int(model.raw["trees"])
+    allowed = requestable(model)
     answered = 0
     try:
         while True:
@@ -172,13 +172,29 @@ def guest_reveals(
             if isinstance(env.body, Finish):
                 break
             assert isinstance(env.body, BoostReveal)
-            reply = reveal.answer(sets, env.body, lambda t, n: t < trees and n < nodes)
+            reply = reveal.answer(sets, env.body, allowed)
             ctx.channel.send(job.host, reply)
             answered += 1
     finally:
         booking.close(answered)  # the session's record stays, whatever ended it
     log.info("answered %d decryption requests for %d rows", answered, len(x))
     return {"rows": len(x), "repeat": booking.earlier}
+
+
+def requestable(model: BoostModel) -> Callable[[int, int], bool]:
+    """The (tree, node) a hidden-mode guest decrypts a request for: the split nodes its
+    training answered (``answered_nodes``), or, in a model without them, every node id
+    of the model's shape."""
+    try:
+        nodes = 2 ** int(model.raw["depth"]) - 1
+        trees = int(model.raw["trees"])
+        listed = model.raw.get("answered_nodes")
+        split = None if listed is None else {(int(t), int(n)) for t, n in listed}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{model.path} is not a privfl model.json: {exc}") from exc
+    if split is not None:
+        return lambda t, n: (t, n) in split
+    return lambda t, n: t < trees and n < nodes
 
 
 def host_predict(

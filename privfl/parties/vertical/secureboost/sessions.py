@@ -1,10 +1,11 @@
 """A hidden-mode guest's prediction sessions, kept beside its model (``predictions.jsonl``).
 
 In a prediction session of a hidden-instance-space model the guest decrypts one masked
-request per node id of the model's shape, each holding whichever of its candidate sets
-the Host picks (predict.py). The guest cannot tell which, so every session over the
-same rows may give a deviating Host another set per node: 9 sessions read every guest
-cell of breast cancer's rows at the defaults (docs/security.md). So the guest books
+request per split node its training answered (predict.requestable), each holding
+whichever of its candidate sets the Host picks. The guest cannot tell which, so every
+session over the same rows may give a deviating Host another set per node: 9 to 11
+sessions read every guest cell of breast cancer's rows at the defaults
+(docs/security.md). So the guest books
 each session in ``predictions.jsonl`` (mode 0600) next to its ``model.json``: the
 model's digest, a digest of the rows of its own prediction file and how many requests
 it answered, and by default refuses a second session of the same model over the same
