@@ -85,19 +85,25 @@ def reading_host(
 
 
 def session(
-    job: JobConfig, models: dict[str, BoostModel], out: Path, *, allow_repeat: bool = False
+    job: JobConfig,
+    models: dict[str, BoostModel],
+    out: Path,
+    *,
+    allow_repeat: bool = False,
+    host_drops: int | None = None,
 ) -> dict[str, Any]:
     """One prediction session over the training rows (in raw units), every party a thread;
-    ``allow_repeat``: the guest operator's ``--allow-repeat-prediction``."""
+    ``allow_repeat``: the guest operator's ``--allow-repeat-prediction``; ``host_drops``:
+    rows matched by id (PSI), the Host's file lacking that row."""
     data = party_data(job)
-    tables = {
-        p: IdTable(
-            ids=tuple(str(i) for i in range(len(data[p].x_train))),
-            x=data[p].x_train * data[p].scale + data[p].mean,
+    tables = {}
+    for p in models:
+        keep = [i for i in range(len(data[p].x_train)) if p != job.host or i != host_drops]
+        tables[p] = IdTable(
+            ids=tuple(str(i) for i in keep),
+            x=(data[p].x_train * data[p].scale + data[p].mean)[keep],
             feature_names=models[p].features,
         )
-        for p in models
-    }
     hub = InMemoryHub()
     return run_parties(
         job.parties,
@@ -107,7 +113,7 @@ def session(
             out / name / "p.csv",
             model=models.get(name),
             table=tables.get(name),
-            by_id=False,
+            by_id=host_drops is not None,
             transport=hub.transport(name),
             allow_repeat=allow_repeat,
         ),
@@ -258,6 +264,41 @@ def test_the_guest_refuses_a_second_session_over_the_same_rows(
     known = known_cells(read, want, bins)
     assert known < want.size // 4
     print(f"1 session ({len(where)} sets): {known} of {want.size} guest cells read")
+
+
+@pytest.mark.parametrize("allowed", [True, False], ids=["leaky-allowed", "default"])
+def test_a_host_that_varies_its_ids_gets_no_new_row_set(
+    trained: tuple[JobConfig, dict[str, BoostModel]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    allowed: bool,
+) -> None:
+    # Prepare: rows matched by id; the Host's file lacks another row in each session, so
+    # the intersection (the session's rows) differs while the guest's file does not.
+    job, models = trained
+    models = own_copy(models, tmp_path / "model")
+    candidates = len(models[GUEST].raw["candidates"])
+    where = asked_nodes(job, models[GUEST])
+    read: dict[int, np.ndarray] = {}
+    results = []
+
+    # Act: two sessions, the second picking the candidates the first did not.
+    for drop in (0, 1):
+        picks = picks_of(len(read), candidates, len(where))
+        monkeypatch.setattr(predict, "host_predict", reading_host(where, picks, read))
+        results.append(
+            session(job, models, tmp_path / str(drop), allow_repeat=allowed, host_drops=drop)
+        )
+
+    # Assert: without the option the guest refuses the second session (its own file's
+    # rows are booked, not the intersection); with it the Host holds twice the sets.
+    assert not [r for r in results[0].values() if isinstance(r, Exception)], results[0]
+    rows = len(party_data(job)[GUEST].x_train)
+    assert {len(left) for left in read.values()} == {rows - 1}  # the intersections
+    if allowed:
+        assert results[1][GUEST]["repeat"] == 1 and len(read) == 2 * len(where)
+    else:
+        assert isinstance(results[1][GUEST], ConfigError) and len(read) == len(where)
 
 
 @pytest.mark.parametrize("listed", [False, True], ids=["past-the-shape", "not-split"])
