@@ -84,15 +84,15 @@ def predict_cmd(
     from privfl.parties.session import run_dir_default, setup_logging
 
     job = load_job(job_file)
+    kind = kind_of(job)
+    if allow_repeat and (kind.is_glm or job.party(party).role != "guest"):
+        raise click.UsageError("--allow-repeat-prediction is for a guest of a SecureBoost model")
     # bound by the same rules as training; each session is booked (ε 0: no training label
     # is read) and counted against the site's [prediction] max_sessions
     policy = vertical_gate_telling(job, party, policy_file)
     book_prediction(policy, job, party)
     out = out or run_dir_default() / party / "predictions.csv"
     setup_logging(out.parent, party, verbose)
-    kind = kind_of(job)
-    if allow_repeat and (kind.is_glm or job.party(party).role != "guest"):
-        raise click.UsageError("--allow-repeat-prediction is for a guest of a SecureBoost model")
     kind.load(kind.predict)(job, party, model, data_file, id_column, out, allow_repeat)
 
 
