@@ -95,3 +95,19 @@ def test_a_session_after_a_torn_record_leaves_a_readable_ledger(tmp_path: Path) 
     sessions.admit(model, "r", 1, allow_repeat=False).close(3)
 
     assert [r["answered"] for r in sessions.read(path)] == [3]
+
+
+def test_a_model_folder_it_cannot_write_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = model_file(tmp_path)
+
+    def read_only(path: Path, text: str) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(sessions, "write_text", read_only)  # root writes anywhere
+
+    with pytest.raises(ConfigError, match="make that folder writable") as refused:
+        sessions.admit(model, "r", 1, allow_repeat=False)
+
+    assert "\n" not in str(refused.value)

@@ -85,7 +85,14 @@ def admit(model: Path, rows: str, count: int, *, allow_repeat: bool) -> Booking:
     record = {"model": digest, "rows": rows, "count": count, "repeat": earlier}
     record |= {"answered": None, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     booking = Booking(path, [*records, record], earlier)
-    booking.save()  # durable before the first decryption; a torn line left is dropped
+    try:
+        booking.save()  # durable before the first decryption; a torn line left is dropped
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot book this prediction session in {path} ({exc}): the guest keeps its "
+            "sessions beside its model; make that folder writable, or copy the model's "
+            "folder to one that is"
+        ) from exc
     if earlier:
         log.warning(
             "%s: session %d of this model over these rows: a deviating host may hold %d "
