@@ -45,8 +45,8 @@ from privfl.config.vertical import (
     with_overrides,
 )
 from privfl.crypto.engine import ENGINES, POOL, Engine
-from privfl.models.registry import DEFAULT_KIND, kind_named, kind_of
-from privfl.runs.tables import UNPROTECTED_READS, fmt
+from privfl.models.registry import DEFAULT_KIND, UNPROTECTED_READS, kind_named, kind_of
+from privfl.runs.tables import fmt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -102,7 +102,7 @@ KIT = {
             for kind in ("logistic", "multiclass", "secureboost")
         )
         + f"; linear, poisson: {kind_default('linear', 'label_dp.epsilon'):g} with "
-        "--label-low/--label-high, else inf",
+        "--label-low/--label-high, without them inf must be given",
         help="ε of label DP on the Host's labels (randomized response; regression: "
         "Laplace on the clipped labels), per label for the whole run; inf = off.",
     ),
@@ -139,7 +139,7 @@ KIT = {
         "--label-high",
         type=float,
         help="linear/poisson: upper clipping bound of the Laplace label mechanism "
-        "(regression with a finite --label-epsilon needs both bounds).",
+        "(regression needs both bounds, or --label-epsilon inf for no label DP).",
     ),
     "obfuscation": row(
         "--obfuscation",
@@ -214,7 +214,7 @@ def warn_unprotected(job: JobConfig) -> None:
             f"privfl: {kind} regression without label DP (ε = inf): a deviating guest reads "
             f"{UNPROTECTED_READS[kind]} (docs/security.md). Give the labels' public bounds "
             f"with --label-low/--label-high (label ε {kind_default(kind, 'label_dp.epsilon'):g} "
-            "then, or --label-epsilon) wherever a guest might deviate.",
+            "then, or --label-epsilon) instead of ε = inf wherever a guest might deviate.",
             err=True,
         )
 
@@ -232,9 +232,10 @@ def warn_shared(job: JobConfig) -> None:
 def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig:
     """The job's ``[model]`` and dataset from --model/--dataset/--classes/--label-*.
 
-    Multiclass takes its class count from the bundled table unless given; regression
-    without label bounds trains without label DP (ε = inf) unless --label-epsilon asks
-    for it (then the job is refused, naming the missing bounds).
+    Multiclass takes its class count from the bundled table unless given. Regression
+    takes label DP at its default ε once --label-low/--label-high give bounds; without
+    them the job is refused (config.vertical.unbounded_regression) unless it says
+    ``--label-epsilon inf``, or its job file ``label_dp.epsilon = inf``.
     """
     # the kind's own defaults (SecureBoost's label ε and min_child_weight); one validated
     # replace at the end, once the kind's other settings (bounds, classes) are in place
@@ -261,9 +262,6 @@ def with_model(base: JobConfig, kind: str, table: str, **opts: Any) -> JobConfig
     if "exposure" in reads and table == "counts":  # the demo table's own column
         model = replace(model, exposure="exposure")
     label_dp = tables.get("label_dp", base.label_dp)
-    no_bounds = not model.label_low < model.label_high
-    if "label_low" in reads and no_bounds and opts.get("label_epsilon") is None:
-        label_dp = replace(label_dp, epsilon=math.inf)  # build_job says what that leaves
     if opts.get("label_epsilon") is not None:
         label_dp = replace(label_dp, epsilon=opts["label_epsilon"])
     data = replace(base.data, dataset=table)

@@ -11,7 +11,7 @@ from privfl.config.core import JobFile, canonical, read_toml, write_toml
 from privfl.config.relay import RelayConfig, check_relay
 from privfl.config.schema import build, require_table
 from privfl.errors import ConfigError
-from privfl.models.registry import KINDS, kind_named
+from privfl.models.registry import KINDS, UNPROTECTED_READS, kind_named
 
 ROLES = ("server", "host", "guest")
 PSI_METHODS = ("rsa", "ecdh")
@@ -343,15 +343,32 @@ def validate(job: JobConfig) -> None:
         and math.isfinite(eps)
         and not job.model.label_low < job.model.label_high
     ):
-        raise ConfigError(
-            f"label_dp.epsilon = {eps:g} on {job.model.kind} regression needs the Laplace "
-            "mechanism's bounds: set model.label_low < model.label_high (--label-low/"
-            "--label-high), or label_dp.epsilon = inf for no label DP"
-        )
+        raise ConfigError(unbounded_regression(job.model.kind, eps))
     if job.data.psi not in PSI_METHODS:
         raise ConfigError(f"data.psi is {job.data.psi!r}; choose one of {', '.join(PSI_METHODS)}")
     if job.data.psi == "rsa":
         check_key_bits(job.data.psi_key_bits, job.allow_weak_keys)
+
+
+def unbounded_regression(kind: str, epsilon: float) -> str:
+    """Why a regression job with a finite label ε and no label bounds is refused: both ways out.
+
+    Label DP on real labels needs public bounds, which privfl cannot invent; training
+    without it must be the job's explicit choice (``label_dp.epsilon = inf``), since a
+    deviating guest then reads what ``UNPROTECTED_READS`` says (docs/security.md).
+    """
+    default = kind_default(kind, "label_dp.epsilon")
+    asked = (
+        "needs the labels' public bounds or an explicit choice to train without label DP"
+        if epsilon == default
+        else f"with label_dp.epsilon = {epsilon:g} needs the labels' public bounds"
+    )
+    return (
+        f"{kind} regression {asked}: set model.label_low < model.label_high (--label-low/"
+        f"--label-high) for label DP at ε {epsilon:g}, or label_dp.epsilon = inf "
+        f"(--label-epsilon inf) to train without it, where a deviating guest reads "
+        f"{UNPROTECTED_READS[kind]} (docs/security.md)"
+    )
 
 
 def sigmoid_of(job: JobConfig) -> str:

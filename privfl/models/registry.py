@@ -110,11 +110,19 @@ MULTICLASS_DEFAULTS = {
 }
 """Multiclass's defaults that differ from logistic's."""
 REGRESSION_DEFAULTS = {
-    # The Laplace mechanism's ε when the job gives public label bounds and no ε (without
-    # bounds there is no label DP: ε = inf, said on the console and in summary.json).
+    # The Laplace mechanism's ε when the job gives public label bounds and no ε. Without
+    # bounds there is no label DP, and a job must say so: label_dp.epsilon = inf
+    # (config.vertical.validate refuses a job with neither; UNPROTECTED_READS says why).
     "label_dp.epsilon": 8.0,
 }
 """Linear and Poisson regression's defaults that differ from logistic's."""
+UNPROTECTED_READS = {
+    "linear": "z_H − y of every training row over a run (z_H the Host's own early fit): "
+    "the labels, blurred only by that fit's error",
+    "poisson": "every training count exactly (a crafted forward separates it from the "
+    "Host's exposure multiplier)",
+}
+"""What a deviating guest reads of a regression job without label DP (docs/security.md)."""
 
 
 def glm_kind(

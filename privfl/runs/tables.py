@@ -6,15 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from privfl.models.registry import kind_named
-
-UNPROTECTED_READS = {
-    "linear": "z_H − y of every training row over a run (z_H the Host's own early fit): "
-    "the labels, blurred only by that fit's error",
-    "poisson": "every training count exactly (a crafted forward separates it from the "
-    "Host's exposure multiplier)",
-}
-"""What a deviating guest reads of a regression job without label DP (docs/security.md)."""
+from privfl.models.registry import UNPROTECTED_READS, kind_named
 
 
 def logistic_table(summary: dict[str, Any], references: Sequence[dict[str, Any]], out: Path) -> str:

@@ -49,8 +49,9 @@ from helpers import (
     run_in_threads,
     run_parties,
 )
+from scipy.stats import binom
 
-from privfl.config.vertical import DataConfig, JobConfig, ModelConfig, PartySpec
+from privfl.config.vertical import DataConfig, JobConfig, ModelConfig, PartySpec, kind_default
 from privfl.crypto import guest_masks, packing
 from privfl.crypto.encoding import VALUE_BITS, encode
 from privfl.crypto.paillier import PublicKey, unmask
@@ -365,19 +366,27 @@ def crafted_exp_block(self: Any, z: np.ndarray, n: int) -> list[int]:
     return [1] * read + exps[read:] + encode(np.asarray(z), VALUE_BITS, n)
 
 
-@pytest.mark.parametrize("label_dp", [False, True], ids=["no label DP", "Laplace"])
+POISSON_EPSILONS = {  # label ε of each arm; 0 = the kind's default once bounds are given
+    "no label DP": math.inf,
+    "Laplace": 1.0,
+    "Laplace at the default ε": 0.0,
+}
+
+
+@pytest.mark.parametrize("arm", list(POISSON_EPSILONS))
 def test_a_poisson_guest_with_a_crafted_forward_reads_counts_and_the_hosts_multiplier(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label_dp: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arm: str
 ) -> None:
     """With ``[[1]]`` in place of ``[[exp z_G]]`` the residual is ``a − y'·2^32``, ``a`` the
     Host's multiplier ``exp(z_H + log exposure)`` at 2^16 (below 2^22): with integer
-    counts (no label DP, Poisson's default) the two separate, and a guest that spends its
-    gradient requests on the residual reads both exactly. Laplace noise makes ``y'`` real:
-    it then reads only ``y'`` to 2^-10, the noised count."""
+    counts (no label DP: a job must say ε = inf, or give bounds) the two separate, and a
+    guest that spends its gradient requests on the residual reads both exactly. Laplace
+    noise makes ``y'`` real: it then reads only ``y'`` to 2^-10, the noised count."""
     # Prepare: counts table, one guest (F_g = 4), batches of 60, one epoch.
+    epsilon = POISSON_EPSILONS[arm] or kind_default("poisson", "label_dp.epsilon")
+    label_dp = math.isfinite(epsilon)
     bounds = {"label_low": 0.0, "label_high": 15.0} if label_dp else {}
     model = ModelConfig(kind="poisson", exposure="exposure", **bounds)
-    epsilon = 1.0 if label_dp else math.inf
     job = memory_job(1, epochs=1, dataset="counts", model=model, batch_size=60, epsilon=epsilon)
     monkeypatch.setattr(Poisson, "forward_plain", crafted_exp_block)
     guest = DensePackingGuest()
@@ -410,8 +419,17 @@ def test_a_poisson_guest_with_a_crafted_forward_reads_counts_and_the_hosts_multi
         np.testing.assert_array_equal(counts, y[rows])
         np.testing.assert_allclose(multiplier, np.exp(z_host + offset)[rows], atol=2**-15)
         return
-    # Laplace scale 15: a read within ±0.5 of the true count has P = 1 − e^(−0.5/15) ≈ 0.033.
-    assert float(np.mean(counts == y[rows])) < 0.12
+    if epsilon == 1.0:
+        # Laplace scale 15: a read within ±0.5 of the true count has P = 1 − e^(−0.5/15) ≈ 0.033.
+        assert float(np.mean(counts == y[rows])) < 0.12
+        return
+    # The way out's default ε (8: scale 15/8): the guest's best single guess, y' rounded,
+    # is the count when the noise is within ±0.5 (P = 1 − e^(−0.5·ε/15) ≈ 0.234; less for
+    # a count clipped at 15). Pass line: P(Binomial(300, p) > line) < 1e-7.
+    noised = np.round(-read)
+    p = 1.0 - math.exp(-0.5 * epsilon / 15.0)
+    line = int(binom.isf(1e-7, len(rows), p))
+    assert int(np.sum(noised == y[rows])) <= line < len(rows) // 2
 
 
 # --- flipback: the Host packs its own cache, and one guest's forward beside it -----------

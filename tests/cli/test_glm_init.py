@@ -6,11 +6,12 @@ import math
 import tomllib
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from privfl.cli import main
 from privfl.config.vertical import ModelConfig, kind_default, load_job
-from privfl.models.registry import KINDS
+from privfl.models.registry import KINDS, UNPROTECTED_READS
 
 WEAK = ["--key-bits", "512", "--allow-weak-keys"]
 
@@ -30,16 +31,43 @@ def test_multiclass_takes_its_classes_and_columns_from_the_table(tmp_path: Path)
     assert job.parties["guest-1"].columns == tuple(range(21, 64))
 
 
-def test_linear_without_bounds_has_no_label_dp_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["linear", "poisson"])
+def test_regression_without_bounds_or_explicit_inf_is_refused_in_one_line(
+    tmp_path: Path, kind: str
+) -> None:
+    # Act
     result = CliRunner().invoke(
-        main, ["init", "vfl", "--out", str(tmp_path), *WEAK, "--model", "linear"]
+        main, ["init", "vfl", "--out", str(tmp_path), *WEAK, "--model", kind]
     )
-    assert result.exit_code == 0, result.output
-    job = load_job(tmp_path / "job.toml")
-    assert job.data.dataset == "diabetes" and math.isinf(job.label_dp.epsilon)
-    said = " ".join(result.output.split())
+
+    # Assert: one line naming both ways out and what a guest reads; nothing written.
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith(f"privfl: error: {kind} regression needs the labels' public bounds")
+    assert "(--label-low/--label-high) for label DP at ε 8" in line
+    assert "(--label-epsilon inf) to train without it, where a deviating guest reads" in line
+    assert UNPROTECTED_READS[kind] in line
+    assert not (tmp_path / "job.toml").exists()
+
+
+def test_regression_takes_either_way_out_and_the_file_says_which(tmp_path: Path) -> None:
+    # Act
+    off = CliRunner().invoke(
+        main,
+        ["init", "vfl", "--out", str(tmp_path / "off"), *WEAK, "--model", "linear",
+         "--label-epsilon", "inf"],
+    )  # fmt: skip
+    bounded = load_job(init(tmp_path / "on", "--model", "linear", "--label-high", "350"))
+
+    # Assert: the explicit inf is written (so fingerprinted), and said with its read.
+    assert off.exit_code == 0, off.output
+    written = tomllib.loads((tmp_path / "off" / "job.toml").read_text())
+    assert written["label_dp"]["epsilon"] == math.inf
+    assert load_job(tmp_path / "off" / "job.toml").data.dataset == "diabetes"
+    said = " ".join(off.output.split())
     assert "without label DP (ε = inf): a deviating guest reads" in said
     assert "--label-low/--label-high (label ε 8 then" in said
+    assert bounded.label_dp.epsilon == 8.0 and bounded.model.label_high == 350.0
 
 
 def test_each_kind_writes_its_default_label_epsilon_and_help_shows_it(tmp_path: Path) -> None:
@@ -79,7 +107,7 @@ def test_bounds_are_written_only_when_set(tmp_path: Path) -> None:
 
 
 def test_a_dataset_alone_picks_its_model(tmp_path: Path) -> None:
-    job = load_job(init(tmp_path, "--dataset", "counts"))
+    job = load_job(init(tmp_path, "--dataset", "counts", "--label-epsilon", "inf"))
 
     assert job.model.kind == "poisson" and job.model.exposure == "exposure"
     assert job.parties["host"].columns == (0, 1) and len(job.guests) == 1

@@ -445,3 +445,31 @@ def test_a_secureboost_job_takes_its_own_label_epsilon_and_min_child_weight() ->
     )
     assert switch_kind(boost, "logistic").label_dp.epsilon == 1.5
     assert kind_tables(logistic, "multiclass")["label_dp"].epsilon == 3.0
+
+
+@pytest.mark.parametrize("kind", ["linear", "poisson"])
+def test_regression_without_label_dp_must_be_the_job_files_choice(kind: str) -> None:
+    from privfl.config.vertical import from_dict, to_dict
+
+    # Prepare: a job file that leaves the label ε out, and one per way out.
+    base = to_dict(_job(key_bits=512, allow_weak_keys=True))
+    parties = {"server": base["parties"]["server"], "host": base["parties"]["host"]}
+    base["parties"] = {**parties, "guest": base["parties"]["guest"]}  # Poisson: one guest
+    del base["label_dp"]["epsilon"]
+    model = {"kind": kind}
+
+    # Act / Assert: left out, it is refused in one line naming both ways out and the read.
+    with pytest.raises(ConfigError) as refused:
+        from_dict({**base, "model": model}, source=Path("job.toml"))
+    said = str(refused.value)
+    assert "\n" not in said and said.startswith(f"job file job.toml: {kind} regression needs")
+    assert "model.label_low < model.label_high (--label-low/--label-high)" in said
+    assert "label_dp.epsilon = inf (--label-epsilon inf)" in said
+    assert "a deviating guest reads" in said
+    off = from_dict({**base, "model": model, "label_dp": {**base["label_dp"], "epsilon": "inf"}})
+    on = from_dict({**base, "model": {**model, "label_low": 0.0, "label_high": 15.0}})
+
+    # Assert: an explicit inf is in the canonical job, so every party agrees on it.
+    assert math.isinf(off.label_dp.epsilon) and on.label_dp.epsilon == 8.0
+    assert b'"epsilon":"inf"' in off.canonical()
+    assert from_dict(to_dict(off)).fingerprint() == off.fingerprint() != on.fingerprint()

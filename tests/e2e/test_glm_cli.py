@@ -17,12 +17,21 @@ import numpy as np
 import pytest
 from processes import WEAK, privfl, spawn_predict
 
+from privfl.config.vertical import kind_default
 from privfl.data.views import bundled
+from privfl.models.registry import UNPROTECTED_READS
 
 KINDS = {
     "linear": ("diabetes", {"rmse", "mae", "r2"}, ["id", "prediction"]),
     "poisson": ("counts", {"deviance", "rmse", "mae", "r2"}, ["id", "rate", "prediction"]),
     "multiclass": ("wine", {"accuracy", "precision", "recall", "f1", "per_class"}, None),
+}
+# A regression job says how its labels are protected: linear takes label DP from public
+# bounds (ε 8 then), Poisson says no label DP explicitly; each way out runs end to end.
+LABELS = {
+    "linear": ["--label-low", "0", "--label-high", "350"],
+    "poisson": ["--label-epsilon", "inf"],
+    "multiclass": [],
 }
 ROWS = 12
 
@@ -48,8 +57,8 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
 
     # Act: train.
     result = privfl(
-        "vfl", "run-local", "--model", kind, *WEAK, "--epochs", "1", "--workers", "1",
-        "--no-progress", "--out", str(run), timeout=300,
+        "vfl", "run-local", "--model", kind, *LABELS[kind], *WEAK, "--epochs", "1",
+        "--workers", "1", "--no-progress", "--out", str(run), timeout=300,
     )  # fmt: skip
 
     # Assert: the summary names the data, the split and every hyper-parameter.
@@ -61,10 +70,12 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
     assert summary["model"]["kind"] == kind and summary["model"]["learning_rate"] == 0.3
     assert metrics <= set(summary), set(summary)
     assert (run / "host" / "training.png").stat().st_size > 0
-    # Regression without bounds has no label DP: said at the start and in the table.
-    unprotected = kind != "multiclass"
+    # Regression without label DP (chosen): said at the start and in the table.
+    unprotected = kind == "poisson"
     assert ("without label DP (ε = inf): a deviating guest reads" in result.stderr) == unprotected
     assert ("a deviating guest reads" in result.stdout) == unprotected
+    want_epsilon = "inf" if unprotected else kind_default(kind, "label_dp.epsilon")
+    assert summary["label_epsilon"] == want_epsilon
 
     # Act: predict ROWS new rows, every party from its own CSV (rows in the same order);
     # the Poisson Host's file has the exposure column the job names (the demo's).
@@ -112,13 +123,24 @@ def test_run_local_then_predict(tmp_path: Path, kind: str) -> None:
         np.testing.assert_allclose(values[:, 1], values[:, 0] * exposures, atol=1e-5)
 
 
-def test_regression_with_epsilon_and_no_bounds_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("kind", "options"),
+    [("linear", []), ("poisson", []), ("linear", ["--label-epsilon", "1"])],
+)
+def test_regression_without_bounds_is_one_line(
+    tmp_path: Path, kind: str, options: list[str]
+) -> None:
     result = privfl(
-        "vfl", "run-local", "--model", "linear", *WEAK, "--label-epsilon", "1",
-        "--out", str(tmp_path), timeout=120,
+        "vfl", "run-local", "--model", kind, *options, *WEAK, "--out", str(tmp_path),
+        timeout=120,
     )  # fmt: skip
+
+    # Assert: refused before any party starts, naming both ways out.
     assert result.returncode != 0 and "Traceback" not in result.stderr
-    assert "label_low" in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert "--label-low/--label-high" in line and "--label-epsilon inf" in line
+    assert f"a deviating guest reads {UNPROTECTED_READS[kind]}" in line
+    assert not (tmp_path / "summary.json").exists()
 
 
 def test_poisson_with_two_guests_is_one_line(tmp_path: Path) -> None:
