@@ -57,7 +57,8 @@ def book(policy: Path, job_file: Path) -> None:
     site, job = load_policy(policy), load_job(job_file)
     for project in ("sepsis", "oncology"):
         run = Booking(project, job.session, job.fingerprint(), "host", "host", "vfl")
-        # oncology's budget (5) is below the run's label ε (8): the ledger keeps the refusal
+        # oncology's budget (1) is below the run's label ε (logistic's default 1.5): the
+        # ledger keeps the refusal
         with contextlib.suppress(PrivacyBudgetExceeded):
             admit(site, run, vertical_spend(job, "host"))
 
@@ -100,7 +101,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     policy = base / "policy.toml"
     policy.write_text(
         'ledger = "ledger.json"\n[projects.sepsis]\nmax_epsilon = 20\n'
-        "[projects.oncology]\nmax_epsilon = 5\n"
+        "[projects.oncology]\nmax_epsilon = 1\n"
     )
     book(policy, demo / "kit" / "job.toml")
     server = subprocess.Popen(
@@ -171,7 +172,7 @@ def test_the_budget_numbers_are_site_budgets(page: Any, site: dict[str, Any]) ->
         expected = [name, *(f"{project[k]:g}" for k in ("max_epsilon", "spent", "left"))]
         sync_api.expect(cells).to_have_text([*expected, str(project["runs"])])
     sync_api.expect(page.locator("#ledger-refused tbody tr")).to_contain_text(
-        "past this site's budget 5"
+        "past this site's budget 1"
     )
 
 
