@@ -37,6 +37,7 @@ code), so the counts are known answers.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -135,6 +136,10 @@ class SwapGuest:
     def learn(self, tree: int, node: int, left: np.ndarray) -> None:
         return None
 
+    def side(self, node: int, idx: np.ndarray, n: sb.Node) -> np.ndarray:
+        """Its node routes its rows as its crafted column did."""
+        return self.crafted[node][:, n.feature] <= n.bin
+
 
 def default_job() -> JobConfig:
     return switch_kind(memory_job(1, epsilon=LabelDPConfig().epsilon), "secureboost")
@@ -146,8 +151,23 @@ def own_prior(x: np.ndarray) -> np.ndarray:
     return np.where(cluster == int(np.bincount(cluster).argmax()), MAJORITY, 1 - MAJORITY)
 
 
-def run_attack(job: JobConfig, seed: int) -> tuple[SwapGuest, np.ndarray]:
-    """Train the twin with the attacker as the guest's group; its reads and the true labels."""
+Side = Callable[[int, np.ndarray, sb.Node], np.ndarray]
+"""Which of a node's rows (``idx``) an attacker's split sends left."""
+
+
+@dataclass
+class Twin:
+    """The plain twin's Host side for one label draw: its own binned columns and margin."""
+
+    y: np.ndarray
+    flipped: np.ndarray
+    params: sb.BoostParams
+    own: sb.LocalColumns
+    guest_x: np.ndarray
+
+
+def twin(job: JobConfig, seed: int) -> Twin:
+    """The job's data, the Host's noised labels (drawn with ``seed``) and its own columns."""
     data = party_data(job)
     host, guest = data[job.host], data[job.guests[0]]
     y = host.y_train
@@ -156,19 +176,26 @@ def run_attack(job: JobConfig, seed: int) -> tuple[SwapGuest, np.ndarray]:
     params = params_of(job)
     edges = sb.quantile_edges(host.x_train, params.bins)
     own = sb.LocalColumns(sb.bin_columns(host.x_train, edges), params, 0)
-    attacker = SwapGuest(own_prior(guest.x_train), guest.x_train.shape[1], params)
-    margin = np.full(len(y), sb.base_margin(flipped))
+    return Twin(y, flipped, params, own, guest.x_train)
+
+
+def run_attack(job: JobConfig, seed: int) -> tuple[SwapGuest, np.ndarray]:
+    """Train the twin with the attacker as the guest's group; its reads and the true labels."""
+    tw = twin(job, seed)
+    y, params, own = tw.y, tw.params, tw.own
+    attacker = SwapGuest(own_prior(tw.guest_x), tw.guest_x.shape[1], params)
+    margin = np.full(len(y), sb.base_margin(tw.flipped))
     for t in range(params.trees):
-        g, h = sb.gradients(margin, flipped)
+        g, h = sb.gradients(margin, tw.flipped)
         own.set_gradients(g, h)
         attacker.g, attacker.h = g, h
         tree = sb.grow_tree(t, sb.tree_rows(params, t, len(y)), g, h, [own, attacker], params)
-        margin += route_with(tree, own, attacker, len(y))
+        margin += route(tree, own, attacker.side, len(y))
     return attacker, y
 
 
-def route_with(tree: sb.Tree, own: sb.LocalColumns, att: SwapGuest, rows: int) -> np.ndarray:
-    """Leaf values per row, each attacker node routing its rows as its crafted column did."""
+def route(tree: sb.Tree, own: sb.LocalColumns, theirs: Side, rows: int) -> np.ndarray:
+    """Leaf values per row: the Host's nodes route by its bins, the attacker's by ``theirs``."""
     out = np.zeros(rows)
     stack = [(0, np.arange(rows))]
     while stack:
@@ -177,10 +204,7 @@ def route_with(tree: sb.Tree, own: sb.LocalColumns, att: SwapGuest, rows: int) -
         if n.leaf:
             out[idx] = n.value
             continue
-        if n.group == 0:
-            left = own.binned[idx, n.feature] <= n.bin
-        else:
-            left = att.crafted[node][:, n.feature] <= n.bin
+        left = own.binned[idx, n.feature] <= n.bin if n.group == 0 else theirs(node, idx, n)
         stack += [(2 * node + 1, idx[left]), (2 * node + 2, idx[~left])]
     return out
 
@@ -329,6 +353,10 @@ class RefusedGuest:
     def base(self) -> np.ndarray:
         return np.asarray(self.prior == 1 - MAJORITY)  # left: the rows its prior calls 0
 
+    def side(self, node: int, idx: np.ndarray, n: sb.Node) -> np.ndarray:
+        """Every node of its routes by the one base column."""
+        return self.base()[idx]
+
     def propose(self, tree: int, node: int, feature: int, bin_: int) -> None:
         return None
 
@@ -353,41 +381,20 @@ class RefusedGuest:
 
 def run_refused(job: JobConfig, seed: int) -> tuple[RefusedGuest, np.ndarray]:
     """Train the twin with the hidden crafter until the Host refuses it (or the last tree)."""
-    data = party_data(job)
-    host, guest = data[job.host], data[job.guests[0]]
-    y = host.y_train
-    assert y is not None
-    flipped = boost_labels.draw_noisy_labels(job, y, np.random.default_rng(seed))[0]
-    params = params_of(job)
-    own = sb.LocalColumns(
-        sb.bin_columns(host.x_train, sb.quantile_edges(host.x_train, 32)), params, 0
-    )
-    attacker = RefusedGuest(own_prior(guest.x_train), guest.x_train.shape[1], params)
-    margin = np.full(len(y), sb.base_margin(flipped))
+    tw = twin(job, seed)
+    y, params, own = tw.y, tw.params, tw.own
+    attacker = RefusedGuest(own_prior(tw.guest_x), tw.guest_x.shape[1], params)
+    margin = np.full(len(y), sb.base_margin(tw.flipped))
     for t in range(params.trees):
-        g, h = sb.gradients(margin, flipped)
+        g, h = sb.gradients(margin, tw.flipped)
         own.set_gradients(g, h)
         attacker.g, attacker.h = g, h
         try:
             tree = sb.grow_tree(t, sb.tree_rows(params, t, len(y)), g, h, [own, attacker], params)
         except ProtocolError:
             break  # the session stops
-        margin += route_base(tree, own, attacker.base(), len(y))
+        margin += route(tree, own, attacker.side, len(y))
     return attacker, y
-
-
-def route_base(tree: sb.Tree, own: sb.LocalColumns, base: np.ndarray, rows: int) -> np.ndarray:
-    out = np.zeros(rows)
-    stack = [(0, np.arange(rows))]
-    while stack:
-        node, idx = stack.pop()
-        n = tree[node]
-        if n.leaf:
-            out[idx] = n.value
-            continue
-        left = own.binned[idx, n.feature] <= n.bin if n.group == 0 else base[idx]
-        stack += [(2 * node + 1, idx[left]), (2 * node + 2, idx[~left])]
-    return out
 
 
 @pytest.mark.parametrize("epsilon", [math.inf, None], ids=["no-label-dp", "defaults"])
