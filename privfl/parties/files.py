@@ -56,18 +56,21 @@ def write_json(path: Path, data: Any, *, compact: bool = False, durable: bool = 
     """Write JSON atomically: a reader never sees half a file (mkstemp makes it 0600).
 
     ``compact``: one line without indentation or final newline (checkpoints);
-    otherwise indented by two with a final newline. ``durable``: fsync the file and
-    its folder, so the new file survives a power cut once this returns.
+    otherwise indented by two with a final newline. ``durable``: as :func:`write_text`.
     """
+    # dumps, not dump: only the one-shot encoder is the C one
+    text = json.dumps(data) if compact else json.dumps(data, indent=2, allow_nan=True) + "\n"
+    write_text(path, text, durable=durable)
+
+
+def write_text(path: Path, text: str, *, durable: bool = False) -> None:
+    """Write ``text`` atomically, mode 0600 (mkstemp). ``durable``: fsync the file and its
+    folder, so the new file survives a power cut once this returns."""
     private_dir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as handle:
-            if compact:  # dumps, not dump: only the one-shot encoder is the C one
-                handle.write(json.dumps(data))
-            else:
-                json.dump(data, handle, indent=2, allow_nan=True)
-                handle.write("\n")
+            handle.write(text)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())

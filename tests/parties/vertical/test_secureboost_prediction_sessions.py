@@ -102,7 +102,7 @@ def test_a_model_folder_it_cannot_write_is_one_line(
 ) -> None:
     model = model_file(tmp_path)
 
-    def read_only(path: Path, text: str) -> None:
+    def read_only(path: Path, text: str, *, durable: bool = False) -> None:
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(sessions, "write_text", read_only)  # root writes anywhere

@@ -29,14 +29,13 @@ import json
 import logging
 import os
 import secrets
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privfl.crypto.paillier import PrivateKey, PublicKey, generate_keypair, private_primes
 from privfl.errors import ConfigError, CryptoError, ProtocolError
-from privfl.parties.files import open_private, private_dir
+from privfl.parties.files import open_private, write_text
 from privfl.parties.vertical.secureboost.oblivious import SEED_BYTES
 
 log = logging.getLogger("privfl.guest")
@@ -81,7 +80,7 @@ class Ledger:
             return
         lines = [json.dumps(self.header())]
         lines += [json.dumps(entry(t, n, a)) for (t, n), a in sorted(self.answers.items())]
-        write_text(self.path, "\n".join(lines))
+        write_text(self.path, "\n".join(lines), durable=True)
 
     def append(self, tree: int, node: int, values: tuple[int, ...]) -> None:
         """One answer, appended and synced before it is sent (a torn last line: never sent)."""
@@ -106,26 +105,6 @@ class Ledger:
 
 def entry(tree: int, node: int, values: tuple[int, ...]) -> dict[str, Any]:
     return {"tree": tree, "node": node, "values": [str(v) for v in values]}
-
-
-def write_text(path: Path, text: str) -> None:
-    """``text`` to ``path`` atomically and durably, mode 0600 (parties/files.write_json's way)."""
-    private_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
 
 
 def unkept(bits: int, obfuscation: str) -> Ledger:

@@ -28,7 +28,7 @@ import numpy as np
 
 from privfl.data.tables import IdTable
 from privfl.errors import ConfigError
-from privfl.parties.vertical.secureboost.ledger import write_text
+from privfl.parties.files import write_text
 
 log = logging.getLogger("privfl.guest")
 FILE_NAME = "predictions.jsonl"
@@ -50,7 +50,7 @@ class Booking:
 
     def save(self) -> None:
         """Every record, atomically and durably (mode 0600)."""
-        write_text(self.path, "\n".join(json.dumps(r) for r in self.records))
+        write_text(self.path, "\n".join(json.dumps(r) for r in self.records), durable=True)
 
 
 def model_digest(path: Path) -> str:
